@@ -1,0 +1,42 @@
+# dlperf: the two commands a new user needs are `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test venv services images bench clean
+
+$(VENV)/.installed: requirements.lock pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --no-deps -r requirements.lock
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+venv: $(VENV)/.installed
+
+## Run suites/smoke.yaml on the local runtime with SQLite and print the table (no servers needed).
+demo: venv
+	$(VENV)/bin/dlperf run suites/smoke.yaml --runtime local
+
+## Start what the tests need (PostgreSQL, Docker engine, locally built images), then run pytest.
+test: venv services
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+services:
+	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-docker.sh
+	bash scripts/build-images.sh
+
+images:
+	bash scripts/build-images.sh
+
+## Benchmarks (figures, not tests): see docs/benchmarks.md
+bench: venv
+	$(PY) bench/parse_speed.py
+	$(PY) bench/dag_parse_time.py
+	$(PY) bench/harness_transparency.py
+	$(PY) bench/orchestration_overhead.py
+
+clean:
+	rm -rf $(VENV) .dlperf

@@ -1,0 +1,116 @@
+"""``dlperf run | parse | results``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from dlperf_core.errors import ConfigError
+    from dlperf_core.suite import load_suite
+
+    try:
+        load_suite(args.suite)  # refuse a bad suite before Airflow even starts
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.db:
+        os.environ["DLPERF_DB_URL"] = args.db
+    os.environ.setdefault("DLPERF_PROGRESS", "1")
+    conf = {"suite": str(Path(args.suite).resolve()), "runtime": args.runtime or "suite"}
+    if args.inventory:
+        conf["inventory"] = str(Path(args.inventory).resolve())
+    if args.repeats:
+        conf["repeats"] = args.repeats
+    from dlperf_cli.embedded import run_dag
+
+    print(f"dlperf: running {args.suite} through the dlperf_benchmark DAG (dag.test)", file=sys.stderr, flush=True)
+    dag_run = run_dag(conf)
+    from dlperf_core.report import seed_tables
+    from dlperf_core.storage import ResultStore, default_db_url
+
+    store = ResultStore(default_db_url())
+    summary = store.summary(dag_id=dag_run.dag_id, run_id=dag_run.run_id)
+    print(seed_tables(summary))
+    state = str(dag_run.state)
+    print(f"\nDAG run {dag_run.run_id}: {state}; results in {_redact(default_db_url())}")
+    return 0 if state.endswith("success") else 1
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _cmd_parse(args: argparse.Namespace) -> int:
+    from dlperf_core.parsing import parse_file
+
+    out = []
+    for path in args.logs:
+        for run in parse_file(path, format=args.format, warmup=args.warmup, measured=args.measured):
+            out.append(run.to_dict())
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for r in out:
+            tp = f"{r['throughput']:.2f}" if r["throughput"] else "-"
+            rep = f"{r['reported_throughput']:.2f}" if r["reported_throughput"] else "-"
+            print(f"{r['file']}\t{r['format']}\t{r['status']}\tthroughput={tp}\treported={rep}\t{r['reason'] or ''}")
+    return 0 if all(r["status"] == "ok" for r in out) else 1
+
+
+def _cmd_results(args: argparse.Namespace) -> int:
+    from dlperf_core.report import seed_tables
+    from dlperf_core.storage import ResultStore, default_db_url
+
+    store = ResultStore(args.db or default_db_url())
+    store.ensure_schema()
+    summary = store.summary(run_id=args.run_id, latest=args.run_id is None and not args.all)
+    if args.json:
+        print(summary.to_json(orient="records", date_format="iso", indent=2))
+    else:
+        print(seed_tables(summary))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dlperf", description="Deep-learning training benchmarks through Airflow.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a suite through the dlperf_benchmark DAG in this process")
+    run.add_argument("suite", help="suite YAML file, e.g. suites/smoke.yaml")
+    run.add_argument("--runtime", choices=["local", "docker"], help="override the suite's runtime")
+    run.add_argument("--inventory", help="node inventory YAML (default: the suite's or the runtime's)")
+    run.add_argument("--repeats", type=int, help="override repeats per case")
+    run.add_argument("--db", help="results database URL (default: $DLPERF_DB_URL or .dlperf/dlperf.db)")
+    run.set_defaults(func=_cmd_run)
+
+    parse = sub.add_parser("parse", help="parse training logs and print throughput per run")
+    parse.add_argument("logs", nargs="+")
+    parse.add_argument("--json", action="store_true")
+    parse.add_argument("--format", help="force a log format instead of detecting it")
+    parse.add_argument("--warmup", type=int, help="warm-up iterations to skip (default: the format's)")
+    parse.add_argument("--measured", type=int, help="iterations in the measured window (default: to the end)")
+    parse.set_defaults(func=_cmd_parse)
+
+    res = sub.add_parser("results", help="print the per-case summary from the results database")
+    res.add_argument("--db", help="results database URL")
+    res.add_argument("--run-id", help="a DAG run id (default: the latest benchmark run)")
+    res.add_argument("--all", action="store_true", help="every run, not only the latest")
+    res.add_argument("--json", action="store_true")
+    res.set_defaults(func=_cmd_results)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

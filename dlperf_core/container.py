@@ -1,0 +1,64 @@
+"""What a framework container needs on a node, as plain data (the Docker runtime turns it into API calls).
+
+Built from the node inventory (GPUs, InfiniBand, host network and IPC, memlock) and the framework adapter
+(image, command, environment, shm). Keeping it as data means it can be checked in tests and golden files
+without a Docker engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dlperf_core.inventory import Mount, Node
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One framework container on one node."""
+
+    name: str
+    image: str
+    command: tuple[str, ...]
+    environment: dict[str, str]
+    labels: dict[str, str]
+    network: str  # "host" or a user-defined docker network
+    hostname: str | None  # set (and used as network alias) on user-defined networks only
+    gpus: bool  # request every GPU of the node through the NVIDIA runtime
+    devices: tuple[str, ...] = ()  # e.g. /dev/infiniband
+    ipc_host: bool = True
+    shm_size: str | None = None
+    cap_add: tuple[str, ...] = ()
+    memlock_unlimited: bool = False
+    mounts: tuple[Mount, ...] = ()
+    working_dir: str | None = None
+    extra_hosts: dict[str, str] = field(default_factory=dict)
+
+
+def container_spec_for(
+    node: Node,
+    *,
+    name: str,
+    image: str,
+    command: tuple[str, ...],
+    environment: dict[str, str],
+    labels: dict[str, str],
+    shm_size: str | None = None,
+) -> ContainerSpec:
+    """The container spec of a framework process on ``node``, following what the node supports."""
+    host_net = node.network == "host"
+    return ContainerSpec(
+        name=name,
+        image=image,
+        command=command,
+        environment=environment,
+        labels=labels,
+        network=node.network,
+        hostname=None if host_net else node.container_hostname,
+        gpus=node.accelerator == "nvidia",
+        devices=("/dev/infiniband",) if node.infiniband else (),
+        ipc_host=node.ipc_host,
+        shm_size=None if node.ipc_host else (shm_size or node.shm_size),
+        cap_add=("IPC_LOCK",) if node.memlock else (),
+        memlock_unlimited=node.memlock,
+        mounts=node.mounts,
+    )

@@ -1,0 +1,47 @@
+"""dlperf's own PyTorch ResNet-50 v1.5 workload (dlperf_core/workload), launched by torchrun.
+
+One torchrun per node (gloo on CPU, nccl on GPU); rank 0 prints the NGC PyTorch DLLogger format, so the
+same parser serves this workload and the NGC images.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.inventory import Node
+from dlperf_core.plan import Case
+
+
+class PytorchReference(FrameworkAdapter):
+    name: ClassVar[str] = "pytorch_reference"
+    models: ClassVar[frozenset[str]] = frozenset({"resnet50_v1.5"})
+    precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "tf32", "amp"})
+    log_format: ClassVar[str] = "ngc_pytorch_dllogger"
+    default_image: ClassVar[str] = "dlperf/pytorch-reference:cpu"
+
+    def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        master = nodes[0].reach_address
+        train = [
+            f"{ctx.workload_dir}/train.py",
+            "--batch-size", str(case.batch_size_per_device),
+            "--precision", case.precision,
+            "--warmup-iterations", str(case.warmup_iterations),
+            "--iterations", str(case.measured_iterations),
+        ]
+        if ctx.cpu_threads_per_process:
+            train += ["--threads", str(ctx.cpu_threads_per_process)]
+        train += list(case.extra_args)
+        out = []
+        for rank, node in enumerate(nodes):
+            argv = [
+                ctx.python, "-m", "torch.distributed.run",
+                "--nnodes", str(case.nodes),
+                "--nproc_per_node", str(case.gpus_per_node),
+                "--node_rank", str(rank),
+                "--master_addr", master,
+                "--master_port", str(ctx.master_port),
+                *train,
+            ]
+            out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env={"PYTHONUNBUFFERED": "1"}))
+        return out

@@ -1,0 +1,123 @@
+"""The node inventory: the machines (or stand-in containers) a suite runs on, described once.
+
+An inventory is a YAML file::
+
+    name: docker-local
+    nodes:
+      - name: node0
+        address: 10.0.0.1          # what other nodes use to reach it (torchrun master address)
+        gpus: 8                    # devices per node (processes per node on a CPU-only node)
+        accelerator: nvidia        # nvidia | cpu
+        docker_url: unix:///var/run/docker.sock
+        network: host              # "host", or a user-defined docker network (test nodes)
+        infiniband: true           # pass /dev/infiniband into the container
+        memlock: true              # ulimit memlock=-1 and IPC_LOCK (refused by some sandboxes)
+        ipc_host: true
+        shm_size: 16g              # used when ipc_host is false
+        mounts: [{source: /data/imagenet, target: /data, read_only: true}]
+        queue: node0               # Celery queue of the worker that sits on this node
+
+Everything has a sensible default so a laptop inventory is two lines per node.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dlperf_core.errors import ConfigError, format_validation_error
+
+
+class Mount(BaseModel):
+    """A host path bound into every framework container on the node."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    source: str
+    target: str
+    read_only: bool = True
+
+
+class SshAccess(BaseModel):
+    """How Airflow's SSH connection reaches the node (preflight, mpirun frameworks)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    user: str = "root"
+    port: int = Field(22, ge=1, le=65535)
+    key_file: str | None = None
+
+
+class Node(BaseModel):
+    """One node of the cluster."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    address: str = "127.0.0.1"
+    gpus: int = Field(1, ge=1, le=64)
+    accelerator: Literal["nvidia", "cpu"] = "cpu"
+    docker_url: str = "unix:///var/run/docker.sock"
+    network: str = "host"
+    hostname: str | None = None
+    infiniband: bool = False
+    memlock: bool = False
+    ipc_host: bool = True
+    shm_size: str = "1g"
+    mounts: tuple[Mount, ...] = ()
+    queue: str = "default"
+    ssh: SshAccess | None = None
+
+    @property
+    def container_hostname(self) -> str:
+        """Hostname (and network alias) of this node's container on a user-defined network."""
+        return self.hostname or self.name
+
+    @property
+    def reach_address(self) -> str:
+        """The address other ranks use to reach this node."""
+        return self.address if self.network == "host" else self.container_hostname
+
+
+class Inventory(BaseModel):
+    """The nodes a suite may use, in order: node 0 is the rendezvous master."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = "inventory"
+    nodes: tuple[Node, ...] = Field(min_length=1)
+
+    @field_validator("nodes")
+    @classmethod
+    def _unique_names(cls, nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+        names = [n.name for n in nodes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate node names: {', '.join(dupes)}")
+        return nodes
+
+    @model_validator(mode="after")
+    def _one_network_kind(self) -> "Inventory":
+        if len({n.network == "host" for n in self.nodes}) > 1:
+            raise ValueError("nodes mix network 'host' with docker networks; use one kind per inventory")
+        return self
+
+    def first(self, count: int) -> tuple[Node, ...]:
+        """The nodes a case of ``count`` nodes runs on."""
+        return self.nodes[:count]
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    """Read and validate an inventory file; errors name the file and the field."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(str(path), ["file not found"]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [f"not valid YAML: {exc}"]) from None
+    if not isinstance(raw, dict):
+        raise ConfigError(str(path), ["expected a mapping with a 'nodes' list at the top level"])
+    try:
+        return Inventory.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(str(path), format_validation_error(exc)) from None

@@ -1,0 +1,96 @@
+"""Turning a planned case run into a runtime job: node commands, container specs, log folder, labels."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from dlperf_core.frameworks import LaunchContext, get_adapter
+from dlperf_core.inventory import Inventory
+from dlperf_core.plan import CaseRun
+from dlperf_core.runtime.base import CaseJob, CaseOutcome
+
+
+class Runtime(Protocol):
+    """Where case jobs run: ``local`` processes or ``docker`` containers."""
+
+    name: str
+    python: str
+    workload_dir: str
+
+    def cpu_threads_per_process(self, processes: int) -> int | None: ...
+
+    def execute(self, job: CaseJob) -> CaseOutcome: ...
+
+    def cleanup(self, labels: dict[str, str]) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class RunIds:
+    """The Airflow DAG run a case run belongs to."""
+
+    dag_id: str
+    run_id: str
+
+    @property
+    def short(self) -> str:
+        return hashlib.sha1(f"{self.dag_id}/{self.run_id}".encode()).hexdigest()[:10]
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Docker labels that find every container of this DAG run (cleanup)."""
+        return {"dlperf.dag_id": self.dag_id, "dlperf.run_id": self.run_id}
+
+
+def default_log_root() -> Path:
+    return Path(os.environ.get("DLPERF_LOG_DIR", Path.cwd() / ".dlperf" / "logs")).resolve()
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def master_port_for(ids: RunIds, case_run: CaseRun) -> int:
+    """A rendezvous port that differs between case runs (no clash with a lingering socket)."""
+    digest = int(hashlib.sha1(f"{ids.dag_id}/{ids.run_id}/{case_run.index}".encode()).hexdigest(), 16)
+    return 29500 + digest % 2000
+
+
+def build_job(
+    case_run: CaseRun,
+    inventory: Inventory,
+    runtime: Runtime,
+    ids: RunIds,
+    *,
+    timeout_s: float,
+    watchdog_s: float | None,
+    log_root: Path | None = None,
+) -> CaseJob:
+    """Everything needed to execute ``case_run`` on ``runtime``: commands per node and container specs."""
+    case = case_run.case
+    adapter = get_adapter(case.framework)
+    nodes = inventory.first(case.nodes)
+    cpu = all(n.accelerator == "cpu" for n in nodes)
+    ctx = LaunchContext(
+        python=runtime.python,
+        workload_dir=runtime.workload_dir,
+        master_port=master_port_for(ids, case_run),
+        cpu_threads_per_process=runtime.cpu_threads_per_process(case.total_gpus) if cpu else None,
+    )
+    launches = adapter.launches(case, nodes, ctx)
+    run_label = f"dlperf-{ids.short}-{case_run.index:04d}-r{case_run.repeat}"
+    labels = {**ids.labels, "dlperf.case": case.key, "dlperf.repeat": str(case_run.repeat)}
+    log_dir = (log_root or default_log_root()) / _safe(ids.dag_id) / _safe(ids.run_id) / _safe(case.key) / f"r{case_run.repeat}"
+    return CaseJob(
+        run_label=run_label,
+        launches=tuple(launches),
+        containers=tuple(adapter.container_specs(case, launches, run_label=run_label, labels=labels)),
+        log_dir=log_dir,
+        timeout_s=timeout_s,
+        watchdog_s=watchdog_s,
+        labels=labels,
+    )

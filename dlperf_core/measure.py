@@ -1,0 +1,53 @@
+"""The verdict on one case run: the runtime's outcome and the parsed log, reduced to one result.
+
+Pure apart from reading the log file. A run that failed has a reason and no throughput, never a zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlperf_core.frameworks import get_adapter
+from dlperf_core.parsing import parse_file
+from dlperf_core.plan import Case
+from dlperf_core.runtime.base import CaseOutcome
+
+
+@dataclass(frozen=True)
+class Measurement:
+    status: str  # "ok" | "failed"
+    reason: str | None
+    throughput: float | None  # samples/s by dlperf's window rule
+    reported_throughput: float | None  # the framework's own figure
+    iterations: int | None  # iterations inside the measured window
+
+    def to_dict(self) -> dict:
+        return dict(vars(self))
+
+
+def judge(case: Case, outcome: CaseOutcome) -> Measurement:
+    """Combine how the processes ended with what the log says."""
+    adapter = get_adapter(case.framework)
+    log = Path(outcome.log_path) if outcome.log_path else None
+    parsed = None
+    if log is not None and log.exists():
+        warmup, measured = adapter.parse_window(case)
+        runs = parse_file(log, format=adapter.log_format, warmup=warmup, measured=measured)
+        parsed = runs[0] if runs else None
+    if outcome.failure:
+        detail = f"; log: {parsed.reason}" if parsed is not None and parsed.status != "ok" else ""
+        return Measurement("failed", outcome.failure + detail, None, None, None)
+    if parsed is None:
+        return Measurement("failed", "no log was collected from node 0", None, None, None)
+    if parsed.status != "ok":
+        return Measurement("failed", parsed.reason, None, parsed.reported_throughput, parsed.iterations)
+    if parsed.gpus is not None and parsed.gpus != case.total_gpus:
+        return Measurement(
+            "failed",
+            f"log reports {parsed.gpus} devices, the case expects {case.total_gpus}",
+            None,
+            parsed.reported_throughput,
+            parsed.iterations,
+        )
+    return Measurement("ok", None, parsed.throughput, parsed.reported_throughput, parsed.iterations)

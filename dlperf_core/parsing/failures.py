@@ -1,0 +1,149 @@
+"""How a run fails, as data (MLPerf-checker style), and the one place that turns parsed facts into a
+``ParsedRun`` with status "ok" or "failed".
+
+Failure reasons, checked in this order (the first that applies wins):
+  * a text rule matches anywhere in the log: "out of memory" (CUDA or host);
+  * no training record at all: "no training lines";
+  * a NaN or inf loss: "loss is NaN/inf at iteration N";
+  * the log stops early: "truncated log: ..." (decided by the format, see ``truncation``);
+  * the window cannot be measured: "too few iterations for the window (got N, need M)" and the like.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dlperf_core.parsing.records import IterationRecord, ParsedRun, ParseOptions
+from dlperf_core.parsing.window import WindowResult, measure
+
+OUT_OF_MEMORY = "out of memory"
+NO_TRAINING_LINES = "no training lines"
+
+
+@dataclass(frozen=True)
+class TextRule:
+    """A failure visible in the raw text: ``pattern`` matching anywhere means ``reason``.
+
+    ``needle`` is a literal every match contains, looked for first in the UTF-8 bytes (a fast scan);
+    the regex runs only when the needle is there.
+    """
+
+    needle: bytes
+    pattern: re.Pattern[str]
+    reason: str
+
+
+def _rule(needle: str, pattern: str, reason: str) -> TextRule:
+    return TextRule(needle.encode(), re.compile(pattern), reason)
+
+
+TEXT_RULES: tuple[TextRule, ...] = (
+    # "CUDA out of memory", "CUDA error: out of memory", NCCL "Cuda failure 'out of memory'", ...
+    _rule("out of memory", r"out of memory", OUT_OF_MEMORY),
+    _rule("Out of memory", r"\bOut of memory\b", OUT_OF_MEMORY),
+    _rule("_STATUS_ALLOC_FAILED", r"CU(?:DNN|BLAS)_STATUS_ALLOC_FAILED", OUT_OF_MEMORY),
+    _rule("OOM when allocating", r"OOM when allocating", OUT_OF_MEMORY),  # TensorFlow
+    _rule("MemoryError", r"\bMemoryError\b", OUT_OF_MEMORY),  # Python host memory
+    _rule("std::bad_alloc", r"std::bad_alloc", OUT_OF_MEMORY),  # C++ host memory
+    _rule("Cannot allocate memory", r"Cannot allocate memory", OUT_OF_MEMORY),  # ENOMEM
+)
+"""Text failures, first match wins. Add a rule here to teach every format a new failure."""
+
+
+def text_failure(text: str) -> str | None:
+    """The reason of the first text rule that matches ``text``, else None."""
+    data = text.encode("utf-8", "surrogatepass")  # bytes search is several times faster than str's
+    for rule in TEXT_RULES:
+        if rule.needle in data and rule.pattern.search(text):
+            return rule.reason
+    return None
+
+
+def loss_failure(records: Sequence[IterationRecord]) -> str | None:
+    """"loss is NaN/inf at iteration N" for the first record whose loss is not finite, else None."""
+    for r in records:
+        if r.loss is not None and not math.isfinite(r.loss):
+            return f"loss is NaN/inf at iteration {r.iteration}"
+    return None
+
+
+def last_line_cut(text: str) -> bool:
+    """Whether the log ends inside a line (no final newline after non-blank text)."""
+    return bool(text) and not text.endswith("\n") and bool(text[text.rfind("\n") + 1 :].strip())
+
+
+def truncation(text: str, *, finished: bool, progress: Sequence[tuple[str, int, int]] = ()) -> str | None:
+    """"truncated log: ..." when a run that never printed its end marker (``finished`` False) stopped
+    early: its last line is cut, or some (unit, reached, expected) in ``progress`` has reached < expected.
+    A finished run is never truncated."""
+    if finished:
+        return None
+    if last_line_cut(text):
+        return "truncated log: last line cut"
+    for unit, reached, expected in progress:
+        if reached < expected:
+            return f"truncated log: {reached} of {expected} {unit}"
+    return None
+
+
+def conclude(
+    *,
+    text: str,
+    file: str,
+    format: str,
+    records: Sequence[IterationRecord],
+    options: ParseOptions,
+    reported: float | None,
+    gpus: int | None,
+    batch_size_per_device: int | None,
+    truncated: str | None = None,
+) -> ParsedRun:
+    """The ParsedRun of one run: the failure checks above, then the measured window (``window.measure``).
+
+    A failed run has status "failed", a reason, throughput None, no window and 0 iterations.
+    """
+    global_batch = gpus * batch_size_per_device if gpus and batch_size_per_device else None
+    if reported is not None and not (reported > 0 and math.isfinite(reported)):
+        reported = None
+    result: WindowResult | str = (
+        text_failure(text)
+        or (None if records else NO_TRAINING_LINES)
+        or loss_failure(records)
+        or truncated
+        or measure(records, warmup=options.warmup, measured=options.measured, global_batch=global_batch)
+    )
+    w = None if isinstance(result, str) else result
+    return ParsedRun(
+        file=file,
+        format=format,
+        status="ok" if w is not None else "failed",
+        reason=result if isinstance(result, str) else None,
+        throughput=w.throughput if w is not None else None,
+        reported_throughput=reported,
+        iterations=w.iterations if w is not None else 0,
+        gpus=gpus,
+        batch_size_per_device=batch_size_per_device,
+        window=w.window if w is not None else None,
+        method=w.method if w is not None else None,
+        records=tuple(records),
+    )
+
+
+def failed(file: str, format: str, reason: str) -> ParsedRun:
+    """A failed ParsedRun that carries nothing but its reason."""
+    return ParsedRun(
+        file=file,
+        format=format,
+        status="failed",
+        reason=reason,
+        throughput=None,
+        reported_throughput=None,
+        iterations=0,
+        gpus=None,
+        batch_size_per_device=None,
+        window=None,
+        method=None,
+    )

@@ -1,0 +1,115 @@
+"""THE one throughput rule: samples processed inside the measured window / wall time of that window.
+
+The window is iterations ``warmup+1 .. warmup+measured`` (``measured`` None: up to the last record).
+Iterations are iteration NUMBERS from the records, never line counts.
+
+* Timestamps (preferred; needs a known global batch): the base is the last record with
+  ``iteration <= warmup`` (if there is none, the first record inside the window becomes the base and is
+  not counted); samples = (last_iter - base_iter) * global_batch, time = t_last - t_base.
+* Printed rates (no timestamps, no batch, or unusable times): each record inside the window covers the
+  iterations since the record before it; throughput = sum(iters_i) / sum(iters_i / rate_i), the
+  iteration-weighted harmonic mean (with a batch: samples = iters * batch, time = sum(iters_i*batch/rate_i)).
+
+An ok result is always finite and > 0; everything else is a short failure reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from operator import attrgetter
+
+from dlperf_core.parsing.records import IterationRecord
+
+TIMESTAMPS = "timestamps"
+PRINTED_RATES = "printed_rates"
+NO_TIMING = "no usable timing in the window"
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """Throughput over one measured window and how it was obtained.
+
+    ``iterations`` are the iterations counted; ``window`` is (first, last) iteration number counted;
+    ``samples``/``seconds`` are the numerator and denominator (None for printed rates without a batch).
+    """
+
+    throughput: float
+    iterations: int
+    window: tuple[int, int]
+    method: str
+    samples: float | None
+    seconds: float | None
+
+
+def too_few(got: int, need: int) -> str:
+    """The failure reason for a log that does not reach iteration ``need`` (it stopped at ``got``)."""
+    return f"too few iterations for the window (got {got}, need {need})"
+
+
+def _usable(x: float | None) -> bool:
+    return x is not None and x > 0 and math.isfinite(x)
+
+
+def _ordered(records: Iterable[IterationRecord]) -> list[IterationRecord]:
+    """Records by iteration number, keeping the first record of each number."""
+    out: list[IterationRecord] = []
+    for r in sorted(records, key=attrgetter("iteration")):
+        if not out or r.iteration != out[-1].iteration:
+            out.append(r)
+    return out
+
+
+def measure(
+    records: Iterable[IterationRecord], *, warmup: int, measured: int | None, global_batch: int | None
+) -> WindowResult | str:
+    """Throughput of the measured window of ``records``, or a failure reason (a str)."""
+    if warmup < 0 or (measured is not None and measured < 1):
+        raise ValueError(f"bad window: warmup={warmup}, measured={measured}")
+    recs = _ordered(records)
+    end = warmup + measured if measured is not None else None
+    last_iter = recs[-1].iteration if recs else 0
+    if end is not None and last_iter < end:
+        return too_few(last_iter, end)
+
+    base: IterationRecord | None = None
+    inside: list[IterationRecord] = []
+    for r in recs:
+        if r.iteration <= warmup:
+            base = r
+        elif end is None or r.iteration <= end:
+            inside.append(r)
+        else:
+            break
+    if not inside:
+        return too_few(last_iter, warmup + 1)
+    if base is None:  # nothing printed in the warm-up: the first window record starts the clock
+        base, inside = inside[0], inside[1:]
+        if not inside:
+            return too_few(last_iter, base.iteration + 1)
+    last = inside[-1]
+    span = last.iteration - base.iteration
+    window = (base.iteration + 1, last.iteration)
+
+    if global_batch is not None and global_batch > 0 and base.time is not None and last.time is not None:
+        seconds = last.time - base.time
+        samples = float(span * global_batch)
+        if _usable(seconds) and _usable(samples / seconds):
+            return WindowResult(samples / seconds, span, window, TIMESTAMPS, samples, seconds)
+
+    iters, weighted = 0, 0.0  # sum(iters_i), sum(iters_i / rate_i)
+    prev = base.iteration
+    for r in inside:
+        k, prev = r.iteration - prev, r.iteration
+        rate = r.samples_per_sec
+        if _usable(rate):
+            iters += k
+            weighted += k / rate  # type: ignore[operator]
+    if iters > 0 and _usable(weighted) and _usable(iters / weighted):
+        rate = iters / weighted
+        batch = global_batch if global_batch is not None and global_batch > 0 else None
+        samples_or_none = float(iters * batch) if batch else None
+        seconds_or_none = samples_or_none / rate if samples_or_none is not None else None
+        return WindowResult(rate, iters, window, PRINTED_RATES, samples_or_none, seconds_or_none)
+    return NO_TIMING

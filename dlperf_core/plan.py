@@ -1,0 +1,146 @@
+"""Plans: a validated suite expanded into the ordered list of case runs (case x repeat).
+
+Planning is pure: it checks the suite against the inventory (a topology larger than the cluster is refused
+here, before anything starts) and returns plain data that travels through Airflow's XCom as JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from dlperf_core.errors import ConfigError
+from dlperf_core.inventory import Inventory
+from dlperf_core.suite import Suite, Topology
+
+
+@dataclass(frozen=True)
+class Case:
+    """One configuration to measure: framework, model, precision, batch per device, topology."""
+
+    framework: str
+    model: str
+    precision: str
+    batch_size_per_device: int
+    nodes: int
+    gpus_per_node: int
+    warmup_iterations: int
+    measured_iterations: int
+    image: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def topology(self) -> str:
+        return f"{self.nodes}n{self.gpus_per_node}g"
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def key(self) -> str:
+        """Stable identity of the configuration, e.g. ``pytorch_reference/resnet50_v1.5/fp32/b8/1n2g``."""
+        return f"{self.framework}/{self.model}/{self.precision}/b{self.batch_size_per_device}/{self.topology}"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "extra_args": list(self.extra_args)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Case":
+        return cls(**{**data, "extra_args": tuple(data.get("extra_args", ()))})
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    """One repeat of one case: the unit that holds the nodes' GPUs."""
+
+    case: Case
+    repeat: int  # 0-based
+    index: int = 0  # position in the plan
+    total: int = 1
+
+    def to_dict(self) -> dict:
+        return {"case": self.case.to_dict(), "repeat": self.repeat, "index": self.index, "total": self.total}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CaseRun":
+        return cls(Case.from_dict(data["case"]), data["repeat"], data.get("index", 0), data.get("total", 1))
+
+
+@dataclass(frozen=True)
+class PlanFilters:
+    """Narrowing of a suite chosen at trigger time; empty tuples mean everything."""
+
+    frameworks: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    precisions: tuple[str, ...] = ()
+    topologies: tuple[str, ...] = ()
+    repeats: int | None = None
+    batch_sizes: tuple[int, ...] = field(default=())
+
+
+def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tuple[Case, int]]:
+    """Every case of the suite with its repeat count, in suite order, after filters."""
+    out: list[tuple[Case, int]] = []
+    seen: set[str] = set()
+    for bench in suite.benchmarks:
+        if filters.frameworks and bench.framework not in filters.frameworks:
+            continue
+        if filters.models and bench.model not in filters.models:
+            continue
+        topologies: tuple[Topology, ...] = bench.topologies or suite.topologies
+        for precision in bench.precisions or suite.precisions:
+            if filters.precisions and precision not in filters.precisions:
+                continue
+            for batch in bench.batch_sizes(precision) or suite._default_batches(precision):
+                if filters.batch_sizes and batch not in filters.batch_sizes:
+                    continue
+                for topo in topologies:
+                    if filters.topologies and str(topo) not in filters.topologies:
+                        continue
+                    case = Case(
+                        framework=bench.framework,
+                        model=bench.model,
+                        precision=precision,
+                        batch_size_per_device=batch,
+                        nodes=topo.nodes,
+                        gpus_per_node=topo.gpus_per_node,
+                        warmup_iterations=(
+                            bench.warmup_iterations
+                            if bench.warmup_iterations is not None
+                            else suite.warmup_iterations
+                        ),
+                        measured_iterations=bench.measured_iterations or suite.measured_iterations,
+                        image=bench.image,
+                        extra_args=bench.extra_args,
+                    )
+                    if case.key in seen:
+                        continue
+                    seen.add(case.key)
+                    out.append((case, filters.repeats or bench.repeats or suite.repeats))
+    return out
+
+
+def check_fits(cases: list[tuple[Case, int]], inventory: Inventory, source: str) -> None:
+    """Refuse, before anything runs, cases that need more nodes or devices than the inventory has."""
+    problems = []
+    for case, _ in cases:
+        if case.nodes > len(inventory.nodes):
+            problems.append(
+                f"{case.key}: needs {case.nodes} nodes, inventory {inventory.name!r} has {len(inventory.nodes)}"
+            )
+            continue
+        short = [n.name for n in inventory.first(case.nodes) if n.gpus < case.gpus_per_node]
+        if short:
+            problems.append(f"{case.key}: needs {case.gpus_per_node} devices per node; too few on {', '.join(short)}")
+    if problems:
+        raise ConfigError(source, problems)
+
+
+def plan_suite(suite: Suite, inventory: Inventory, filters: PlanFilters = PlanFilters()) -> list[CaseRun]:
+    """The ordered case runs of a suite: each case's repeats back to back, as the seeds ran them."""
+    cases = expand_cases(suite, filters)
+    if not cases:
+        raise ConfigError(suite.source, ["the filters leave no case to run"])
+    check_fits(cases, inventory, suite.source)
+    flat = [(case, r) for case, repeats in cases for r in range(repeats)]
+    return [CaseRun(case, r, i, len(flat)) for i, (case, r) in enumerate(flat)]

@@ -1,0 +1,72 @@
+"""The ``local`` runtime: every node of a case is a process group on this machine (the embedded default).
+
+Node 0 .. N-1 each run their launch command (torchrun) as their own session, so a kill takes the whole
+tree. Logs go to ``<log_dir>/node<i>.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from dlperf_core.runtime.base import CaseJob, CaseOutcome, run_supervised
+
+WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
+
+
+class LocalProcess:
+    """One node as a local process group."""
+
+    def __init__(self, node_name: str, argv: tuple[str, ...], env: dict[str, str], log_path: Path):
+        self.node_name = node_name
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self._proc = subprocess.Popen(
+            argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
+
+    def poll(self) -> int | None:
+        return self._proc.poll()
+
+    def kill(self) -> None:
+        if self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._proc.wait()
+
+    def close(self) -> None:
+        self.kill()
+        self._log.close()
+
+
+class LocalRuntime:
+    """Runs case jobs as local process groups."""
+
+    name = "local"
+    python = sys.executable
+    workload_dir = str(WORKLOAD_DIR)
+
+    def cpu_threads_per_process(self, processes: int) -> int:
+        return max(1, (os.cpu_count() or 1) // max(1, processes))
+
+    def execute(self, job: CaseJob) -> CaseOutcome:
+        def start(i: int) -> LocalProcess:
+            launch = job.launches[i]
+            env = {**launch.env, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
+            return LocalProcess(launch.node.name, launch.argv, env, job.log_dir / f"node{launch.node_rank}.log")
+
+        return run_supervised(job, start)
+
+    def cleanup(self, labels: dict[str, str]) -> list[str]:
+        """Nothing outlives a local case: its process groups are killed when it ends."""
+        return []

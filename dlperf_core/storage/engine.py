@@ -1,0 +1,65 @@
+"""Engine construction for the results database (PostgreSQL or SQLite) and write transactions.
+
+SQLite gets real transactions (``BEGIN`` emitted by SQLAlchemy instead of the ``sqlite3`` driver's
+legacy mode, so DDL is transactional too), ``PRAGMA foreign_keys=ON``, a 30 s busy timeout and
+``BEGIN IMMEDIATE`` for writes (the write lock is taken up front, so concurrent writers queue up
+instead of failing on a lock upgrade). The folder of a SQLite file is created when missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, make_url
+
+_SQLITE_BEGIN = "dlperf_sqlite_begin"
+"""Connection execution option naming the SQLite BEGIN mode (DEFERRED or IMMEDIATE)."""
+
+
+def _sqlite_file(database: str | None) -> Path | None:
+    """The file of a SQLite ``database`` URL part, or None for an in-memory database."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine for ``url`` with the dlperf SQLite settings (see module docstring)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    path = _sqlite_file(parsed.database)
+    if path is not None:
+        path.expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(parsed, connect_args={"timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = conn.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """A connection in a transaction meant for writing, committed on success.
+
+    On SQLite the transaction starts with ``BEGIN IMMEDIATE`` (only when the engine came from
+    :func:`make_engine`; otherwise the driver's default applies).
+    """
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
+        with conn.begin():
+            yield conn

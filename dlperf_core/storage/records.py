@@ -1,0 +1,80 @@
+"""Plain typed records that callers hand to :class:`~dlperf_core.storage.store.ResultStore`.
+
+They mirror the table columns without ids and bookkeeping timestamps (``created_at``,
+``updated_at``). Keyword-only, frozen. Datetimes should be timezone-aware; naive ones are taken
+as UTC. All are stored in UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from dlperf_core.storage.models import RESULT_STATUSES, RUN_STATUSES
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkRunRecord:
+    """One benchmark run (row of ``benchmark_runs``), identified by ``(dag_id, run_id)``."""
+
+    dag_id: str
+    run_id: str
+    suite: str
+    trigger: str  # "scheduled" | "manual" | "cli" | ...
+    runtime: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    status: str = "running"  # "running" | "success" | "failed"
+
+    def __post_init__(self) -> None:
+        if self.status not in RUN_STATUSES:
+            raise ValueError(f"run status must be one of {RUN_STATUSES}, got {self.status!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultRecord:
+    """One repeat of one case (row of ``results``), identified by
+    ``(dag_id, run_id, case_key, repeat)``.
+
+    The result belongs to the benchmark run ``(dag_id, run_id)``. ``benchmark_run``, when given,
+    describes that run and is used to create its row if it does not exist yet (an existing row is
+    left as it is); without it a placeholder run row is created when needed (suite, trigger and
+    runtime ``"unknown"``, started at this result's ``started_at``, status ``"running"``).
+    """
+
+    dag_id: str
+    run_id: str
+    case_key: str  # e.g. "pytorch_reference/resnet50_v1.5/fp32/b8/1n2g"
+    framework: str
+    model: str
+    precision: str
+    batch_size_per_device: int
+    nodes: int
+    gpus_per_node: int
+    repeat: int  # 0-based
+    status: str  # "ok" | "failed"
+    reason: str | None = None
+    throughput: float | None = None  # samples/s by dlperf's rule; required (> 0) when ok
+    reported_throughput: float | None = None  # the framework's own figure
+    iterations: int | None = None
+    log_path: str | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    benchmark_run: BenchmarkRunRecord | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in RESULT_STATUSES:
+            raise ValueError(
+                f"result status must be one of {RESULT_STATUSES}, got {self.status!r}"
+            )
+        run = self.benchmark_run
+        if run is not None and (run.dag_id, run.run_id) != (self.dag_id, self.run_id):
+            raise ValueError(
+                f"benchmark_run {(run.dag_id, run.run_id)} does not match the result's "
+                f"{(self.dag_id, self.run_id)}"
+            )
+
+    @property
+    def total_gpus(self) -> int:
+        """nodes x gpus_per_node."""
+        return self.nodes * self.gpus_per_node

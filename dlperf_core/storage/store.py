@@ -1,0 +1,288 @@
+"""ResultStore: idempotent writes of benchmark runs and results, and DataFrame reads.
+
+Writes are ``INSERT .. ON CONFLICT DO UPDATE`` (PostgreSQL and SQLite dialects), all values bound,
+each in its own transaction, retried on ``OperationalError`` (3 tries, exponential backoff).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import pandas as pd
+from sqlalchemy import Connection, Engine, Select, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import OperationalError
+
+from dlperf_core.storage import migrate
+from dlperf_core.storage.engine import make_engine, write_transaction
+from dlperf_core.storage.models import RUN_STATUSES, BenchmarkRun, Result, case_summary
+from dlperf_core.storage.records import BenchmarkRunRecord, ResultRecord
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+RETRIES = 3
+"""Tries of a write before an OperationalError is re-raised."""
+RETRY_BACKOFF_S = 0.25
+"""Sleep before the second try; doubled before each further one."""
+
+_RUN_KEY = ("dag_id", "run_id")
+_RESULT_KEY = ("dag_id", "run_id", "case_key", "repeat")
+_TIMESTAMP_COLUMNS = ("started_at", "finished_at", "created_at", "updated_at")
+_SUMMARY_FLOATS = (
+    "median_throughput",
+    "mean_throughput",
+    "min_throughput",
+    "max_throughput",
+    "speedup",
+    "scaling_efficiency",
+)
+
+
+def default_db_url() -> str:
+    """``$DLPERF_DB_URL``, else a SQLite file ``<cwd>/.dlperf/dlperf.db`` (folder created)."""
+    url = os.environ.get("DLPERF_DB_URL")
+    if url:
+        return url
+    folder = Path.cwd() / ".dlperf"
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'dlperf.db'}"
+
+
+def _retry(fn: Callable[P, T]) -> Callable[P, T]:
+    """Retry ``fn`` on OperationalError (lost connection, locked database): RETRIES tries."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        for attempt in range(1, RETRIES + 1):
+            try:
+                return fn(*args, **kwargs)
+            except OperationalError:
+                if attempt == RETRIES:
+                    raise
+                time.sleep(RETRY_BACKOFF_S * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")
+
+    return wrapper
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """``value`` in UTC (naive values are taken as UTC already)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def _now() -> datetime:
+    """The current time, aware, UTC."""
+    return datetime.now(timezone.utc)
+
+
+def _insert(conn: Connection, table: Any) -> Any:
+    """The dialect INSERT (with ON CONFLICT support) for ``table`` on ``conn``."""
+    name = conn.dialect.name
+    if name == "postgresql":
+        return postgresql.insert(table)
+    if name == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"dlperf storage supports postgresql and sqlite, not {name}")
+
+
+def _run_values(run: BenchmarkRunRecord) -> dict[str, Any]:
+    """Column values of a run record."""
+    values = asdict(run)
+    values["started_at"] = _utc(run.started_at)
+    values["finished_at"] = _utc(run.finished_at)
+    return values
+
+
+class ResultStore:
+    """The dlperf results database at ``url`` (PostgreSQL or SQLite; default
+    :func:`default_db_url`). Call :meth:`ensure_schema` before the first use of a database."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url: str = url if url is not None else default_db_url()
+        self.engine: Engine = make_engine(self.url)
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.dispose()
+
+    def __repr__(self) -> str:
+        return f"ResultStore({self.engine.url!r})"
+
+    def dispose(self) -> None:
+        """Close the pooled connections."""
+        self.engine.dispose()
+
+    @_retry
+    def ensure_schema(self) -> None:
+        """Upgrade the schema to the head migration; idempotent and serialised by a lock."""
+        migrate.upgrade(self.engine)
+
+    # ------------------------------------------------------------------ writes
+
+    @_retry
+    def upsert_run(self, run: BenchmarkRunRecord) -> int:
+        """Insert or update (all fields) the run ``(dag_id, run_id)``; return its id."""
+        values = _run_values(run)
+        with write_transaction(self.engine) as conn:
+            stmt = _insert(conn, BenchmarkRun).values(**values)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=list(_RUN_KEY),
+                set_={k: stmt.excluded[k] for k in values if k not in _RUN_KEY},
+            )
+            conn.execute(stmt)
+            return self._run_pk(conn, run.dag_id, run.run_id)
+
+    @_retry
+    def finish_run(
+        self, dag_id: str, run_id: str, status: str, finished_at: datetime | None = None
+    ) -> bool:
+        """Set a run's final ``status`` and ``finished_at`` (default now). False if no such run."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"run status must be one of {RUN_STATUSES}, got {status!r}")
+        stmt = (
+            update(BenchmarkRun)
+            .where(BenchmarkRun.dag_id == dag_id, BenchmarkRun.run_id == run_id)
+            .values(status=status, finished_at=_utc(finished_at or _now()))
+        )
+        with write_transaction(self.engine) as conn:
+            return conn.execute(stmt).rowcount > 0
+
+    @_retry
+    def upsert_result(self, result: ResultRecord) -> int:
+        """Insert or update the result ``(dag_id, run_id, case_key, repeat)``; return its id.
+
+        The benchmark run row is found, or created (from ``result.benchmark_run`` or as a
+        placeholder) without touching an existing one.
+        """
+        with write_transaction(self.engine) as conn:
+            return self._upsert_result(conn, result)
+
+    @_retry
+    def upsert_results(self, results: Iterable[ResultRecord]) -> list[int]:
+        """:meth:`upsert_result` for many results in one transaction; return their ids."""
+        with write_transaction(self.engine) as conn:
+            return [self._upsert_result(conn, result) for result in results]
+
+    def _upsert_result(self, conn: Connection, result: ResultRecord) -> int:
+        """Upsert one result on ``conn`` (see :meth:`upsert_result`)."""
+        values = asdict(result)
+        del values["benchmark_run"]
+        values["started_at"] = _utc(result.started_at)
+        values["finished_at"] = _utc(result.finished_at)
+        values["benchmark_run_id"] = self._ensure_run(conn, result)
+        stmt = _insert(conn, Result).values(**values)
+        set_: dict[str, Any] = {k: stmt.excluded[k] for k in values if k not in _RESULT_KEY}
+        set_["updated_at"] = _now()
+        conn.execute(stmt.on_conflict_do_update(index_elements=list(_RESULT_KEY), set_=set_))
+        key = select(Result.id).where(*(getattr(Result, k) == values[k] for k in _RESULT_KEY))
+        return int(conn.execute(key).scalar_one())
+
+    def _ensure_run(self, conn: Connection, result: ResultRecord) -> int:
+        """The id of the result's benchmark run, creating the row if it is missing."""
+        run = result.benchmark_run or BenchmarkRunRecord(
+            dag_id=result.dag_id,
+            run_id=result.run_id,
+            suite="unknown",
+            trigger="unknown",
+            runtime="unknown",
+            started_at=result.started_at,
+        )
+        stmt = _insert(conn, BenchmarkRun).values(**_run_values(run))
+        conn.execute(stmt.on_conflict_do_nothing(index_elements=list(_RUN_KEY)))
+        return self._run_pk(conn, result.dag_id, result.run_id)
+
+    @staticmethod
+    def _run_pk(conn: Connection, dag_id: str, run_id: str) -> int:
+        """The id of the run ``(dag_id, run_id)``, which must exist."""
+        stmt = select(BenchmarkRun.id).where(
+            BenchmarkRun.dag_id == dag_id, BenchmarkRun.run_id == run_id
+        )
+        return int(conn.execute(stmt).scalar_one())
+
+    # ------------------------------------------------------------------ reads
+
+    def _latest_run(self, dag_id: str | None = None) -> tuple[str, str] | None:
+        """``(dag_id, run_id)`` of the most recently started run (of ``dag_id`` if given)."""
+        stmt = select(BenchmarkRun.dag_id, BenchmarkRun.run_id)
+        if dag_id is not None:
+            stmt = stmt.where(BenchmarkRun.dag_id == dag_id)
+        stmt = stmt.order_by(BenchmarkRun.started_at.desc(), BenchmarkRun.id.desc()).limit(1)
+        with self.engine.connect() as conn:
+            row = conn.execute(stmt).first()
+        return None if row is None else (row[0], row[1])
+
+    def latest_run_id(self, dag_id: str | None = None) -> str | None:
+        """run_id of the most recently started benchmark run (of ``dag_id`` if given), or None."""
+        latest = self._latest_run(dag_id)
+        return None if latest is None else latest[1]
+
+    def _frame(self, stmt: Select[Any]) -> pd.DataFrame:
+        """Run a select into a DataFrame."""
+        with self.engine.connect() as conn:
+            return pd.read_sql(stmt, conn)
+
+    def summary(
+        self, run_id: str | None = None, dag_id: str | None = None, latest: bool = False
+    ) -> pd.DataFrame:
+        """Rows of the ``case_summary`` view, filtered by ``run_id``/``dag_id``; with
+        ``latest=True`` only the most recent benchmark run (of ``dag_id`` if given)."""
+        view = case_summary.c
+        stmt = select(case_summary)
+        if latest:
+            if run_id is not None:
+                raise ValueError("pass either run_id or latest=True, not both")
+            found = self._latest_run(dag_id)
+            if found is None:
+                return pd.DataFrame(columns=[c.name for c in case_summary.columns])
+            dag_id, run_id = found
+        if run_id is not None:
+            stmt = stmt.where(view.run_id == run_id)
+        if dag_id is not None:
+            stmt = stmt.where(view.dag_id == dag_id)
+        stmt = stmt.order_by(
+            view.dag_id,
+            view.run_id,
+            view.framework,
+            view.model,
+            view.precision,
+            view.batch_size_per_device,
+            view.total_gpus,
+            view.nodes,
+            view.case_key,
+        )
+        frame = self._frame(stmt)
+        for column in _SUMMARY_FLOATS:
+            frame[column] = frame[column].astype("float64")
+        return frame
+
+    def results(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
+        """Rows of ``results`` (of ``run_id``/``dag_id`` if given), timestamps as UTC."""
+        table = Result.__table__
+        stmt = select(table)
+        if run_id is not None:
+            stmt = stmt.where(table.c.run_id == run_id)
+        if dag_id is not None:
+            stmt = stmt.where(table.c.dag_id == dag_id)
+        stmt = stmt.order_by(*(table.c[k] for k in _RESULT_KEY))
+        frame = self._frame(stmt)
+        for column in _TIMESTAMP_COLUMNS:
+            stamps = pd.to_datetime(frame[column], utc=True)
+            frame[column] = stamps.astype("datetime64[us, UTC]")
+        for column in ("throughput", "reported_throughput"):
+            frame[column] = frame[column].astype("float64")
+        frame["iterations"] = frame["iterations"].astype("Int64")
+        return frame

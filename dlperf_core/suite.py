@@ -1,0 +1,208 @@
+"""Suites: the declarative description of what to benchmark, validated before any GPU time is spent.
+
+A suite is a YAML file in ``suites/``::
+
+    name: smoke
+    runtime: local                  # local | docker (the DAG's trigger form may override it)
+    inventory: ../inventories/local.yaml   # relative to the suite file
+    repeats: 2
+    warmup_iterations: 3
+    measured_iterations: 10
+    benchmarks:
+      - framework: pytorch_reference
+        model: resnet50_v1.5
+        precisions: [fp32]
+        batch_size_per_device: 8     # or {fp32: 128, amp: 256}, or a list to sweep
+        topologies: [1n1g, 1n2g, 2n1g]
+        image: dlperf/pytorch-reference:cpu
+        extra_args: [--image-size, "64", --width, "16"]
+
+Every field a benchmark leaves out falls back to the suite's top-level value.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dlperf_core.errors import ConfigError, format_validation_error
+
+Precision = Literal["fp32", "tf32", "amp"]
+RuntimeName = Literal["local", "docker"]
+_TOPOLOGY = re.compile(r"^(\d+)n(\d+)g$")
+
+
+class Topology(BaseModel):
+    """Nodes x devices per node, written ``{nodes}n{gpus}g`` as in the seeds' folders (1n1g ... 4n8g)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    nodes: int = Field(ge=1, le=1024)
+    gpus_per_node: int = Field(ge=1, le=64)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            match = _TOPOLOGY.match(value.strip())
+            if not match:
+                raise ValueError(f"invalid topology {value!r}: expected like '1n8g' (nodes 'n' gpus-per-node 'g')")
+            return {"nodes": int(match.group(1)), "gpus_per_node": int(match.group(2))}
+        return value
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def __str__(self) -> str:
+        return f"{self.nodes}n{self.gpus_per_node}g"
+
+
+class Benchmark(BaseModel):
+    """One framework x model entry of a suite, expanded over precisions, batch sizes and topologies."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    framework: str
+    model: str
+    precisions: tuple[Precision, ...] | None = None
+    batch_size_per_device: int | tuple[int, ...] | dict[Precision, int | tuple[int, ...]] | None = None
+    topologies: tuple[Topology, ...] | None = None
+    repeats: int | None = Field(None, ge=1, le=100)
+    warmup_iterations: int | None = Field(None, ge=0)
+    measured_iterations: int | None = Field(None, ge=1)
+    image: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _precision_alias(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "precision" in value:
+            value = dict(value)
+            single = value.pop("precision")
+            if "precisions" in value:
+                raise ValueError("give 'precision' or 'precisions', not both")
+            value["precisions"] = [single] if isinstance(single, str) else single
+        return value
+
+    @field_validator("batch_size_per_device")
+    @classmethod
+    def _positive_batches(cls, value: Any) -> Any:
+        def check(v: int | tuple[int, ...]) -> None:
+            for b in (v,) if isinstance(v, int) else v:
+                if b < 1:
+                    raise ValueError(f"batch size must be at least 1, got {b}")
+
+        if isinstance(value, dict):
+            for v in value.values():
+                check(v)
+        elif value is not None:
+            check(value)
+        return value
+
+    @field_validator("framework")
+    @classmethod
+    def _known_framework(cls, name: str) -> str:
+        from dlperf_core.frameworks import ADAPTERS
+
+        if name not in ADAPTERS:
+            raise ValueError(f"unknown framework {name!r}; known: {', '.join(sorted(ADAPTERS))}")
+        return name
+
+    @model_validator(mode="after")
+    def _known_model(self) -> "Benchmark":
+        from dlperf_core.frameworks import ADAPTERS
+
+        adapter = ADAPTERS.get(self.framework)
+        if adapter is not None and self.model not in adapter.models:
+            raise ValueError(
+                f"model: framework {self.framework!r} has no model {self.model!r}; "
+                f"known: {', '.join(sorted(adapter.models))}"
+            )
+        if adapter is not None and self.precisions:
+            bad = [p for p in self.precisions if p not in adapter.precisions]
+            if bad:
+                raise ValueError(f"precisions: {self.framework!r} does not support {', '.join(bad)}")
+        return self
+
+    def batch_sizes(self, precision: str) -> tuple[int, ...]:
+        """Batch sizes per device to run at ``precision``."""
+        value = self.batch_size_per_device
+        if isinstance(value, dict):
+            value = value.get(precision)  # type: ignore[call-overload]
+        if value is None:
+            return ()
+        return (value,) if isinstance(value, int) else tuple(value)
+
+
+class Suite(BaseModel):
+    """A whole suite file: defaults plus the list of benchmarks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    runtime: RuntimeName = "local"
+    inventory: str | None = None
+    repeats: int = Field(5, ge=1, le=100)
+    warmup_iterations: int = Field(5, ge=0)
+    measured_iterations: int = Field(100, ge=1)
+    precisions: tuple[Precision, ...] = ("fp32",)
+    batch_size_per_device: int | tuple[int, ...] | dict[Precision, int | tuple[int, ...]] | None = None
+    topologies: tuple[Topology, ...] = (Topology(nodes=1, gpus_per_node=1),)
+    timeout_s: float = Field(3600.0, gt=0, description="wall-clock limit of one case run")
+    watchdog_s: float | None = Field(600.0, gt=0, description="fail a run whose log shows no progress this long")
+    benchmarks: tuple[Benchmark, ...] = Field(min_length=1)
+    source: str = Field("<memory>", exclude=True)
+
+    @model_validator(mode="after")
+    def _every_benchmark_has_a_batch(self) -> "Suite":
+        for i, bench in enumerate(self.benchmarks):
+            for precision in bench.precisions or self.precisions:
+                if not (bench.batch_sizes(precision) or self._default_batches(precision)):
+                    raise ValueError(
+                        f"benchmarks[{i}].batch_size_per_device: no batch size for precision {precision!r}"
+                    )
+        return self
+
+    def _default_batches(self, precision: str) -> tuple[int, ...]:
+        value = self.batch_size_per_device
+        if isinstance(value, dict):
+            value = value.get(precision)  # type: ignore[call-overload]
+        if value is None:
+            return ()
+        return (value,) if isinstance(value, int) else tuple(value)
+
+    def inventory_path(self) -> Path | None:
+        """The inventory file, resolved against the suite file's folder."""
+        if self.inventory is None:
+            return None
+        path = Path(self.inventory)
+        return path if path.is_absolute() else (Path(self.source).parent / path).resolve()
+
+
+def parse_suite(raw: Any, source: str = "<memory>") -> Suite:
+    """Validate already-loaded YAML data; raise ConfigError naming ``source`` and each bad field."""
+    if not isinstance(raw, dict):
+        raise ConfigError(source, ["expected a mapping at the top level (name, benchmarks, ...)"])
+    try:
+        return Suite.model_validate({**raw, "source": source})
+    except ValidationError as exc:
+        raise ConfigError(source, format_validation_error(exc)) from None
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and validate a suite file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(str(path), ["file not found"]) from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), [f"cannot read: {exc}"]) from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [f"not valid YAML: {exc}"]) from None
+    return parse_suite(raw, str(path))

@@ -1,0 +1,1 @@
+"""Reference training workload: hand-written ResNet-50 v1.5 trained on synthetic data (imports only torch)."""

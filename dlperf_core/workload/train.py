@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""Reference training workload: ResNet-50 v1.5 trained on one synthetic batch, logging like NGC PyTorch.
+
+Runs as ``python dlperf_core/workload/train.py``, ``python -m dlperf_core.workload.train`` or under
+``torchrun`` (one process per device; gloo on CPU, nccl on CUDA, DistributedDataParallel). Imports only
+torch and the standard library, so the ``workload`` folder can be copied alone into a container.
+
+Rank 0 prints DLLogger lines in the NGC PyTorch format (one ``PARAMETER`` line, one line per printed
+iteration, one ``Summary`` line); ``train.total_ips`` is always global (all ranks) images per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+if __package__ in (None, ""):  # run as a script: make the sibling module importable
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from resnet import resnet50  # type: ignore[import-not-found, no-redef]
+else:
+    from .resnet import resnet50
+
+ARCH = "resnet50"
+MOMENTUM = 0.9
+
+
+# --------------------------------------------------------------------------------------------- CLI
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="train.py",
+        description="ResNet-50 v1.5 training benchmark on synthetic data (NGC DLLogger output).",
+    )
+    p.add_argument("--batch-size", type=_positive_int, default=256, help="per-device batch size (256)")
+    p.add_argument("--precision", choices=("fp32", "tf32", "amp"), default="fp32",
+                   help="fp32: TF32 off; tf32: TF32 on; amp: autocast, see --amp-dtype (fp32)")
+    p.add_argument("--amp-dtype", choices=("bf16", "fp16"), default="bf16",
+                   help="autocast dtype with --precision amp; fp16 adds a GradScaler (bf16)")
+    p.add_argument("--static-loss-scale", type=_positive_float, default=None,
+                   help="fp16 only: fixed loss scale instead of the dynamic one")
+    p.add_argument("--warmup-iterations", type=_non_negative_int, default=20,
+                   help="iterations run before the measured ones (20)")
+    p.add_argument("--iterations", type=_positive_int, default=100,
+                   help="measured iterations after warm-up (100)")
+    p.add_argument("--image-size", type=_positive_int, default=224, help="square input side (224)")
+    p.add_argument("--width", type=_positive_int, default=64, help="ResNet base width; 64 is the real model")
+    p.add_argument("--num-classes", type=_positive_int, default=1000, help="classifier outputs (1000)")
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
+                   help="NHWC memory format (default: on for CUDA, off for CPU)")
+    p.add_argument("--print-freq", type=_positive_int, default=1, help="print every N iterations (1)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    p.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CUDA if available")
+    p.add_argument("--lr", type=_positive_float, default=0.1, help="SGD learning rate (0.1)")
+    p.add_argument("--weight-decay", type=float, default=3.0517578125e-05,
+                   help="SGD weight decay of conv/linear weights, not of BN/biases (NGC: 1/32768)")
+    p.add_argument("--label-smoothing", type=float, default=0.1, help="cross-entropy label smoothing (0.1)")
+    p.add_argument("--zero-init-residual", action="store_true",
+                   help="initialise the last BN gamma of each bottleneck to zero")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="torch intra-op threads (CPU default: cores // local world size)")
+    return p
+
+
+# ------------------------------------------------------------------------------------ environment
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits in a torchrun launch (defaults: a single process)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    launched: bool = False  # torchrun-style environment present
+
+    @classmethod
+    def from_env(cls) -> DistInfo:
+        env = os.environ
+        if not all(k in env for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")):
+            return cls()
+        world_size = int(env["WORLD_SIZE"])
+        return cls(
+            rank=int(env["RANK"]),
+            world_size=world_size,
+            local_rank=int(env["LOCAL_RANK"]),
+            local_world_size=int(env.get("LOCAL_WORLD_SIZE", world_size)),
+            launched=True,
+        )
+
+
+def _cpu_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def resolve_device(choice: str, info: DistInfo) -> torch.device:
+    if choice == "auto":
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError("--device cuda requested but CUDA is not available")
+    if info.local_rank >= torch.cuda.device_count():
+        raise RuntimeError(f"LOCAL_RANK {info.local_rank} but only {torch.cuda.device_count()} CUDA device(s)")
+    device = torch.device("cuda", info.local_rank)
+    torch.cuda.set_device(device)
+    return device
+
+
+def set_precision_flags(precision: str) -> None:
+    """TF32 for matmul and cuDNN convolutions: off for fp32, on for tf32 and amp (no-ops on CPU).
+
+    Uses the legacy ``allow_tf32`` switches only: mixing them with the newer ``fp32_precision`` API
+    makes ``torch.get_float32_matmul_precision()`` (read by inductor) raise.
+    """
+    tf32 = precision != "fp32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+# ---------------------------------------------------------------------------------------- logging
+class DLLogger:
+    """Rank-0 stdout lines in the NGC PyTorch DLLogger format, flushed one by one."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def log(self, when: float, body: str) -> None:
+        if self.enabled:
+            # Always six microsecond digits (str(datetime) drops them when they are zero).
+            stamp = datetime.datetime.fromtimestamp(when).strftime("%Y-%m-%d %H:%M:%S.%f")
+            print(f"DLL {stamp} - {body}", flush=True)
+
+    def parameters(self, params: dict[str, object]) -> None:
+        self.log(time.time(), "PARAMETER " + "".join(f"{k} : {v}  " for k, v in params.items()).rstrip() + " ")
+
+    def iteration(self, when: float, i: int, loss: float, ips: float) -> None:
+        self.log(when, f"Epoch: 0 Iteration: {i}  train.loss : {loss:.5f}  train.total_ips : {ips:.2f} img/s")
+
+    def summary(self, when: float, loss: float, ips: float) -> None:
+        self.log(when, f"Summary: train.loss : {loss:.5f}  train.total_ips : {ips:.2f} img/s")
+
+
+# --------------------------------------------------------------------------------------- training
+def make_optimizer(model: nn.Module, args: argparse.Namespace, cuda: bool) -> torch.optim.Optimizer:
+    """SGD with momentum; weight decay on conv/linear weights only (NGC default: no BN/bias decay)."""
+    decay = [p for p in model.parameters() if p.ndim > 1]
+    no_decay = [p for p in model.parameters() if p.ndim <= 1]
+    groups = [
+        {"params": decay, "weight_decay": args.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    # Fused kernel on CUDA (one launch for all parameters); the default (for-loop) path on CPU.
+    return torch.optim.SGD(groups, lr=args.lr, momentum=MOMENTUM, fused=True if cuda else None)
+
+
+def make_scaler(args: argparse.Namespace, device: torch.device) -> torch.amp.GradScaler | None:
+    """GradScaler for fp16 autocast: dynamic by default; static scale never grows (as NGC does it)."""
+    if args.precision != "amp" or args.amp_dtype != "fp16":
+        return None
+    if args.static_loss_scale is None:
+        return torch.amp.GradScaler(device.type)
+    return torch.amp.GradScaler(device.type, init_scale=args.static_loss_scale, growth_interval=1_000_000_000)
+
+
+def build_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    args: argparse.Namespace,
+) -> Callable[[], torch.Tensor]:
+    """One training iteration (forward, loss, backward, SGD update); returns the detached loss."""
+    criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
+    amp = args.precision == "amp"
+    amp_dtype = torch.bfloat16 if args.amp_dtype == "bf16" else torch.float16
+    device_type = images.device.type
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type, dtype=amp_dtype, enabled=amp):
+            loss = criterion(model(images), labels)
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)  # skipped when gradients overflowed
+            scaler.update()
+        return loss.detach()
+
+    return step
+
+
+def run(args: argparse.Namespace, info: DistInfo) -> None:
+    device = resolve_device(args.device, info)
+    cuda = device.type == "cuda"
+    if args.static_loss_scale is not None and (args.precision, args.amp_dtype) != ("amp", "fp16"):
+        raise ValueError("--static-loss-scale needs --precision amp --amp-dtype fp16")
+    if info.launched:
+        dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    elif not cuda:
+        torch.set_num_threads(max(1, _cpu_cores() // info.local_world_size))
+    set_precision_flags(args.precision)
+    if cuda:
+        torch.backends.cudnn.benchmark = True  # fixed input shape: autotune convolutions once
+    channels_last = cuda if args.channels_last is None else args.channels_last
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+
+    # Same initial weights on every rank (DDP broadcasts rank 0's anyway).
+    torch.manual_seed(args.seed)
+    model: nn.Module = resnet50(args.width, args.num_classes, args.zero_init_residual)
+    model = model.to(device=device, memory_format=memory_format).train()
+    optimizer = make_optimizer(model, args, cuda)
+    if info.world_size > 1:
+        # Each rank keeps its own BN statistics (no buffer broadcast per forward), like NGC.
+        model = nn.parallel.DistributedDataParallel(
+            model,
+            device_ids=[device.index] if cuda else None,
+            forward_sync_buffers=False,  # torch 2.13 name of broadcast_buffers=False
+            gradient_as_bucket_view=True,
+        )
+    if args.compile:
+        model = torch.compile(model)  # type: ignore[assignment]
+
+    # Synthetic data: one random batch made once on the device (like DALI's synthetic loader).
+    torch.manual_seed(args.seed + info.rank)
+    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
+    images = images.contiguous(memory_format=memory_format)
+    labels = torch.randint(0, args.num_classes, (args.batch_size,), device=device)
+    step = build_step(model, optimizer, make_scaler(args, device), images, labels, args)
+
+    logger = DLLogger(enabled=info.rank == 0)
+    logger.parameters({
+        "arch": ARCH,
+        "batch_size": args.batch_size,
+        "world_size": info.world_size,
+        "print_freq": args.print_freq,
+        "precision": args.precision,
+        "amp": args.precision == "amp",
+        "image_size": args.image_size,
+        "width": args.width,
+        "warmup_iterations": args.warmup_iterations,
+        "iterations": args.iterations,
+        "device": device.type,
+        "amp_dtype": args.amp_dtype,
+        "static_loss_scale": args.static_loss_scale if args.static_loss_scale is not None else "dynamic",
+        "num_classes": args.num_classes,
+        "channels_last": channels_last,
+        "compile": args.compile,
+        "lr": args.lr,
+        "momentum": MOMENTUM,
+        "weight_decay": args.weight_decay,
+        "label_smoothing": args.label_smoothing,
+        "zero_init_residual": args.zero_init_residual,
+        "seed": args.seed,
+        "threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+    })
+
+    def finished_loss(loss: torch.Tensor) -> float:
+        """Mean loss over ranks; waits for the device, so the next timestamp is true."""
+        if info.world_size > 1:
+            loss = loss.clone()
+            dist.all_reduce(loss)
+            loss /= info.world_size
+        value = loss.item()
+        if cuda:
+            torch.cuda.synchronize(device)
+        return value
+
+    global_batch = args.batch_size * info.world_size
+    total = args.warmup_iterations + args.iterations
+    if cuda:
+        torch.cuda.synchronize(device)
+    if info.world_size > 1:
+        dist.barrier()  # all ranks start the clock together
+    last_time = time.time()
+    last_i = 0
+    measure_start = last_time  # reset at the end of warm-up
+    loss_value = float("nan")
+    for i in range(1, total + 1):
+        loss = step()
+        # Host/device sync only on printed iterations (and the warm-up end and the last one, which the
+        # summary needs); throughput is over the interval since the previous printed line.
+        if i % args.print_freq == 0 or i == args.warmup_iterations or i == total:
+            loss_value = finished_loss(loss)
+            now = time.time()
+            logger.iteration(now, i, loss_value, (i - last_i) * global_batch / max(now - last_time, 1e-9))
+            last_time, last_i = now, i
+            if i == args.warmup_iterations:
+                measure_start = now
+    elapsed = max(last_time - measure_start, 1e-9)
+    logger.summary(last_time, loss_value, args.iterations * global_batch / elapsed)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    info = DistInfo.from_env()
+    try:
+        run(args, info)
+    except Exception as exc:  # noqa: BLE001 - one clear line, non-zero exit
+        print(f"train.py: error (rank {info.rank}): {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

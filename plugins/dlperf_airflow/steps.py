@@ -1,0 +1,205 @@
+"""The steps of the dlperf_benchmark DAG as plain functions over JSON-ready data.
+
+Each DAG task is a one-line call into here; everything substantive is in ``dlperf_core``. Kept free of
+task-context plumbing so the same steps can be read (and tested) without a scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from dlperf_core.errors import ConfigError
+from dlperf_core.inventory import Inventory, load_inventory
+from dlperf_core.jobs import RunIds, Runtime, build_job
+from dlperf_core.measure import Measurement, judge
+from dlperf_core.plan import CaseRun, PlanFilters, plan_suite
+from dlperf_core.runtime.base import CaseOutcome, NodeOutcome
+from dlperf_core.runtime.local import LocalRuntime
+from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore, default_db_url
+from dlperf_core.suite import load_suite
+
+log = logging.getLogger("dlperf")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+LOCAL_INVENTORY = "inventories/local.yaml"
+DOCKER_INVENTORY = "inventories/docker-local.yaml"
+
+
+def dlperf_home() -> Path:
+    """Where relative suite and inventory paths are resolved: $DLPERF_HOME or the repository."""
+    return Path(os.environ.get("DLPERF_HOME", REPO_ROOT)).resolve()
+
+
+def _resolve(path: str) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() else dlperf_home() / p
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A trigger's resolved choices: suite file, runtime, inventory, filters."""
+
+    suite_path: Path
+    runtime: str
+    inventory_path: Path
+    filters: PlanFilters
+
+
+def resolve_settings(params: dict) -> tuple[Settings, object, Inventory]:
+    """Validate the trigger form against the suite; refuse anything wrong before work starts."""
+    suite = load_suite(_resolve(params.get("suite") or "suites/smoke.yaml"))
+    runtime = params.get("runtime") or "suite"
+    runtime = suite.runtime if runtime == "suite" else runtime
+    if runtime not in ("local", "docker"):
+        raise ConfigError("trigger form", [f"runtime: unknown runtime {runtime!r}; use local or docker"])
+    if params.get("inventory"):
+        inv_path = _resolve(params["inventory"])
+    elif suite.inventory and runtime == suite.runtime:
+        inv_path = suite.inventory_path()
+    else:
+        inv_path = _resolve(DOCKER_INVENTORY if runtime == "docker" else LOCAL_INVENTORY)
+    inventory = load_inventory(inv_path)
+    repeats = params.get("repeats") or None
+    filters = PlanFilters(
+        frameworks=tuple(params.get("frameworks") or ()),
+        models=tuple(params.get("models") or ()),
+        precisions=tuple(params.get("precisions") or ()),
+        topologies=tuple(params.get("topologies") or ()),
+        repeats=int(repeats) if repeats else None,
+    )
+    return Settings(Path(suite.source), runtime, Path(inv_path), filters), suite, inventory
+
+
+def make_runtime(name: str, inventory: Inventory) -> Runtime:
+    if name == "docker":
+        from dlperf_airflow.docker_runtime import DockerRuntime
+
+        return DockerRuntime(inventory)
+    return LocalRuntime()
+
+
+def plan_step(params: dict, ids: RunIds, trigger: str) -> list[dict]:
+    """Validate and plan; record the benchmark run. Returns one JSON item per case run."""
+    settings, suite, inventory = resolve_settings(params)
+    runs = plan_suite(suite, inventory, settings.filters)
+    store = ResultStore(default_db_url())
+    store.ensure_schema()  # Alembic upgrade to head: a new database is created, an old one migrated
+    store.upsert_run(
+        BenchmarkRunRecord(
+            dag_id=ids.dag_id,
+            run_id=ids.run_id,
+            suite=suite.name,
+            trigger=trigger,
+            runtime=settings.runtime,
+            started_at=datetime.now(timezone.utc),
+            finished_at=None,
+            status="running",
+        )
+    )
+    common = {
+        "runtime": settings.runtime,
+        "inventory": str(settings.inventory_path),
+        "timeout_s": suite.timeout_s,
+        "watchdog_s": suite.watchdog_s,
+    }
+    log.info("planned %d case runs from %s on the %s runtime", len(runs), suite.source, settings.runtime)
+    return [{**common, "run": r.to_dict()} for r in runs]
+
+
+def item_label(item: dict) -> str:
+    run = CaseRun.from_dict(item["run"])
+    return f"{run.case.key} r{run.repeat}"
+
+
+def execute_step(item: dict, ids: RunIds) -> dict:
+    """Start all nodes of one case run at once, wait, collect logs, clean up. Never raises for a failed
+    training: the outcome (with its reason) goes on to be stored."""
+    run = CaseRun.from_dict(item["run"])
+    started = datetime.now(timezone.utc)
+    try:
+        inventory = load_inventory(item["inventory"])
+        runtime = make_runtime(item["runtime"], inventory)
+        job = build_job(run, inventory, runtime, ids, timeout_s=item["timeout_s"], watchdog_s=item["watchdog_s"])
+        outcome = runtime.execute(job)
+    except Exception as exc:  # the runtime itself failed (engine unreachable, ...): a failed run, not a crash
+        now = datetime.now(timezone.utc)
+        outcome = CaseOutcome(started, now, [], f"runtime error: {type(exc).__name__}: {exc}")
+    return {**item, "outcome": outcome.to_dict()}
+
+
+def _outcome_from_dict(data: dict) -> CaseOutcome:
+    return CaseOutcome(
+        started_at=datetime.fromisoformat(data["started_at"]),
+        finished_at=datetime.fromisoformat(data["finished_at"]),
+        nodes=[NodeOutcome(**n) for n in data["nodes"]],
+        failure=data["failure"],
+    )
+
+
+def store_step(executed: dict, ids: RunIds) -> Measurement:
+    """Parse the log, store the row (idempotently), and return the verdict."""
+    run = CaseRun.from_dict(executed["run"])
+    outcome = _outcome_from_dict(executed["outcome"])
+    verdict = judge(run.case, outcome)
+    case = run.case
+    ResultStore(default_db_url()).upsert_result(
+        ResultRecord(
+            dag_id=ids.dag_id,
+            run_id=ids.run_id,
+            case_key=case.key,
+            framework=case.framework,
+            model=case.model,
+            precision=case.precision,
+            batch_size_per_device=case.batch_size_per_device,
+            nodes=case.nodes,
+            gpus_per_node=case.gpus_per_node,
+            repeat=run.repeat,
+            status=verdict.status,
+            reason=verdict.reason,
+            throughput=verdict.throughput,
+            reported_throughput=verdict.reported_throughput,
+            iterations=verdict.iterations,
+            log_path=outcome.log_path,
+            started_at=outcome.started_at,
+            finished_at=outcome.finished_at,
+        )
+    )
+    figure = f"{verdict.throughput:.2f} samples/s" if verdict.throughput else verdict.reason
+    progress(f"[{run.index + 1}/{run.total}] {case.key} repeat {run.repeat}: {verdict.status}, {figure}")
+    return verdict
+
+
+def finish_step(ids: RunIds) -> dict:
+    """Close the benchmark run; fail (and so fail the DAG run) when any case run failed."""
+    store = ResultStore(default_db_url())
+    rows = store.results(run_id=ids.run_id)
+    rows = rows[rows["dag_id"] == ids.dag_id] if len(rows) else rows
+    failed = rows[rows["status"] != "ok"] if len(rows) else rows
+    status = "failed" if len(failed) or not len(rows) else "success"
+    store.finish_run(ids.dag_id, ids.run_id, status, datetime.now(timezone.utc))
+    summary = {"results": int(len(rows)), "failed": int(len(failed))}
+    if status == "failed":
+        reasons = "; ".join(f"{r.case_key} r{r.repeat}: {r.reason}" for r in failed.itertuples())
+        raise RuntimeError(f"{len(failed)} of {len(rows)} case runs failed: {reasons}")
+    return summary
+
+
+def cleanup_step(params: dict, ids: RunIds) -> list[str]:
+    """Remove every container this DAG run started, on every node, whatever happened."""
+    settings, _, inventory = resolve_settings(params)
+    removed = make_runtime(settings.runtime, inventory).cleanup(ids.labels)
+    if removed:
+        log.warning("removed leftover containers: %s", ", ".join(removed))
+    return removed
+
+
+def progress(line: str) -> None:
+    """One line per finished case run, for people watching `dlperf run` (and in the task log)."""
+    log.info(line)
+    if os.environ.get("DLPERF_PROGRESS"):
+        print(line, file=sys.__stderr__, flush=True)

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# build-images.sh: build the dlperf images locally (no registry is reachable).
+#
+#   1. scripts/ensure-docker.sh                  (install/start the engine if needed)
+#   2. docker/base/build-base.sh                 (dlperf/debian-base:bookworm; skipped if present)
+#   3. fill docker/pytorch-reference/wheels/     (torch wheel + host CA bundle; gitignored)
+#   4. docker build -t dlperf/pytorch-reference:cpu -f docker/pytorch-reference/Dockerfile .   (repo root)
+#
+# Step 4 is skipped when the image exists and carries the same `dlperf.inputs-hash` label (a hash of the
+# Dockerfile, .dockerignore, the workload files, the wheels folder, the base image id and the build args).
+#
+# Usage: scripts/build-images.sh [--force] [--force-base]
+#   --force        rebuild the reference image (and the base, if it is the local one) even if up to date
+#   --force-base   rebuild only the local base image
+# Environment:
+#   TAG            image to build (default dlperf/pytorch-reference:cpu)
+#   BASE_IMAGE     base for the reference image (default dlperf/debian-base:bookworm, built locally).
+#                  Any other value (e.g. nvcr.io/nvidia/pytorch:24.12-py3) is used as is and must already be
+#                  present or pullable; torch is then taken from it when it has one (GPU build).
+#   TORCH_VERSION  torch wheel to put in the build context (default 2.13.0)
+#   INSTALL_TORCH  auto|yes|no (default auto), PIP_PACKAGES (default numpy): passed to docker build
+#   CA_BUNDLE      CA bundle copied into the image (default /etc/ssl/certs/ca-certificates.crt)
+set -euo pipefail
+
+FORCE=0
+FORCE_BASE=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --force) FORCE=1; FORCE_BASE=1 ;;
+    --force-base) FORCE_BASE=1 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "build-images.sh: unknown argument: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+
+LOCAL_BASE="dlperf/debian-base:bookworm"
+TAG="${TAG:-dlperf/pytorch-reference:cpu}"
+BASE_IMAGE="${BASE_IMAGE:-$LOCAL_BASE}"
+TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
+INSTALL_TORCH="${INSTALL_TORCH:-auto}"
+PIP_PACKAGES="${PIP_PACKAGES-numpy}"
+CA_BUNDLE="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
+DOCKERFILE="docker/pytorch-reference/Dockerfile"
+WHEELS="docker/pytorch-reference/wheels"
+
+say() { echo "[build-images] $*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+T_ALL=$(now)
+
+# 1. Engine.
+t=$(now)
+"$REPO/scripts/ensure-docker.sh"
+say "docker engine: $(since "$t") s"
+
+# 2. Base image.
+t=$(now)
+if [ "$BASE_IMAGE" = "$LOCAL_BASE" ]; then
+  base_args=()
+  [ "$FORCE_BASE" -eq 1 ] && base_args+=(--force)
+  "$REPO/docker/base/build-base.sh" --name "$LOCAL_BASE" "${base_args[@]}"
+else
+  docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 || docker pull "$BASE_IMAGE" \
+    || die "base image $BASE_IMAGE is neither present nor pullable (no registry here: load it with docker load)"
+fi
+say "base image $BASE_IMAGE: $(since "$t") s"
+
+# 3. Build-context inputs: the torch wheel and the CA bundle.
+t=$(now)
+mkdir -p "$WHEELS"
+[ -f "$CA_BUNDLE" ] || die "CA bundle $CA_BUNDLE not found (set CA_BUNDLE)"
+cmp -s "$CA_BUNDLE" "$WHEELS/ca-certificates.crt" || cp "$CA_BUNDLE" "$WHEELS/ca-certificates.crt"
+have_wheel() { compgen -G "$WHEELS/torch-${TORCH_VERSION}[-+]*.whl" >/dev/null; }
+need_wheel=1
+[ "$INSTALL_TORCH" = no ] && need_wheel=0
+if [ "$INSTALL_TORCH" = auto ] && [ "$BASE_IMAGE" != "$LOCAL_BASE" ] \
+   && docker run --rm --entrypoint python3 "$BASE_IMAGE" -c 'import torch' >/dev/null 2>&1; then
+  say "$BASE_IMAGE already has torch: no wheel needed"
+  need_wheel=0
+fi
+if [ "$need_wheel" -eq 1 ] && ! have_wheel; then
+  # Other torch versions would be installed too: keep only the wanted one.
+  rm -f "$WHEELS"/torch-*.whl
+  PY="$(command -v python3 || command -v python)" || die "python3 needed to run pip download"
+  say "pip download torch==$TORCH_VERSION into $WHEELS"
+  if ! "$PY" -m pip download --quiet --no-deps --only-binary=:all: \
+        --platform manylinux_2_28_x86_64 --python-version 3.11 --implementation cp --abi cp311 \
+        -d "$WHEELS" "torch==$TORCH_VERSION"; then
+    die "could not get a torch $TORCH_VERSION wheel (cp311, manylinux x86_64)"
+  fi
+  have_wheel || die "pip download left no torch-$TORCH_VERSION wheel in $WHEELS"
+fi
+say "wheels folder ($(ls "$WHEELS" | tr '\n' ' ')): $(since "$t") s"
+
+# 4. Reference image, unless up to date.
+base_id="$(docker image inspect --format '{{.Id}}' "$BASE_IMAGE")"
+inputs_hash="$(
+  {
+    echo "base=$base_id"
+    echo "args=INSTALL_TORCH=$INSTALL_TORCH PIP_PACKAGES=$PIP_PACKAGES"
+    # Content of every file that goes into the image (names included), sorted for stability.
+    find "$DOCKERFILE" .dockerignore "$WHEELS" dlperf_core/workload -type f \
+         -not -path '*/__pycache__/*' -not -name '*.py[co]' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+  } | sha256sum | cut -c1-16
+)"
+current="$(docker image inspect --format '{{ index .Config.Labels "dlperf.inputs-hash" }}' "$TAG" 2>/dev/null || true)"
+if [ "$FORCE" -eq 0 ] && [ "$current" = "$inputs_hash" ]; then
+  say "$TAG is up to date (inputs $inputs_hash); skipping (use --force to rebuild)"
+else
+  say "building $TAG from $BASE_IMAGE (inputs $inputs_hash, was ${current:-none})"
+  t=$(now)
+  build_args=(
+    --build-arg "BASE_IMAGE=$BASE_IMAGE"
+    --build-arg "INSTALL_TORCH=$INSTALL_TORCH"
+    --build-arg "PIP_PACKAGES=$PIP_PACKAGES"
+    --build-arg "INPUTS_HASH=$inputs_hash"
+  )
+  [ "$FORCE" -eq 1 ] && build_args+=(--no-cache)
+  old_id="$(docker image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)"
+  # No buildx on these machines: the classic builder is used (its deprecation notice is harmless).
+  docker build --pull=false -t "$TAG" -f "$DOCKERFILE" "${build_args[@]}" .
+  new_id="$(docker image inspect --format '{{.Id}}' "$TAG")"
+  if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
+    docker image rm "$old_id" >/dev/null 2>&1 || true
+  fi
+  say "image build: $(since "$t") s"
+fi
+size="$(docker image inspect --format '{{.Size}}' "$TAG")"
+say "$TAG: $((size / 1024 / 1024)) MiB, torch $(docker run --rm "$TAG" 2>/dev/null || echo '?')"
+say "total: $(since "$T_ALL") s"

@@ -1,0 +1,99 @@
+"""Shared pytest fixtures of the dlperf test suite."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# --------------------------------------------------------------------------- databases
+
+DEFAULT_PG_BASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+"""Admin URL of the test PostgreSQL server; ``$DLPERF_TEST_PG_URL`` overrides it."""
+
+
+def _pg_ready(host: str, port: int) -> bool:
+    """Whether ``pg_isready`` reports the server at host:port accepting connections."""
+    if shutil.which("pg_isready") is None:
+        return False
+    probe = subprocess.run(
+        ["pg_isready", "-h", host, "-p", str(port)], capture_output=True, check=False
+    )
+    return probe.returncode == 0
+
+
+def _start_local_pg() -> None:
+    """Start the local PostgreSQL cluster(s) (Debian layout), ignoring failures."""
+    for version in sorted(glob.glob("/etc/postgresql/*")):
+        subprocess.run(
+            [
+                "pg_ctlcluster",
+                "--skip-systemctl-redirect",
+                Path(version).name,
+                "main",
+                "start",
+            ],
+            capture_output=True,
+            check=False,
+        )
+
+
+def _ensure_pg_running(host: str, port: int, may_start: bool) -> None:
+    """Skip the test unless PostgreSQL answers at host:port (starting the local one if allowed)."""
+    if _pg_ready(host, port):
+        return
+    if may_start and shutil.which("pg_ctlcluster"):
+        _start_local_pg()
+        for _ in range(30):
+            if _pg_ready(host, port):
+                return
+            time.sleep(0.5)
+    pytest.skip(f"no PostgreSQL server at {host}:{port}")
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """SQLAlchemy URL of a fresh, empty PostgreSQL database for this test session (dropped after).
+
+    The server is ``$DLPERF_TEST_PG_URL`` (an admin URL, database ``postgres``), else the local
+    one at 127.0.0.1:5432 (started when it is not running). Tests are skipped without a server.
+    """
+    psycopg2 = pytest.importorskip("psycopg2")
+    from sqlalchemy import make_url
+
+    override = os.environ.get("DLPERF_TEST_PG_URL")
+    base = make_url(override or DEFAULT_PG_BASE_URL)
+    _ensure_pg_running(base.host or "127.0.0.1", base.port or 5432, may_start=not override)
+
+    admin_dsn = base.set(drivername="postgresql").render_as_string(hide_password=False)
+    name = f"dlperf_test_{uuid.uuid4().hex[:12]}"
+
+    def admin(sql: str) -> None:
+        conn = psycopg2.connect(admin_dsn)
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+        finally:
+            conn.close()
+
+    admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield base.set(drivername="postgresql+psycopg2", database=name).render_as_string(
+            hide_password=False
+        )
+    finally:
+        admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """SQLAlchemy URL of a SQLite file in this test's tmp_path (not created yet)."""
+    return f"sqlite:///{tmp_path / 'dlperf.db'}"

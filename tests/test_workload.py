@@ -1,0 +1,157 @@
+"""Tests of the reference training workload (dlperf_core/workload): ResNet-50 v1.5 and its CPU training runs."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from dlperf_core.workload.resnet import Bottleneck, resnet50, num_parameters
+
+REPO = Path(__file__).resolve().parents[1]
+WORKLOAD = REPO / "dlperf_core" / "workload"
+
+TS = r"(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6})"
+NUM = r"(?P<{}>[-+0-9.eE]+|nan|inf)"
+PARAMETER_RE = re.compile(rf"^DLL {TS} - PARAMETER (?P<body>(?:\S+ : \S+  )*\S+ : \S+ )$")
+ITER_RE = re.compile(
+    rf"^DLL {TS} - Epoch: 0 Iteration: (?P<i>\d+)  train\.loss : {NUM.format('loss')}  "
+    rf"train\.total_ips : {NUM.format('ips')} img/s$"
+)
+SUMMARY_RE = re.compile(
+    rf"^DLL {TS} - Summary: train\.loss : {NUM.format('loss')}  train\.total_ips : {NUM.format('ips')} img/s$"
+)
+TINY = ["--image-size", "32", "--width", "8", "--batch-size", "4", "--warmup-iterations", "2", "--iterations", "5"]
+
+
+# ------------------------------------------------------------------------------------------ model
+def test_full_model_parameter_count() -> None:
+    assert num_parameters(resnet50()) == 25_557_032
+
+
+def test_output_shape_and_knobs() -> None:
+    model = resnet50(width=8, num_classes=10).eval()
+    with torch.no_grad():
+        assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    assert model.fc.in_features == 8 * 8 * 4  # width * 8 planes * expansion 4
+    assert [len(s) for s in (model.layer1, model.layer2, model.layer3, model.layer4)] == [3, 4, 6, 3]
+
+
+def test_v15_stride_on_3x3_conv() -> None:
+    model = resnet50(width=8, num_classes=10)
+    for stage, stride in ((model.layer1, 1), (model.layer2, 2), (model.layer3, 2), (model.layer4, 2)):
+        first: Bottleneck = stage[0]
+        assert first.conv1.kernel_size == (1, 1) and first.conv1.stride == (1, 1)  # v1 would stride here
+        assert first.conv2.kernel_size == (3, 3) and first.conv2.stride == (stride, stride)
+        assert first.conv3.stride == (1, 1)
+        assert first.downsample is not None and first.downsample[0].stride == (stride, stride)
+        for block in stage[1:]:
+            assert block.downsample is None
+            assert all(c.stride == (1, 1) for c in (block.conv1, block.conv2, block.conv3))
+    # Spatial sizes: 224 -> stem 56 -> stages 56, 28, 14, 7.
+    sizes: list[int] = []
+    for stage in (model.layer1, model.layer2, model.layer3, model.layer4):
+        stage.register_forward_hook(lambda _m, _i, out: sizes.append(out.shape[-1]))
+    with torch.no_grad():
+        model.eval()(torch.randn(1, 3, 224, 224))
+    assert sizes == [56, 28, 14, 7]
+
+
+def test_zero_init_residual() -> None:
+    zeroed = resnet50(width=8, num_classes=10, zero_init_residual=True)
+    blocks = [m for m in zeroed.modules() if isinstance(m, Bottleneck)]
+    assert len(blocks) == 16 and all(torch.all(b.bn3.weight == 0) for b in blocks)
+    default = resnet50(width=8, num_classes=10)
+    assert all(torch.all(m.bn3.weight == 1) for m in default.modules() if isinstance(m, Bottleneck))
+    assert all(isinstance(m, nn.BatchNorm2d) for m in (blocks[0].bn1, blocks[0].bn2, blocks[0].bn3))
+
+
+# ------------------------------------------------------------------------------------------- runs
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)  # never inherit a launcher's environment
+    return env
+
+
+def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+def _stamp(m: re.Match[str]) -> float:
+    return datetime.datetime.strptime(m["ts"], "%Y-%m-%d %H:%M:%S.%f").timestamp()
+
+
+def _check_log(stdout: str, *, world_size: int, batch: int, warmup: int, iterations: int, printed: list[int]) -> None:
+    """Exactly one PARAMETER line, the expected iteration lines, one Summary consistent with the timestamps."""
+    lines = [line for line in stdout.splitlines() if line.startswith("DLL ")]
+    assert len(lines) == len(stdout.splitlines()), f"non-DLL line on stdout:\n{stdout}"
+    params = [m for m in map(PARAMETER_RE.match, lines) if m]
+    iters = [m for m in map(ITER_RE.match, lines) if m]
+    summaries = [m for m in map(SUMMARY_RE.match, lines) if m]
+    assert len(params) == 1 and len(summaries) == 1, stdout
+    assert len(params) + len(iters) + len(summaries) == len(lines), stdout
+    assert lines[0] == params[0].group(0) and lines[-1] == summaries[0].group(0)
+
+    kv = dict(pair.split(" : ") for pair in params[0]["body"].strip().split("  "))
+    assert kv["arch"] == "resnet50" and kv["device"] == "cpu" and kv["precision"] == "fp32" and kv["amp"] == "False"
+    assert int(kv["world_size"]) == world_size and int(kv["batch_size"]) == batch
+    assert int(kv["warmup_iterations"]) == warmup and int(kv["iterations"]) == iterations
+
+    assert [int(m["i"]) for m in iters] == printed
+    for m in iters:
+        assert math.isfinite(float(m["loss"]))
+        assert math.isfinite(float(m["ips"])) and float(m["ips"]) > 0
+    summary = summaries[0]
+    ips = float(summary["ips"])
+    assert math.isfinite(ips) and ips > 0 and math.isfinite(float(summary["loss"]))
+    # Summary throughput = measured samples / time from the end of warm-up to the last iteration.
+    end_of_warmup = next(m for m in iters if int(m["i"]) == warmup)
+    elapsed = _stamp(iters[-1]) - _stamp(end_of_warmup)
+    # (ips is printed with 2 decimals, timestamps with microseconds)
+    assert ips == pytest.approx(iterations * batch * world_size / elapsed, rel=1e-3, abs=0.006)
+
+
+def test_cpu_run_standalone_folder(tmp_path: Path) -> None:
+    """The workload folder copied alone and run as a script (as in a container)."""
+    shutil.copytree(WORKLOAD, tmp_path / "workload", ignore=shutil.ignore_patterns("__pycache__"))
+    proc = _run([sys.executable, "workload/train.py", *TINY, "--device", "cpu"], cwd=tmp_path)
+    _check_log(proc.stdout, world_size=1, batch=4, warmup=2, iterations=5, printed=list(range(1, 8)))
+
+
+def test_cpu_run_module_print_freq(tmp_path: Path) -> None:
+    """``python -m`` form; with --print-freq 3 the warm-up end and the last iteration are printed too."""
+    proc = _run([sys.executable, "-m", "dlperf_core.workload.train", *TINY, "--print-freq", "3"], cwd=REPO)
+    _check_log(proc.stdout, world_size=1, batch=4, warmup=2, iterations=5, printed=[2, 3, 6, 7])
+
+
+def test_two_process_gloo_run() -> None:
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+        str(WORKLOAD / "train.py"), *TINY, "--device", "cpu",
+    ]
+    proc = _run(cmd, cwd=REPO)
+    # Only rank 0 prints: one PARAMETER line with world_size 2, each iteration once.
+    _check_log(proc.stdout, world_size=2, batch=4, warmup=2, iterations=5, printed=list(range(1, 8)))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_error_exits_non_zero() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(WORKLOAD / "train.py"), "--device", "cuda"],
+        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1
+    assert "CUDA is not available" in proc.stderr and proc.stdout == ""
