@@ -52,7 +52,7 @@ def load_dag():
     bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
     if bag.import_errors:
         raise RuntimeError(f"DAG import errors: {bag.import_errors}")
-    return bag.get_dag(DAG_ID)
+    return bag.dags[DAG_ID]
 
 
 def run_dag(conf: dict, logical_date=None):

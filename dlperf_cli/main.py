@@ -29,7 +29,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from dlperf_cli.embedded import run_dag
 
     print(f"dlperf: running {args.suite} through the dlperf_benchmark DAG (dag.test)", file=sys.stderr, flush=True)
-    dag_run = run_dag(conf)
+    logical_date = None
+    if args.run_date:
+        from datetime import datetime, timezone
+
+        logical_date = datetime.fromisoformat(args.run_date)
+        if logical_date.tzinfo is None:
+            logical_date = logical_date.replace(tzinfo=timezone.utc)
+    dag_run = run_dag(conf, logical_date)
     from dlperf_core.report import seed_tables
     from dlperf_core.storage import ResultStore, default_db_url
 
@@ -88,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--inventory", help="node inventory YAML (default: the suite's or the runtime's)")
     run.add_argument("--repeats", type=int, help="override repeats per case")
     run.add_argument("--db", help="results database URL (default: $DLPERF_DB_URL or .dlperf/dlperf.db)")
+    run.add_argument(
+        "--run-date",
+        help="logical date (ISO) of the DAG run; giving the same date again re-runs that same DAG run, "
+        "replacing its rows rather than adding new ones",
+    )
     run.set_defaults(func=_cmd_run)
 
     parse = sub.add_parser("parse", help="parse training logs and print throughput per run")

@@ -122,13 +122,19 @@ else
     --build-arg "INPUTS_HASH=$inputs_hash"
   )
   [ "$FORCE" -eq 1 ] && build_args+=(--no-cache)
-  old_id="$(docker image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)"
   # No buildx on these machines: the classic builder is used (its deprecation notice is harmless).
-  docker build --pull=false -t "$TAG" -f "$DOCKERFILE" "${build_args[@]}" .
-  new_id="$(docker image inspect --format '{{.Id}}' "$TAG")"
-  if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
-    docker image rm "$old_id" >/dev/null 2>&1 || true
-  fi
+  # The builder stage is tagged too (TAG-builder): it keeps the layer cache for the next build, and the
+  # one it replaces can be removed instead of piling up as an untagged 1.3 GB image.
+  for target in builder final; do
+    if [ "$target" = builder ]; then name="$TAG-builder"; target_args=(--target builder); else name="$TAG"; target_args=(); fi
+    old_id="$(docker image inspect --format '{{.Id}}' "$name" 2>/dev/null || true)"
+    docker build --pull=false --force-rm -t "$name" -f "$DOCKERFILE" "${target_args[@]}" "${build_args[@]}" .
+    new_id="$(docker image inspect --format '{{.Id}}' "$name")"
+    if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
+      # The replaced image is untagged now; drop it unless a container still uses it.
+      docker image rm "$old_id" >/dev/null || say "(kept the previous $name ${old_id:7:12}: still in use)"
+    fi
+  done
   say "image build: $(since "$t") s"
 fi
 size="$(docker image inspect --format '{{.Size}}' "$TAG")"

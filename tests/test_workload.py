@@ -31,6 +31,9 @@ SUMMARY_RE = re.compile(
     rf"^DLL {TS} - Summary: train\.loss : {NUM.format('loss')}  train\.total_ips : {NUM.format('ips')} img/s$"
 )
 TINY = ["--image-size", "32", "--width", "8", "--batch-size", "4", "--warmup-iterations", "2", "--iterations", "5"]
+# One intra-op thread per process: on a small shared CPU, OpenMP threads competing for the cores
+# can make a run ten times slower.
+ONE_THREAD = ["--threads", "1"]
 
 
 # ------------------------------------------------------------------------------------------ model
@@ -94,8 +97,13 @@ def _stamp(m: re.Match[str]) -> float:
     return datetime.datetime.strptime(m["ts"], "%Y-%m-%d %H:%M:%S.%f").timestamp()
 
 
-def _check_log(stdout: str, *, world_size: int, batch: int, warmup: int, iterations: int, printed: list[int]) -> None:
-    """Exactly one PARAMETER line, the expected iteration lines, one Summary consistent with the timestamps."""
+def _check_log(
+    stdout: str, *, world_size: int, batch: int, warmup: int, iterations: int, printed: list[int]
+) -> dict[str, str]:
+    """Exactly one PARAMETER line, the expected iteration lines, one Summary consistent with the timestamps.
+
+    Returns the PARAMETER key/value pairs.
+    """
     lines = [line for line in stdout.splitlines() if line.startswith("DLL ")]
     assert len(lines) == len(stdout.splitlines()), f"non-DLL line on stdout:\n{stdout}"
     params = [m for m in map(PARAMETER_RE.match, lines) if m]
@@ -122,18 +130,20 @@ def _check_log(stdout: str, *, world_size: int, batch: int, warmup: int, iterati
     elapsed = _stamp(iters[-1]) - _stamp(end_of_warmup)
     # (ips is printed with 2 decimals, timestamps with microseconds)
     assert ips == pytest.approx(iterations * batch * world_size / elapsed, rel=1e-3, abs=0.006)
+    return kv
 
 
 def test_cpu_run_standalone_folder(tmp_path: Path) -> None:
     """The workload folder copied alone and run as a script (as in a container)."""
     shutil.copytree(WORKLOAD, tmp_path / "workload", ignore=shutil.ignore_patterns("__pycache__"))
-    proc = _run([sys.executable, "workload/train.py", *TINY, "--device", "cpu"], cwd=tmp_path)
+    proc = _run([sys.executable, "workload/train.py", *TINY, *ONE_THREAD, "--device", "cpu"], cwd=tmp_path)
     _check_log(proc.stdout, world_size=1, batch=4, warmup=2, iterations=5, printed=list(range(1, 8)))
 
 
 def test_cpu_run_module_print_freq(tmp_path: Path) -> None:
     """``python -m`` form; with --print-freq 3 the warm-up end and the last iteration are printed too."""
-    proc = _run([sys.executable, "-m", "dlperf_core.workload.train", *TINY, "--print-freq", "3"], cwd=REPO)
+    cmd = [sys.executable, "-m", "dlperf_core.workload.train", *TINY, *ONE_THREAD, "--print-freq", "3"]
+    proc = _run(cmd, cwd=REPO)
     _check_log(proc.stdout, world_size=1, batch=4, warmup=2, iterations=5, printed=[2, 3, 6, 7])
 
 
@@ -144,7 +154,10 @@ def test_two_process_gloo_run() -> None:
     ]
     proc = _run(cmd, cwd=REPO)
     # Only rank 0 prints: one PARAMETER line with world_size 2, each iteration once.
-    _check_log(proc.stdout, world_size=2, batch=4, warmup=2, iterations=5, printed=list(range(1, 8)))
+    kv = _check_log(proc.stdout, world_size=2, batch=4, warmup=2, iterations=5, printed=list(range(1, 8)))
+    # Default CPU threads: the cores shared between the local processes.
+    assert int(kv["threads"]) == max(1, len(os.sched_getaffinity(0)) // 2)
+    assert float(kv["lr"]) == pytest.approx(0.256 * 4 * 2 / 256)  # NGC linear scaling of the global batch
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

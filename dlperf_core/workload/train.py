@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed (0)")
     p.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CUDA if available")
-    p.add_argument("--lr", type=_positive_float, default=0.1, help="SGD learning rate (0.1)")
+    p.add_argument("--lr", type=_positive_float, default=None,
+                   help="SGD learning rate (default: NGC linear scaling, 0.256 * global batch / 256)")
     p.add_argument("--weight-decay", type=float, default=3.0517578125e-05,
                    help="SGD weight decay of conv/linear weights, not of BN/biases (NGC: 1/32768)")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="cross-entropy label smoothing (0.1)")
@@ -174,7 +175,7 @@ class DLLogger:
 
 
 # --------------------------------------------------------------------------------------- training
-def make_optimizer(model: nn.Module, args: argparse.Namespace, cuda: bool) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, lr: float, args: argparse.Namespace, cuda: bool) -> torch.optim.Optimizer:
     """SGD with momentum; weight decay on conv/linear weights only (NGC default: no BN/bias decay)."""
     decay = [p for p in model.parameters() if p.ndim > 1]
     no_decay = [p for p in model.parameters() if p.ndim <= 1]
@@ -183,7 +184,7 @@ def make_optimizer(model: nn.Module, args: argparse.Namespace, cuda: bool) -> to
         {"params": no_decay, "weight_decay": 0.0},
     ]
     # Fused kernel on CUDA (one launch for all parameters); the default (for-loop) path on CPU.
-    return torch.optim.SGD(groups, lr=args.lr, momentum=MOMENTUM, fused=True if cuda else None)
+    return torch.optim.SGD(groups, lr=lr, momentum=MOMENTUM, fused=True if cuda else None)
 
 
 def make_scaler(args: argparse.Namespace, device: torch.device) -> torch.amp.GradScaler | None:
@@ -246,7 +247,9 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     torch.manual_seed(args.seed)
     model: nn.Module = resnet50(args.width, args.num_classes, args.zero_init_residual)
     model = model.to(device=device, memory_format=memory_format).train()
-    optimizer = make_optimizer(model, args, cuda)
+    global_batch = args.batch_size * info.world_size
+    lr = args.lr if args.lr is not None else 0.256 * global_batch / 256
+    optimizer = make_optimizer(model, lr, args, cuda)
     if info.world_size > 1:
         # Each rank keeps its own BN statistics (no buffer broadcast per forward), like NGC.
         model = nn.parallel.DistributedDataParallel(
@@ -283,7 +286,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         "num_classes": args.num_classes,
         "channels_last": channels_last,
         "compile": args.compile,
-        "lr": args.lr,
+        "lr": f"{lr:g}",
         "momentum": MOMENTUM,
         "weight_decay": args.weight_decay,
         "label_smoothing": args.label_smoothing,
@@ -304,7 +307,6 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
             torch.cuda.synchronize(device)
         return value
 
-    global_batch = args.batch_size * info.world_size
     total = args.warmup_iterations + args.iterations
     if cuda:
         torch.cuda.synchronize(device)

@@ -1,0 +1,45 @@
+"""The DAG file loads in a real DagBag, with its schedule, params and pool as users expect."""
+
+import json
+import subprocess
+import sys
+
+from helpers import REPO
+
+PROBE = r"""
+import json, time
+from dlperf_cli.embedded import prepare_environment
+prepare_environment()
+t0 = time.perf_counter()
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=str(__import__('pathlib').Path('REPO') / 'dags'))
+dag = bag.dags.get('dlperf_benchmark')
+print(json.dumps({
+    "errors": {k: str(v) for k, v in bag.import_errors.items()},
+    "dag_ids": sorted(bag.dag_ids),
+    "schedule": getattr(dag.timetable, "_expression", None) or str(dag.schedule),
+    "params": sorted(dag.params.keys()) if dag else [],
+    "tasks": sorted(dag.task_ids) if dag else [],
+    "pool": dag.get_task('run_case').pool if dag else None,
+    "teardown": dag.get_task('remove_containers').is_teardown if dag else None,
+}))
+"""
+
+
+def test_dagbag_loads_without_import_errors(tmp_path):
+    env_home = {"AIRFLOW_HOME": str(tmp_path / "airflow")}
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")} | env_home
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.replace("REPO", str(REPO))], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    info = json.loads(out.stdout.strip().splitlines()[-1])
+    assert info["errors"] == {}
+    assert info["dag_ids"] == ["dlperf_benchmark"]
+    assert info["schedule"] == "0 2 * * *"
+    assert {"suite", "runtime", "frameworks", "precisions", "topologies", "repeats"} <= set(info["params"])
+    assert info["tasks"] == ["finish_run", "plan_cases", "remove_containers", "run_case", "store_result"]
+    assert info["pool"] == "dlperf_cluster"
+    assert info["teardown"] is True
