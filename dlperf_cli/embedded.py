@@ -64,6 +64,7 @@ def run_dag(conf: dict, logical_date=None):
     migrate_metadata_db()
     dag = load_dag()
     kwargs = {"run_conf": conf}
-    if logical_date is not None:
+    if logical_date is not None:  # run_after too: Airflow 3 derives a manual run's id from run_after
         kwargs["logical_date"] = logical_date
+        kwargs["run_after"] = logical_date
     return dag.test(**kwargs)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from dlperf_core.inventory import Mount, Node
 
+LOG_MOUNT = "/dlperf/logs"
+
 
 @dataclass(frozen=True)
 class ContainerSpec:
@@ -46,6 +48,10 @@ def container_spec_for(
 ) -> ContainerSpec:
     """The container spec of a framework process on ``node``, following what the node supports."""
     host_net = node.network == "host"
+    mounts = node.mounts
+    if node.log_dir:
+        mounts += (Mount(source=node.log_dir, target=LOG_MOUNT, read_only=False),)
+        environment = {**environment, "DLPERF_CASE_LOG_DIR": f"{LOG_MOUNT}/{name}"}
     return ContainerSpec(
         name=name,
         image=image,
@@ -60,5 +66,5 @@ def container_spec_for(
         shm_size=None if node.ipc_host else (shm_size or node.shm_size),
         cap_add=("IPC_LOCK",) if node.memlock else (),
         memlock_unlimited=node.memlock,
-        mounts=node.mounts,
+        mounts=mounts,
     )

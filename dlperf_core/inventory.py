@@ -15,6 +15,7 @@ An inventory is a YAML file::
         ipc_host: true
         shm_size: 16g              # used when ipc_host is false
         mounts: [{source: /data/imagenet, target: /data, read_only: true}]
+        log_dir: /var/log/dlperf    # mounted at /dlperf/logs (must exist on the node)
         queue: node0               # Celery queue of the worker that sits on this node
 
 Everything has a sensible default so a laptop inventory is two lines per node.
@@ -65,6 +66,7 @@ class Node(BaseModel):
     ipc_host: bool = True
     shm_size: str = "1g"
     mounts: tuple[Mount, ...] = ()
+    log_dir: str | None = None  # host folder mounted read-write at /dlperf/logs for files a framework writes
     queue: str = "default"
     ssh: SshAccess | None = None
 

@@ -11,10 +11,11 @@
 #
 # Usage: scripts/build-images.sh [--force] [--force-base]
 #   --force        rebuild the reference image (and the base, if it is the local one) even if up to date
-#   --force-base   rebuild only the local base image
+#   --force-base   rebuild the local base image (the reference image follows: its base changed)
 # Environment:
 #   TAG            image to build (default dlperf/pytorch-reference:cpu)
-#   BASE_IMAGE     base for the reference image (default dlperf/debian-base:bookworm, built locally).
+#   DLPERF_BASE_IMAGE  name of the locally built Debian base (default dlperf/debian-base:bookworm)
+#   BASE_IMAGE     base for the reference image (default: that local base, built if missing).
 #                  Any other value (e.g. nvcr.io/nvidia/pytorch:24.12-py3) is used as is and must already be
 #                  present or pullable; torch is then taken from it when it has one (GPU build).
 #   TORCH_VERSION  torch wheel to put in the build context (default 2.13.0)
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --force) FORCE=1; FORCE_BASE=1 ;;
     --force-base) FORCE_BASE=1 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "build-images.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -37,7 +38,7 @@ done
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 
-LOCAL_BASE="dlperf/debian-base:bookworm"
+LOCAL_BASE="${DLPERF_BASE_IMAGE:-dlperf/debian-base:bookworm}"
 TAG="${TAG:-dlperf/pytorch-reference:cpu}"
 BASE_IMAGE="${BASE_IMAGE:-$LOCAL_BASE}"
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
@@ -53,6 +54,14 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 T_ALL=$(now)
+
+# One build at a time on this machine (tests and people may call this concurrently).
+LOCK="${TMPDIR:-/tmp}/dlperf-build-images.lock"
+exec 8>"$LOCK"
+if command -v flock >/dev/null 2>&1 && ! flock -n 8; then
+  say "another build-images.sh is running; waiting for it"
+  flock 8
+fi
 
 # 1. Engine.
 t=$(now)
@@ -96,7 +105,7 @@ if [ "$need_wheel" -eq 1 ] && ! have_wheel; then
   fi
   have_wheel || die "pip download left no torch-$TORCH_VERSION wheel in $WHEELS"
 fi
-say "wheels folder ($(ls "$WHEELS" | tr '\n' ' ')): $(since "$t") s"
+say "wheels folder ($(cd "$WHEELS" && echo *)): $(since "$t") s"
 
 # 4. Reference image, unless up to date.
 base_id="$(docker image inspect --format '{{.Id}}' "$BASE_IMAGE")"
@@ -120,6 +129,7 @@ else
     --build-arg "INSTALL_TORCH=$INSTALL_TORCH"
     --build-arg "PIP_PACKAGES=$PIP_PACKAGES"
     --build-arg "INPUTS_HASH=$inputs_hash"
+    --build-arg "BUILD_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   )
   [ "$FORCE" -eq 1 ] && build_args+=(--no-cache)
   # No buildx on these machines: the classic builder is used (its deprecation notice is harmless).
@@ -132,11 +142,12 @@ else
     new_id="$(docker image inspect --format '{{.Id}}' "$name")"
     if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
       # The replaced image is untagged now; drop it unless a container still uses it.
-      docker image rm "$old_id" >/dev/null || say "(kept the previous $name ${old_id:7:12}: still in use)"
+      docker image rm "$old_id" >/dev/null 2>&1 || say "(kept the previous $name ${old_id:7:12}: still in use)"
     fi
   done
   say "image build: $(since "$t") s"
 fi
 size="$(docker image inspect --format '{{.Size}}' "$TAG")"
-say "$TAG: $((size / 1024 / 1024)) MiB, torch $(docker run --rm "$TAG" 2>/dev/null || echo '?')"
+# (tail: an NGC base's entrypoint prints a banner first)
+say "$TAG: $((size / 1024 / 1024)) MiB, torch $(docker run --rm "$TAG" 2>/dev/null | tail -n 1 || echo '?')"
 say "total: $(since "$T_ALL") s"

@@ -32,9 +32,9 @@ fi
 if ! command -v docker >/dev/null 2>&1 || ! command -v dockerd >/dev/null 2>&1; then
   command -v apt-get >/dev/null 2>&1 || die "docker/dockerd missing and apt-get not available: install Docker by hand"
   say "installing docker.io with apt-get"
-  export DEBIAN_FRONTEND=noninteractive
-  "${SUDO[@]}" apt-get update -qq
-  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends docker.io >/dev/null
+  # With its recommends (cgroupfs-mount, apparmor, ...), as checked on these machines.
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=l apt-get install -y -qq docker.io >/dev/null
 fi
 command -v dockerd >/dev/null 2>&1 || die "dockerd still not found after installing docker.io"
 
@@ -54,8 +54,15 @@ if ! docker_ok; then
     mkdir -p "$(dirname "$LOG")" 2>/dev/null || true
     { : >>"$LOG"; } 2>/dev/null || LOG="${TMPDIR:-/tmp}/dlperf-dockerd.log"
     say "starting dockerd in the background (log: $LOG)"
-    # setsid + nohup: dockerd must outlive this script and its session.
-    "${SUDO[@]}" setsid nohup dockerd >>"$LOG" 2>&1 </dev/null 9>&- &
+    # setsid + nohup: dockerd must outlive this script and its session. Close every inherited fd above 2
+    # first, or dockerd would hold our lock (and any lock of a caller) for as long as it runs.
+    (
+      for f in /proc/"$BASHPID"/fd/*; do
+        fd="${f##*/}"
+        if [ "$fd" -gt 2 ]; then exec {fd}>&- 2>/dev/null || true; fi
+      done
+      exec "${SUDO[@]}" setsid nohup dockerd >>"$LOG" 2>&1 </dev/null
+    ) &
   elif ! docker_ok; then
     say "dockerd is running but not answering yet; waiting"
   fi
@@ -67,7 +74,7 @@ until docker_ok; do
   if [ "$(date +%s)" -ge "$deadline" ]; then
     say "docker info did not answer within ${WAIT}s. Last lines of $LOG:"
     tail -n 20 "$LOG" >&2 2>/dev/null || true
-    say "docker info says:"; docker info 2>&1 | tail -n 5 >&2 || true
+    say "docker info says: $(docker info 2>&1 >/dev/null | tail -n 3)"
     if [ "$(id -u)" -ne 0 ]; then say "hint: not root; is this user in the 'docker' group?"; fi
     die "Docker engine not available"
   fi

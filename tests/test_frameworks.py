@@ -39,6 +39,8 @@ def test_gpu_node_container_spec_has_gpus_infiniband_host_network_memlock(tmp_pa
     assert spec.network == "host" and spec.hostname is None and spec.ipc_host
     assert spec.cap_add == ("IPC_LOCK",) and spec.memlock_unlimited
     assert spec.mounts[0].source == "/data/imagenet" and spec.mounts[0].read_only
+    assert spec.mounts[1].source == "/var/log/dlperf" and spec.mounts[1].target == "/dlperf/logs"
+    assert not spec.mounts[1].read_only and spec.environment["DLPERF_CASE_LOG_DIR"] == f"/dlperf/logs/{spec.name}"
     assert spec.image == "dlperf/pytorch-reference:cpu"  # the case names none: the adapter's default
     assert spec.labels["dlperf.run_id"] == "r1" and spec.labels["dlperf.repeat"] == "3"
     assert spec.labels["dlperf.case"] == CASE.key

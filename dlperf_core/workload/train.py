@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import math
 import os
 import sys
@@ -251,12 +252,16 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     lr = args.lr if args.lr is not None else 0.256 * global_batch / 256
     optimizer = make_optimizer(model, lr, args, cuda)
     if info.world_size > 1:
-        # Each rank keeps its own BN statistics (no buffer broadcast per forward), like NGC.
-        model = nn.parallel.DistributedDataParallel(
+        # Each rank keeps its own BN statistics (no buffer broadcast per forward), like NGC. torch 2.13
+        # renamed broadcast_buffers to forward_sync_buffers; containers may ship an older torch.
+        ddp = nn.parallel.DistributedDataParallel
+        new_name = "forward_sync_buffers" in inspect.signature(ddp).parameters
+        no_sync = "forward_sync_buffers" if new_name else "broadcast_buffers"
+        model = ddp(
             model,
             device_ids=[device.index] if cuda else None,
-            forward_sync_buffers=False,  # torch 2.13 name of broadcast_buffers=False
             gradient_as_bucket_view=True,
+            **{no_sync: False},
         )
     if args.compile:
         model = torch.compile(model)  # type: ignore[assignment]

@@ -61,7 +61,7 @@ cleanup() {
   # debootstrap mounts proc/sys (and may bind /dev) inside the target: unmount them (deepest first)
   # before deleting, and never let rm cross into another file system.
   local m
-  for m in $(awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/mounts | sort -r); do
+  awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/mounts | sort -r | while IFS= read -r m; do
     umount -l "$m" 2>/dev/null || true
   done
   rm -rf --one-file-system "$WORK"

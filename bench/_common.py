@@ -1,0 +1,63 @@
+"""Shared bits of the benchmark scripts: run `dlperf run`, run the workload bare, parse, summarise."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from dlperf_core.parsing import parse_file  # noqa: E402
+
+WORKLOAD = REPO / "dlperf_core" / "workload" / "train.py"
+
+
+def machine() -> str:
+    return f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+
+
+def bare_run(args: list[str], nproc: int = 1, threads: int | None = None) -> float:
+    """The training loop launched bare (torchrun, no dlperf around it); throughput by dlperf's parser."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "bare.log"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), str(WORKLOAD), *args]
+        if threads:
+            cmd += ["--threads", str(threads)]
+        with open(log, "wb") as out:
+            subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=True, env={**os.environ, "GLOO_SOCKET_IFNAME": "lo"})
+        warmup = int(args[args.index("--warmup-iterations") + 1])
+        measured = int(args[args.index("--iterations") + 1])
+        run = parse_file(log, format="ngc_pytorch_dllogger", warmup=warmup, measured=measured)[0]
+        assert run.status == "ok", run.reason
+        return run.throughput
+
+
+def dlperf_run(suite: Path, runtime: str, db_url: str, home: Path) -> tuple[str, float]:
+    """`dlperf run` on a suite; returns (DAG run id, wall seconds)."""
+    import re
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(AIRFLOW_HOME=str(home / "airflow"), DLPERF_LOG_DIR=str(home / "logs"), DLPERF_DB_URL=db_url)
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-m", "dlperf_cli.main", "run", str(suite), "--runtime", runtime],
+        cwd=REPO, env=env, capture_output=True, text=True,
+    )
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise SystemExit(f"dlperf run failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    return re.findall(r"^DAG run (\S+): ", out.stdout, flags=re.M)[-1], wall
+
+
+def median_cv(values: list[float]) -> tuple[float, float]:
+    med = statistics.median(values)
+    cv = statistics.stdev(values) / statistics.mean(values) if len(values) > 1 else 0.0
+    return med, cv
