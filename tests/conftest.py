@@ -59,8 +59,8 @@ def _ensure_pg_running(host: str, port: int, may_start: bool) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    """SQLAlchemy URL of a fresh, empty PostgreSQL database for this test session (dropped after).
+def pg_server():
+    """(base URL, admin(sql)) of the PostgreSQL server the tests use.
 
     The server is ``$DLPERF_TEST_PG_URL`` (an admin URL, database ``postgres``), else the local
     one at 127.0.0.1:5432 (started when it is not running). Tests are skipped without a server.
@@ -71,9 +71,7 @@ def pg_url() -> Iterator[str]:
     override = os.environ.get("DLPERF_TEST_PG_URL")
     base = make_url(override or DEFAULT_PG_BASE_URL)
     _ensure_pg_running(base.host or "127.0.0.1", base.port or 5432, may_start=not override)
-
     admin_dsn = base.set(drivername="postgresql").render_as_string(hide_password=False)
-    name = f"dlperf_test_{uuid.uuid4().hex[:12]}"
 
     def admin(sql: str) -> None:
         conn = psycopg2.connect(admin_dsn)
@@ -84,6 +82,14 @@ def pg_url() -> Iterator[str]:
         finally:
             conn.close()
 
+    return base, admin
+
+
+@pytest.fixture
+def pg_url(pg_server) -> Iterator[str]:
+    """SQLAlchemy URL of a fresh, empty PostgreSQL database for this one test (dropped after)."""
+    base, admin = pg_server
+    name = f"dlperf_test_{uuid.uuid4().hex[:12]}"
     admin(f'CREATE DATABASE "{name}"')
     try:
         yield base.set(drivername="postgresql+psycopg2", database=name).render_as_string(

@@ -14,7 +14,20 @@ t0 = time.perf_counter()
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=str(__import__('pathlib').Path('REPO') / 'dags'))
 dag = bag.dags.get('dlperf_benchmark')
+import copy
+refused = {}
+for key, bad in [("precisions", ["fp8"]), ("topologies", ["3n3g"]), ("repeats", 500), ("runtime", "kubernetes"), ("repeats", "five")]:
+    params = copy.deepcopy(dag.params)
+    try:
+        params[key] = bad
+        refused[f"{key}={bad!r}"] = False
+    except Exception as exc:
+        refused[f"{key}={bad!r}"] = type(exc).__name__
+params = copy.deepcopy(dag.params)
+params["precisions"] = ["amp"]; params["topologies"] = ["1n1g", "2n8g"]; params["repeats"] = 3
 print(json.dumps({
+    "refused": refused,
+    "good": params.validate()["topologies"],
     "errors": {k: str(v) for k, v in bag.import_errors.items()},
     "dag_ids": sorted(bag.dag_ids),
     "schedule": getattr(dag.timetable, "_expression", None) or str(dag.schedule),
@@ -43,3 +56,6 @@ def test_dagbag_loads_without_import_errors(tmp_path):
     assert info["tasks"] == ["finish_run", "plan_cases", "remove_containers", "run_case", "store_result"]
     assert info["pool"] == "dlperf_cluster"
     assert info["teardown"] is True
+    # the trigger form refuses bad values itself (JSON schema), before any run starts
+    assert all(v == "ParamValidationError" for v in info["refused"].values()), info["refused"]
+    assert info["good"] == ["1n1g", "2n8g"]
