@@ -14,7 +14,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dlperf_core.parsing import parse_file  # noqa: E402
 
 WORKLOAD = REPO / "dlperf_core" / "workload" / "train.py"
 
@@ -34,9 +33,16 @@ def bare_run(args: list[str], nproc: int = 1, threads: int | None = None) -> flo
             subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=True, env={**os.environ, "GLOO_SOCKET_IFNAME": "lo"})
         warmup = int(args[args.index("--warmup-iterations") + 1])
         measured = int(args[args.index("--iterations") + 1])
-        run = parse_file(log, format="ngc_pytorch_dllogger", warmup=warmup, measured=measured)[0]
-        assert run.status == "ok", run.reason
-        return run.throughput
+        return throughput_of_log(log.read_text(), warmup, measured)
+
+
+def throughput_of_log(text: str, warmup: int, measured: int) -> float:
+    """dlperf's window rule over a DLLogger log's text."""
+    from dlperf_core.parsing import parse_log
+
+    run = parse_log(text, format="ngc_pytorch_dllogger", warmup=warmup, measured=measured)[0]
+    assert run.status == "ok", run.reason
+    return run.throughput
 
 
 def dlperf_run(suite: Path, runtime: str, db_url: str, home: Path) -> tuple[str, float]:
