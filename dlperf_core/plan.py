@@ -91,7 +91,7 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
         for precision in bench.precisions or suite.precisions:
             if filters.precisions and precision not in filters.precisions:
                 continue
-            for batch in bench.batch_sizes(precision) or suite._default_batches(precision):
+            for batch in bench.batch_sizes(precision) or suite.default_batch_sizes(precision):
                 if filters.batch_sizes and batch not in filters.batch_sizes:
                     continue
                 for topo in topologies:

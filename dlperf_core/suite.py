@@ -36,6 +36,18 @@ RuntimeName = Literal["local", "docker"]
 _TOPOLOGY = re.compile(r"^(\d+)n(\d+)g$")
 
 
+BatchSizes = int | tuple[int, ...] | dict[Precision, int | tuple[int, ...]] | None
+
+
+def _batches_at(value: BatchSizes, precision: str) -> tuple[int, ...]:
+    """The batch sizes a ``batch_size_per_device`` field gives at ``precision``."""
+    if isinstance(value, dict):
+        value = value.get(precision)  # type: ignore[call-overload]
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, int) else tuple(value)
+
+
 class Topology(BaseModel):
     """Nodes x devices per node, written ``{nodes}n{gpus}g`` as in the seeds' folders (1n1g ... 4n8g)."""
 
@@ -68,7 +80,7 @@ class Benchmark(BaseModel):
     framework: str
     model: str
     precisions: tuple[Precision, ...] | None = None
-    batch_size_per_device: int | tuple[int, ...] | dict[Precision, int | tuple[int, ...]] | None = None
+    batch_size_per_device: BatchSizes = None
     topologies: tuple[Topology, ...] | None = None
     repeats: int | None = Field(None, ge=1, le=100)
     warmup_iterations: int | None = Field(None, ge=0)
@@ -128,13 +140,8 @@ class Benchmark(BaseModel):
         return self
 
     def batch_sizes(self, precision: str) -> tuple[int, ...]:
-        """Batch sizes per device to run at ``precision``."""
-        value = self.batch_size_per_device
-        if isinstance(value, dict):
-            value = value.get(precision)  # type: ignore[call-overload]
-        if value is None:
-            return ()
-        return (value,) if isinstance(value, int) else tuple(value)
+        """Batch sizes per device to run at ``precision`` (empty: the suite's default applies)."""
+        return _batches_at(self.batch_size_per_device, precision)
 
 
 class Suite(BaseModel):
@@ -149,7 +156,7 @@ class Suite(BaseModel):
     warmup_iterations: int = Field(5, ge=0)
     measured_iterations: int = Field(100, ge=1)
     precisions: tuple[Precision, ...] = ("fp32",)
-    batch_size_per_device: int | tuple[int, ...] | dict[Precision, int | tuple[int, ...]] | None = None
+    batch_size_per_device: BatchSizes = None
     topologies: tuple[Topology, ...] = (Topology(nodes=1, gpus_per_node=1),)
     timeout_s: float = Field(3600.0, gt=0, description="wall-clock limit of one case run")
     watchdog_s: float | None = Field(600.0, gt=0, description="fail a run whose log shows no progress this long")
@@ -160,19 +167,14 @@ class Suite(BaseModel):
     def _every_benchmark_has_a_batch(self) -> "Suite":
         for i, bench in enumerate(self.benchmarks):
             for precision in bench.precisions or self.precisions:
-                if not (bench.batch_sizes(precision) or self._default_batches(precision)):
+                if not (bench.batch_sizes(precision) or self.default_batch_sizes(precision)):
                     raise ValueError(
                         f"benchmarks[{i}].batch_size_per_device: no batch size for precision {precision!r}"
                     )
         return self
 
-    def _default_batches(self, precision: str) -> tuple[int, ...]:
-        value = self.batch_size_per_device
-        if isinstance(value, dict):
-            value = value.get(precision)  # type: ignore[call-overload]
-        if value is None:
-            return ()
-        return (value,) if isinstance(value, int) else tuple(value)
+    def default_batch_sizes(self, precision: str) -> tuple[int, ...]:
+        return _batches_at(self.batch_size_per_device, precision)
 
     def inventory_path(self) -> Path | None:
         """The inventory file, resolved against the suite file's folder."""

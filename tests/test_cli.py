@@ -1,7 +1,6 @@
 """`dlperf parse` on real published logs, and `dlperf results` on an empty and a filled database."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -9,15 +8,7 @@ import pytest
 
 from helpers import DLPERF, REPO
 
-SHARED = Path(os.environ.get("DLPERF_SHARED", REPO.parent / "shared"))
-PUBLISHED = {  # ../shared/reallogs/PROVENANCE.md
-    "pytorch_gpu1_fp32_bs128.txt": 364.3,
-    "pytorch_gpu1_amp_bs128.txt": 828.7,
-    "pytorch_gpu1_amp_bs256.txt": 841.6,
-    "pytorch_gpu8_fp32_bs128.txt": 2826.8,
-    "pytorch_gpu8_amp_bs128.txt": 6014.7,
-    "pytorch_gpu8_amp_bs248.txt": 6230.1,
-}
+from test_parsing import PUBLISHED, SHARED  # reallogs/PROVENANCE.md figures
 
 
 @pytest.mark.skipif(not (SHARED / "reallogs").exists(), reason="../shared/reallogs not present")
