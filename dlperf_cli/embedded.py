@@ -58,6 +58,9 @@ def load_dag():
 def run_dag(conf: dict, logical_date=None):
     """Run dlperf_benchmark once with ``conf`` as its params; return the DagRun."""
     prepare_environment()
+    import warnings
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # Airflow's own, not the user's business
     quiet = logging.WARNING
     for name in ("airflow", "sqlalchemy", "alembic"):
         logging.getLogger(name).setLevel(quiet)
