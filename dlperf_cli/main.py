@@ -71,6 +71,58 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     return 0 if all(r["status"] == "ok" for r in out) else 1
 
 
+def _cmd_import(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from dlperf_core.dlperf_folder import RepeatFigure, result_json, scan_folder
+    from dlperf_core.parsing import parse_file
+    from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore, default_db_url
+
+    root = Path(args.folder).resolve()
+    logs, unnamed = scan_folder(root)
+    for path in unnamed:
+        print(f"skipped (not <NnMg>/<model>_b<batch>_<precision>_<k>.log): {path}", file=sys.stderr)
+    if not logs:
+        print(f"no DLPerf-style logs under {root}", file=sys.stderr)
+        return 2
+    store = ResultStore(args.db or default_db_url())
+    store.ensure_schema()
+    now = datetime.now(timezone.utc)
+    run = BenchmarkRunRecord(
+        dag_id="dlperf_import", run_id=f"import__{root}", suite=root.name, trigger="import", runtime="import",
+        started_at=now, finished_at=now, status="success",
+    )
+    store.upsert_run(run)
+    figures, failed = [], 0
+    for log in logs:
+        runs = parse_file(log.path, format=args.format)
+        total = log.nodes * log.gpus_per_node
+        parsed = next((r for r in runs if r.gpus == total), runs[0])  # a file may hold several runs
+        ok = parsed.status == "ok"
+        failed += not ok
+        figures.append(RepeatFigure(log, parsed.throughput if ok else None))
+        store.upsert_result(
+            ResultRecord(
+                dag_id=run.dag_id, run_id=run.run_id,
+                case_key=f"{args.framework or parsed.format}/{log.model}/{log.precision}/b{log.batch_size_per_device}/{log.case}",
+                framework=args.framework or parsed.format, model=log.model, precision=log.precision,
+                batch_size_per_device=log.batch_size_per_device, nodes=log.nodes, gpus_per_node=log.gpus_per_node,
+                repeat=log.repeat, status="ok" if ok else "failed", reason=parsed.reason,
+                throughput=parsed.throughput if ok else None, reported_throughput=parsed.reported_throughput,
+                iterations=parsed.iterations, log_path=str(log.path), started_at=now, finished_at=now,
+                benchmark_run=run,
+            )
+        )
+        figure = f"{parsed.throughput:.2f}" if ok else f"failed: {parsed.reason}"
+        print(f"{log.path.relative_to(root)}\t{parsed.format}\t{figure}", file=sys.stderr)
+    result = result_json(figures)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    print(json.dumps(result, indent=2, sort_keys=True))
+    print(f"imported {len(logs)} logs ({failed} failed) as run {run.run_id}", file=sys.stderr)
+    return 0
+
+
 def _cmd_results(args: argparse.Namespace) -> int:
     from dlperf_core.report import seed_tables
     from dlperf_core.storage import ResultStore, default_db_url
@@ -109,6 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--warmup", type=int, help="warm-up iterations to skip (default: the format's)")
     parse.add_argument("--measured", type=int, help="iterations in the measured window (default: to the end)")
     parse.set_defaults(func=_cmd_parse)
+
+    imp = sub.add_parser("import", help="store a DLPerf-style result folder and print its DLPerf result JSON")
+    imp.add_argument("folder", help="folder of {nodes}n{gpus}g/{model}_b{batch}_{precision}_{k}.log files")
+    imp.add_argument("--db", help="results database URL")
+    imp.add_argument("--json-out", help="also write the DLPerf result JSON to this file")
+    imp.add_argument("--format", help="force a log format instead of detecting it")
+    imp.add_argument("--framework", help="framework name to store (default: the detected log format)")
+    imp.set_defaults(func=_cmd_import)
 
     res = sub.add_parser("results", help="print the per-case summary from the results database")
     res.add_argument("--db", help="results database URL")

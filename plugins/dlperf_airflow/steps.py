@@ -183,6 +183,8 @@ def finish_step(ids: RunIds) -> dict:
     status = "failed" if len(failed) or not len(rows) else "success"
     store.finish_run(ids.dag_id, ids.run_id, status, datetime.now(timezone.utc))
     summary = {"results": int(len(rows)), "failed": int(len(failed))}
+    if not len(rows):
+        raise RuntimeError("no case run was stored: planning failed or every case run crashed (see the task logs)")
     if status == "failed":
         reasons = "; ".join(f"{r.case_key} r{r.repeat}: {r.reason}" for r in failed.itertuples())
         raise RuntimeError(f"{len(failed)} of {len(rows)} case runs failed: {reasons}")

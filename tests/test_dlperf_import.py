@@ -1,0 +1,73 @@
+"""`dlperf import` of a DLPerf-style folder built from real published logs."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from dlperf_core.dlperf_folder import PRECISION_ALIASES, RepeatFigure, result_json, scan_folder
+from dlperf_core.storage import ResultStore
+from helpers import DLPERF, REPO
+from test_parsing import NGC, needs_logs
+
+
+def build_folder(root):
+    """1n1g and 1n8g AMP bs128 cases from the real NGC PyTorch logs, plus a broken repeat and a 10n8g case."""
+    (root / "1n1g").mkdir(parents=True)
+    (root / "1n8g").mkdir()
+    (root / "10n8g").mkdir()
+    shutil.copy(NGC / "pytorch_gpu1_amp_bs128.txt", root / "1n1g" / "r50_b128_amp_1.log")
+    shutil.copy(NGC / "pytorch_gpu1_amp_bs128.txt", root / "1n1g" / "r50_b128_fp16_2.log")  # fp16 = amp
+    shutil.copy(NGC / "pytorch_gpu8_amp_bs128.txt", root / "1n8g" / "r50_b128_amp_1.log")
+    text = (NGC / "pytorch_gpu8_amp_bs128.txt").read_text()
+    (root / "1n8g" / "r50_b128_amp_2.log").write_text(text[: len(text) // 3])  # truncated: a failed repeat
+    shutil.copy(NGC / "pytorch_gpu1_fp32_bs128.txt", root / "10n8g" / "r50_b128_fp32_1.log")  # fp32, no 1n1g
+    (root / "notes.log").write_text("not a case log\n")
+
+
+@needs_logs
+def test_import_stores_every_run_and_writes_the_dlperf_json(tmp_path):
+    folder = tmp_path / "rn50"
+    build_folder(folder)
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    out_json = tmp_path / "result.json"
+    out = subprocess.run([*DLPERF, "import", str(folder), "--db", db, "--json-out", str(out_json)],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert "notes.log" in out.stderr  # reported, not guessed
+    result = json.loads(out_json.read_text())
+    amp = result["r50_b128_amp"]
+    assert set(amp) == {"1n1g", "1n8g"}
+    assert amp["1n1g"]["speedup"] == 1.0 and amp["1n1g"]["batch_size_per_device"] == 128
+    # the failed (truncated) repeat is left out, not counted as 0
+    rows = ResultStore(db).results()
+    assert len(rows) == 5 and (rows["status"] == "failed").sum() == 1
+    ok8 = rows[(rows["gpus_per_node"] == 8) & (rows["nodes"] == 1) & (rows["status"] == "ok")]["throughput"].iloc[0]
+    assert amp["1n8g"]["median_speed"] == round(ok8, 2) == amp["1n8g"]["average_speed"]
+    assert amp["1n8g"]["speedup"] == pytest.approx(ok8 / amp["1n1g"]["median_speed"], abs=0.01)
+    # fp32 at 10n8g: read (two-digit node count), but no 1n1g: speedup None, not 1.0
+    assert result["r50_b128_fp32"]["10n8g"]["speedup"] is None
+    # importing again adds nothing
+    again = subprocess.run([*DLPERF, "import", str(folder), "--db", db], capture_output=True, text=True, cwd=REPO)
+    assert again.returncode == 0 and len(ResultStore(db).results()) == 5
+
+
+def test_result_json_keys_and_rounding(tmp_path):
+    (tmp_path / "1n1g").mkdir()
+    (tmp_path / "2n8g").mkdir()
+    for i in (1, 2, 3):
+        (tmp_path / "1n1g" / f"m_b64_fp32_{i}.log").write_text("")
+        (tmp_path / "2n8g" / f"m_b64_fp32_{i}.log").write_text("")
+    logs, unnamed = scan_folder(tmp_path)
+    assert not unnamed and len(logs) == 6
+    speeds = {"1n1g": [100.0, 101.0, 99.0], "2n8g": [1500.0, None, 1510.123]}
+    figures = []
+    for log in logs:
+        figures.append(RepeatFigure(log, speeds[log.case][log.repeat - 1]))
+    result = result_json(figures)
+    assert result == {"m": {
+        "1n1g": {"average_speed": 100.0, "batch_size_per_device": 64, "median_speed": 100.0, "speedup": 1.0},
+        "2n8g": {"average_speed": 1505.06, "batch_size_per_device": 64, "median_speed": 1505.06, "speedup": 15.05},
+    }}
+    assert PRECISION_ALIASES["fp16"] == "amp"
