@@ -3,11 +3,15 @@ line in ``FORMATS``. Detection tries the formats in this order; the first whose 
 
 from __future__ import annotations
 
-from dlperf_core.parsing import dllogger
+from dlperf_core.parsing import dllogger, mindspore, mxnet, oneflow, tf2
 from dlperf_core.parsing.records import LogFormat
 
 FORMATS: tuple[LogFormat, ...] = (
     dllogger.FORMAT,  # "ngc_pytorch_dllogger": NGC PyTorch DLLogger and dlperf's own workload
+    mxnet.FORMAT,  # "ngc_mxnet": NGC MXNet DeepLearningExamples RN50 v1.5 / benchmark.py (Horovod), one run per GPU count
+    tf2.FORMAT,  # "tf2_official_resnet": TensorFlow 2 official ResNet TimeHistory / BenchmarkMetric lines
+    mindspore.FORMAT,  # "mindspore_model_zoo": MindSpore model_zoo ResNet, LossMonitor + TimeMonitor (DLPerf)
+    oneflow.FORMAT,  # "oneflow_cnns": OneFlow-Benchmark Classification/cnns "train: epoch N, iter M" lines
 )
 
 BY_NAME: dict[str, LogFormat] = {f.name: f for f in FORMATS}

@@ -1,0 +1,284 @@
+"""PaddlePaddle PLSC ArcFace: ``arcface_paddle`` (static and dynamic graph) and, for the DLPerf seed, the
+older ``plsc/entry.py``. Verbatim lines::
+
+    Training: 2021-09-28 11:06:32,942 - rank: 0
+    Training: 2021-09-28 11:06:32,946 - batch_size: 128
+    Training: 2021-09-28 11:06:32,947 - log_interval_step: 100
+    Training: 2021-09-28 11:06:33,524 - world_size: 8
+    Training: 2021-09-28 11:06:33,524 - total_batch_size: 1024
+    Training: 2021-09-28 11:06:33,524 - total_steps: 126450
+    Training: 2021-09-28 11:10:24,823 - loss 37.6789, lr: 0.200000, epoch: 0, step: 1000, eta: 4.72 hours, throughput: 9729.78 imgs/sec
+    Training: 2021-09-28 11:12:23,558 - [lfw][2000]Accuracy-Flip: 0.97933+-0.00554
+    Training: 2021-09-28 11:12:23,558 - test time: 12.9029
+    Training: 2021-09-28 11:18:55,856 - Save model to MS1M_v3_arcface_static_0.1/FresResNet50/0.
+    (newer)  ... step: 1000, eta: 4.72 hours, avg_reader_cost: 0.01 sec, avg_batch_cost: 0.10 sec, avg_samples: 1024.0, ips: 9729.78 images/sec
+    (entry.py)  Pass:0 batch:50 lr:0.1 loss:45.3 qps:2607.10
+
+* ``step`` is the global step; a line every ``log_interval_step`` steps (100). ``throughput`` is GLOBAL over
+  the last log interval: log_interval x batch_size x world_size / wall time since the previous line (from
+  the start for the first line, so the first interval includes start-up). ``ips`` of the newer form covers
+  ``avg_samples`` samples per step: it is scaled by total_batch_size / avg_samples (world_size when
+  avg_samples is the per-card batch, 1 when it is already the total). entry.py's ``qps`` is global (global
+  batch x batches / executor time since the previous line).
+* Excluded intervals: an interval whose two training lines have validation lines between them
+  (``[target][step]XNorm/Accuracy...``, ``test time:``) or a checkpoint save (``Save model to``) timed
+  evaluation or saving, not training (1/5 of the speed on the real logs): its record keeps its printed rate
+  but the measurement drops its iterations and its time. The first interval is always the base of the
+  window (never counted), whatever the warm-up.
+* Our rule: the ms timestamps with the global batch (total_batch_size, else world_size x batch_size): each
+  kept interval's samples over its timestamp span; the window is the sum of kept samples over the sum of
+  kept spans (method "timestamps"). Without timestamps or batch: the printed rates (iteration-weighted
+  harmonic mean, method "printed_rates").
+* reported_throughput: None. These logs print no summary figure, and a median of interval rates would be
+  our own statistic, not the framework's.
+* gpus = ``world_size``; batch_size_per_device = ``batch_size`` (else total_batch_size / world_size).
+* Truncation: the run must log up to the last multiple of log_interval_step within ``total_steps``; a log
+  without those header lines is truncated only when its last line is cut.
+* Several runs in one file: a new ``--------args----------`` block after training lines, or a step that
+  does not advance, starts a new run. mpirun prefixes: the lowest rank's lines are kept.
+
+Default window = the DLPerf seed (PLSC ArcFace, extract_paddle_logs.py): runs stopped after 150 iterations,
+the first 50 skipped and the remaining 100 measured. Here: warm-up 50, measured to the end of the log, which
+for a run stopped at 150 iterations is exactly those 100 (a fixed 100 would leave no window on logs printed
+every 100 steps).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from dlperf_core.parsing.failures import conclude, loss_failure, text_failure, truncation
+from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.window import TIMESTAMPS
+
+NAME = "paddle_plsc_arcface"
+DEFAULT_WARMUP = 50  # DLPerf seed: skip 50 of 150 iterations
+DEFAULT_MEASURED = None
+
+_PREFIX = re.compile(r"[^\n\[]{0,40}\[\d{1,9},(\d{1,9})\]<std(?:out|err)>:")
+_STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,6}))?")
+_TRAIN = re.compile(
+    r"loss ([^\s,]{1,64}), lr: [^\s,]{1,64}, epoch: (\d{1,9}), step: (\d{1,12}), eta: [^\n]*?"
+    r"(?:throughput: ([^\s,]{1,64}) imgs/sec|ips: ([^\s,]{1,64}) images/sec)"
+)
+_SAMPLES = re.compile(r"avg_samples: ([^\s,]{1,64})")
+_OLD = re.compile(
+    r"Pass:\s?(\d{1,9}),? batch:\s?(\d{1,12})(?!\d)[^\n]*?\bloss:\s?([^\s,]{1,64})"
+    r"[^\n]*?\bqps:\s?([^\s,]{1,64})"
+)
+_KV = re.compile(r" - ([A-Za-z_]\w{0,60}): ([^\s]{1,200})$")
+_DETECT_TRIES = 1000  # lines holding a needle that detect() looks at
+_TRAINERS = re.compile(r"\bPADDLE_TRAINERS_NUM\b[\s|=:'\"]{1,80}(\d{1,6})\b|\b(?:num_trainers|nranks)\b\s{0,4}[:=]\s{0,4}(\d{1,6})\b")
+_VALID = re.compile(r"\[[^\]\n]{1,80}\]\[\d{1,12}\](?:XNorm|Accuracy)|\btest time: ")
+_ARGS = "--------args----------"
+_SAVE = "Save model to"
+_HEADER = re.compile(r" - total_batch_size: \d")
+
+
+def detect(text: str) -> bool:
+    """Whether ``text`` holds an arcface_paddle ``total_batch_size`` header or training line, or an entry.py
+    qps line (among the first lines holding those words)."""
+    if " - total_batch_size: " in text and _HEADER.search(text) is not None:
+        return True
+    for needle, rx in (("loss ", _TRAIN), ("Pass:", _OLD)):
+        start = 0
+        for _ in range(_DETECT_TRIES):
+            i = text.find(needle, start)
+            if i < 0:
+                break
+            start = text.find("\n", i)
+            if rx.match(text, i, len(text) if start < 0 else start):
+                return True
+            if start < 0:
+                break
+    return False
+
+
+def _at(line: str, needle: str, rx: re.Pattern[str]) -> re.Match[str] | None:
+    """``rx`` matched where ``needle`` first occurs in ``line`` (one anchored try: linear time)."""
+    i = line.find(needle)
+    return rx.match(line, i) if i >= 0 else None
+
+
+def _float(s: str | None) -> float | None:
+    if s is None:
+        return None
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def _int(s: str | None) -> int | None:
+    """A positive integer, else None."""
+    if s is None or not s.isdigit() or len(s) > 9:
+        return None
+    return int(s) or None
+
+
+def _usable(x: float | None) -> bool:
+    return x is not None and 0 < x < math.inf
+
+
+def _stamp(line: str) -> float | None:
+    """Unix seconds (UTC) of the first timestamp in the line's first 80 characters, else None."""
+    m = _STAMP.search(line, 0, 80)
+    if m is None:
+        return None
+    y, mo, d, h, mi, s, frac = m.groups()
+    try:
+        t = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+    return t + float("0." + frac) if frac else t
+
+
+@dataclass
+class _Line:
+    """One training line."""
+
+    rank: int | None
+    step: int
+    epoch: int
+    time: float | None
+    loss: float | None
+    rate: float | None  # printed throughput / ips / qps as printed
+    samples: float | None  # avg_samples of the newer form
+    after_pause: bool  # validation or a checkpoint save since the previous training line (of any rank)
+
+
+@dataclass
+class _Run:
+    """One run's lines and header values."""
+
+    start: int
+    end: int = 0
+    lines: list[_Line] = field(default_factory=list)
+    header: dict[str, str] = field(default_factory=dict)
+    trainers: int | None = None
+
+
+def _split(text: str) -> list[_Run]:
+    """One pass over the lines: runs and what each says."""
+    runs = [_Run(0)]
+    run = runs[0]
+    prefixed = "<std" in text
+    pause = False
+    pos = 0
+    offset, last_pass, last_batch = 0, -1, -1  # entry.py: passes restart the batch counter
+    for raw in text.split("\n"):
+        here, pos = pos, pos + len(raw) + 1
+        line = raw.rstrip("\r")
+        rank = None
+        if prefixed:
+            pm = _PREFIX.match(line)
+            if pm is not None:
+                rank, line = int(pm.group(1)), line[pm.end():]
+        if _ARGS in line and run.lines:
+            run.end, run, pause = here, _Run(here), False
+            runs.append(run)
+            offset, last_pass, last_batch = 0, -1, -1
+        if "step: " in line:
+            m = _at(line, "loss ", _TRAIN)
+            if m is not None:
+                loss, epoch, step, thr, ips = m.groups()
+                n = int(step)
+                if run.lines and n <= run.lines[-1].step and (rank is None or rank == run.lines[-1].rank):
+                    run.end, run = here, _Run(here, header=dict(run.header), trainers=run.trainers)
+                    runs.append(run)  # the step went back: another run (of the same job settings)
+                sm = _SAMPLES.search(line) if ips is not None else None
+                run.lines.append(_Line(rank, n, int(epoch), _stamp(line), _float(loss), _float(thr or ips),
+                                       _float(sm.group(1)) if sm else None, pause))
+                pause = False
+                continue
+        if "qps:" in line:
+            m = _at(line, "Pass:", _OLD)
+            if m is not None:
+                p, b = int(m.group(1)), int(m.group(2))
+                if p != last_pass or b <= last_batch:
+                    if last_batch >= 0:
+                        offset += last_batch + 1
+                    last_pass = p
+                last_batch = b
+                run.lines.append(_Line(rank, offset + b, p, _stamp(line), _float(m.group(3)), _float(m.group(4)),
+                                       None, pause))
+                pause = False
+                continue
+        if _SAVE in line or _VALID.search(line) is not None:
+            pause = True
+            continue
+        if ": " in line:
+            m = _at(line, " - ", _KV)
+            if m is not None:
+                run.header.setdefault(m.group(1), m.group(2))
+            if "TRAINERS_NUM" in line or "trainers" in line or "nranks" in line:
+                t = _TRAINERS.search(line)
+                if t is not None:
+                    run.trainers = run.trainers or _int(t.group(1) or t.group(2))
+    run.end = len(text)
+    return runs
+
+
+def _keep_lowest_rank(lines: list[_Line]) -> list[_Line]:
+    ranks = {x.rank for x in lines if x.rank is not None}
+    if len(ranks) <= 1:
+        return lines
+    low = min(ranks)
+    return [x for x in lines if x.rank in (low, None)]
+
+
+def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions) -> ParsedRun:
+    h = run.header
+    world = _int(h.get("world_size")) or run.trainers
+    batch = _int(h.get("batch_size"))
+    total = _int(h.get("total_batch_size"))
+    if batch is None and total and world and total % world == 0:
+        batch = total // world
+    global_batch = total or (world * batch if world and batch else None)
+    lines = _keep_lowest_rank(run.lines)
+
+    stored: list[IterationRecord] = []
+    for x in lines:
+        rate = x.rate
+        if rate is not None and x.samples and global_batch and _usable(x.samples):
+            rate *= max(1, round(global_batch / x.samples))  # ips over avg_samples -> the whole job
+        stored.append(IterationRecord(x.step, x.time, rate, x.loss, x.rank, x.epoch))
+
+    by_time = global_batch is not None and all(r.time is not None for r in stored)
+    measured: list[IterationRecord] = []
+    for i, (x, r) in enumerate(zip(lines, stored)):
+        rate = None
+        if i > 0 and not x.after_pause:
+            prev = stored[i - 1]
+            dt = r.time - prev.time if by_time else None  # type: ignore[operator]
+            if dt is None:
+                rate = r.samples_per_sec
+            elif dt > 0:
+                rate = global_batch * (r.iteration - prev.iteration) / dt  # type: ignore[operator]
+        measured.append(IterationRecord(r.iteration, None, rate, r.loss, r.rank, r.epoch))
+
+    progress: list[tuple[str, int, int]] = []
+    steps, interval = _int(h.get("total_steps")), _int(h.get("log_interval_step"))
+    if steps and interval and stored:
+        progress.append(("iterations", stored[-1].iteration, steps - steps % interval))
+    why = truncation(chunk, finished=False, progress=progress)
+    failing = why or not stored or loss_failure(stored) or text_failure(chunk)
+    result = conclude(
+        text=chunk, file=file, format=NAME, records=stored if failing else measured, options=options,
+        reported=None, gpus=world, batch_size_per_device=batch, truncated=why,
+    )
+    if result.status == "ok" and by_time:
+        result = replace(result, method=TIMESTAMPS)
+    return replace(result, records=tuple(stored))
+
+
+def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
+    """The runs of a PLSC ArcFace log (see the module docstring)."""
+    return [_parse_run(text[r.start:r.end], r, file, options) for r in _split(text)]
+
+
+FORMAT = LogFormat(NAME, detect, parse, default_warmup=DEFAULT_WARMUP, default_measured=DEFAULT_MEASURED)
+"""Registry entry of this format."""
