@@ -14,7 +14,7 @@ import yaml
 
 import subprocess
 
-from _common import REPO, dlperf_run, machine, median_cv, throughput_of_log
+from _common import dlperf_run, machine, median_cv, throughput_of_log
 from _common import bare_run as bare_host
 
 IMAGE = "dlperf/pytorch-reference:cpu"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -22,7 +21,6 @@ from dlperf_core.parsing import (
     ParsedRun,
     WindowResult,
     detect_format,
-    formats,
     get_format,
     measure,
     mxnet,
@@ -57,17 +55,6 @@ OURS = {  # our rule, pinned (regression check, 0.01 %)
 }
 
 needs_logs = pytest.mark.skipif(not MX_DIR.is_dir(), reason=f"no real logs at {MX_DIR}")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def registry() -> Iterator[None]:
-    """The registry as it will be once both formats are registered (formats.py is not edited here)."""
-    mine = (mxnet.FORMAT, tf2.FORMAT)
-    others = tuple(f for f in formats.FORMATS if f.name not in {MX, TF})
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(formats, "FORMATS", others + mine)
-        mp.setattr(formats, "BY_NAME", {f.name: f for f in others + mine})
-        yield
 
 
 def _real(name: str) -> str:
