@@ -24,14 +24,18 @@ class LocalProcess:
         self.node_name = node_name
         self.log_path = log_path
         self._log = open(log_path, "wb")
-        self._proc = subprocess.Popen(
-            argv,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, **env},
-            start_new_session=True,
-        )
+        try:
+            self._proc = subprocess.Popen(
+                argv,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **env},
+                start_new_session=True,
+            )
+        except OSError:
+            self._log.close()
+            raise
 
     def poll(self) -> int | None:
         return self._proc.poll()
