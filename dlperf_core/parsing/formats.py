@@ -3,7 +3,7 @@ line in ``FORMATS``. Detection tries the formats in this order; the first whose 
 
 from __future__ import annotations
 
-from dlperf_core.parsing import dllogger, mindspore, mxnet, oneflow, tf2
+from dlperf_core.parsing import dllogger, mindspore, mxnet, oneflow, paddleclas, plsc, tf2
 from dlperf_core.parsing.records import LogFormat
 
 FORMATS: tuple[LogFormat, ...] = (
@@ -12,6 +12,8 @@ FORMATS: tuple[LogFormat, ...] = (
     tf2.FORMAT,  # "tf2_official_resnet": TensorFlow 2 official ResNet TimeHistory / BenchmarkMetric lines
     mindspore.FORMAT,  # "mindspore_model_zoo": MindSpore model_zoo ResNet, LossMonitor + TimeMonitor (DLPerf)
     oneflow.FORMAT,  # "oneflow_cnns": OneFlow-Benchmark Classification/cnns "train: epoch N, iter M" lines
+    paddleclas.FORMAT,  # "paddleclas": PaddleClas ResNet50 (running-average per-card ips) and PaddleCV "[Pass p, train batch b]"
+    plsc.FORMAT,  # "paddle_plsc_arcface": PLSC arcface_paddle (throughput / ips lines) and PLSC entry.py qps lines
 )
 
 BY_NAME: dict[str, LogFormat] = {f.name: f for f in FORMATS}

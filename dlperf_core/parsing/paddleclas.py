@@ -28,7 +28,7 @@ PaddleClas ``train step`` lines (also the later ``batch_cost: ... s`` variant):
   "printed_rates"); the sum telescopes, so the window's time is batch * (n_last/ips_last - n_base/ips_base).
   The stored records keep the 1 s timestamps. Beware: ``batch_time`` stops at the metric update and restarts
   after logging, so the host time spent logging and stepping the LR is outside it; on the real logs the
-  timestamps over the whole run give 0.05-0.5 % lower rates than the running averages.
+  timestamps over the whole run give 0.06-0.7 % lower rates than the running averages (1 and 8 GPUs).
 * GPU count (= trainer processes, one card each) from the log only: ``PADDLE_TRAINERS_NUM`` (launcher's
   env table or env prints), ``trainers_num``/``nranks``, Gloo's ``size: {'..._worker': N}``; then
   ``is_distributed : False`` (one process: 1); then the config's global TRAIN ``batch_size`` divided by the
@@ -49,8 +49,11 @@ PaddleClas ``train step`` lines (also the later ``batch_cost: ... s`` variant):
 
 PaddleCV ``[Pass p, train batch b]`` lines: ``elapse`` is the time of that ONE batch (the executor run, data
 loading excluded); the record's rate is global batch / elapse, global batch = the arguments' ``batch_size``
-(per trainer process, "on all the devices" of that process) x trainers (1 without any distributed sign).
-Timestamps with sub-second digits, if the lines carry them, time the window instead (window.measure rule).
+(per trainer process, "on all the devices" of that process) x the trainer count. The trainer count comes from
+the same explicit evidence (PADDLE_TRAINERS_NUM, trainers_num, nranks, Gloo, Local start), the hint or the
+file name, else 1 with gpus unknown (a ``selected_gpus`` list may be one process's devices). A pass's length
+is taken as its last printed batch + 1. With sub-second timestamps on every line, the window is timed by
+them instead (each interval's samples over its timestamp span; method "timestamps").
 
 Default window: DLPerf's Paddle ResNet50 scripts (extract_paddle_logs.py) skipped ``train batch 0`` and
 averaged lines 20..119, i.e. batches 21..120: warm-up 20, measured 100.
@@ -65,6 +68,7 @@ from datetime import datetime, timezone
 
 from dlperf_core.parsing.failures import conclude, loss_failure, text_failure, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.window import TIMESTAMPS
 
 NAME = "paddleclas"
 DEFAULT_WARMUP = 20  # DLPerf: batches 21..120
@@ -86,7 +90,9 @@ _EPOCH = re.compile(r"epoch:\s{0,20}(\d{1,9})\s{1,20}$")
 _LOSS = re.compile(r"\bloss:\s{0,20}([^\s,]{1,64})")
 _ELAPSE = re.compile(r"\b(?:elapse|batch_cost):\s{0,20}(\d{1,12}(?:\.(\d{1,12}))?)")
 _END = re.compile(r"END epoch:\s{0,20}\d{1,9}\s{1,20}train\b")
-_CV = re.compile(r"\[Pass (\d{1,9}), train batch (\d{1,12})\],?\s{0,20}loss ([^\s,]{1,64}),[^\n]*?\belapse ([^\s,]{1,64}) sec")
+_CV = re.compile(
+    r"\[Pass (\d{1,9}), train batch (\d{1,12})\],?\s{0,20}loss ([^\s,]{1,64}),[^\n]*?\belapse ([^\s,]{1,64}) sec"
+)
 _CONF = re.compile(r"INFO: ( {0,40})([A-Za-z_]\w{0,60}) :(?: ([^\n]{0,200}))?$")
 _ARG = re.compile(r"([A-Za-z_]\w{0,60}): ([^\s]{1,200})")
 _TRAINERS = re.compile(
@@ -137,7 +143,7 @@ def _float(s: str | None) -> float | None:
 
 def _int(s: str | None) -> int | None:
     """A positive integer, else None."""
-    if s is None or not s.isdigit() or len(s) > 9:
+    if s is None or not s.isdecimal() or len(s) > 9:
         return None
     return int(s) or None
 
@@ -309,28 +315,30 @@ def gpus_from_name(file: str) -> int | None:
 def _per_card_batch(steps: list[_Step]) -> tuple[float, float] | None:
     """(ips x elapse, its uncertainty) from the last post-reset step with both: the per-card batch."""
     for s in reversed(steps):
-        if s.step >= RESET_STEP and s.ips and s.elapse and math.isfinite(s.ips) and s.ips > 0 and s.elapse > 0:
-            return s.ips * s.elapse, s.ips * 0.5 * 10.0 ** -s.elapse_decimals + 1e-6
+        if s.step >= RESET_STEP and s.ips and s.elapse and 0 < s.ips * s.elapse < math.inf:
+            return s.ips * s.elapse, s.ips * 0.5 * 10.0 ** -min(s.elapse_decimals, 12) + 1e-6
     return None
 
 
 def _gpus(run: _Run, hint: int | None, file: str) -> int | None:
-    """The trainer (GPU) count: what the log says first, then the hint, then the file name."""
+    """The trainer (GPU) count: what the log says first, then the hint, then the file name. A PaddleCV
+    process may drive several listed GPUs itself, so its ``selected_gpus`` list is not a trainer count."""
     if run.trainers or run.gloo:
         return run.trainers or run.gloo
     if run.config.get("is_distributed") == "False":
         return 1
     est = _per_card_batch(run.steps)
     if run.train_batch and est is not None and est[0] > 0:
-        fits = [g for g in range(max(1, round(run.train_batch / est[0]) - 1), round(run.train_batch / est[0]) + 2)
+        near = round(run.train_batch / est[0])
+        fits = [g for g in range(max(1, near - 1), near + 2)
                 if run.train_batch % g == 0 and abs(run.train_batch / g - est[0]) <= est[1]]
         if len(fits) == 1:
             return fits[0]
-    listed = run.args.get("selected_gpus") or run.args.get("gpus")
     if run.local:
         return run.local
-    if listed and all(p.strip().isdigit() for p in listed.split(",")):
-        return len(listed.split(","))
+    listed = run.args.get("selected_gpus") or run.args.get("gpus")
+    if run.steps and listed and all(p.strip().isdigit() for p in listed.split(",")):
+        return len(listed.split(","))  # PaddleClas launcher: one process per listed GPU
     return hint if hint and hint > 0 else gpus_from_name(file)
 
 
@@ -346,14 +354,15 @@ def _keep_rank(items: list, ranks: set[int | None]) -> list:  # type: ignore[typ
 def _step_records(steps: list[_Step], gpus: int | None, epoch_len: int | None) -> list[IterationRecord]:
     """Records with the global rate since the previous kept record, from the running averages."""
     out: list[IterationRecord] = []
-    offset, epoch_text, first, last = 0, "\0", 0, -1
+    offset, epoch_text, first, last = 0, None, 0, -1
     prev: tuple[int, float, bool] | None = None  # (step, n/ips, after reset) of the last rated record
     for s in steps:
-        if s.epoch != epoch_text or s.step <= last:  # a new epoch: the counter and the averages restart
+        changed = s.epoch is not None and epoch_text is not None and s.epoch != epoch_text
+        if not out or changed or s.step <= last:  # a new epoch: the counter and the averages restart
             if out:
                 offset += max(last + (1 if first == 0 else 0), epoch_len or 0)
-            epoch_text, first, prev = s.epoch, min(s.step, 1), None
-        last = s.step
+            first, prev = min(s.step, 1), None
+        epoch_text, last = s.epoch if s.epoch is not None else epoch_text, s.step
         rate = None
         if gpus and s.ips is not None and 0 < s.ips < math.inf:
             post = s.step >= RESET_STEP
@@ -372,10 +381,12 @@ def _step_records(steps: list[_Step], gpus: int | None, epoch_len: int | None) -
     return out
 
 
-def _pass_records(passes: list[_Pass], global_batch: int | None) -> tuple[list[IterationRecord], list[IterationRecord]]:
-    """(stored, measured) records of PaddleCV lines: rate = global batch / elapse of that batch."""
+def _pass_records(
+    passes: list[_Pass], global_batch: int | None
+) -> tuple[list[IterationRecord], list[IterationRecord], bool]:
+    """(stored, measured, timed by stamps) records of PaddleCV lines: rate = global batch / elapse of that
+    batch; with sub-second timestamps on every line the measured rates come from them instead."""
     stored: list[IterationRecord] = []
-    measured: list[IterationRecord] = []
     offset, epoch, first, last = 0, -1, 0, -1
     for p in passes:
         if p.epoch != epoch or p.batch <= last:
@@ -384,12 +395,20 @@ def _pass_records(passes: list[_Pass], global_batch: int | None) -> tuple[list[I
             epoch, first = p.epoch, min(p.batch, 1)
         last = p.batch
         rate = None
-        if global_batch and p.elapse is not None and math.isfinite(p.elapse) and p.elapse > 0:
+        if global_batch and p.elapse is not None and 0 < p.elapse < math.inf:
             rate = global_batch / p.elapse
-        rec = IterationRecord(offset + p.batch, p.time, rate, p.loss, p.rank, p.epoch)
-        stored.append(rec)
-        measured.append(rec if p.precise else replace(rec, time=None))
-    return stored, measured
+        stored.append(IterationRecord(offset + p.batch, p.time, rate, p.loss, p.rank, p.epoch))
+    stamped = bool(global_batch) and bool(passes) and all(p.precise for p in passes)
+    measured: list[IterationRecord] = []
+    for i, r in enumerate(stored):
+        rate = r.samples_per_sec
+        if stamped:
+            prev = stored[i - 1] if i else None
+            rate = None
+            if prev is not None and r.time is not None and prev.time is not None and r.time > prev.time:
+                rate = global_batch * (r.iteration - prev.iteration) / (r.time - prev.time)  # type: ignore[operator]
+        measured.append(IterationRecord(r.iteration, None, rate, r.loss, r.rank, r.epoch))
+    return stored, measured, stamped
 
 
 def _published(steps: list[_Step], gpus: int | None) -> float | None:
@@ -401,13 +420,14 @@ def _published(steps: list[_Step], gpus: int | None) -> float | None:
     return sum(values) / len(values) * gpus if values else None
 
 
-def _parse_run(text: str, chunk: str, run: _Run, file: str, options: ParseOptions, hint: int | None) -> ParsedRun:
+def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions, hint: int | None) -> ParsedRun:
     ranks = {s.rank for s in run.steps} | {p.rank for p in run.passes}
     steps, passes = _keep_rank(run.steps, ranks), _keep_rank(run.passes, ranks)
     gpus = _gpus(run, hint, file)
     reason: str | None = None
     epochs = _int(run.config.get("epochs"))
     progress: list[tuple[str, int, int]] = []
+    stamped = False
     if steps or not passes:  # PaddleClas
         batch = run.train_batch // gpus if run.train_batch and gpus and run.train_batch % gpus == 0 else None
         global_batch = batch * gpus if batch and gpus else None
@@ -424,18 +444,18 @@ def _parse_run(text: str, chunk: str, run: _Run, file: str, options: ParseOption
             reason = UNKNOWN_GPUS
         if steps:
             seen = len({s.epoch for s in steps})
-            last_count = steps[-1].step + (1 if min(s.step for s in steps if s.epoch == steps[-1].epoch) == 0 else 0)
+            in_last = min(s.step for s in steps if s.epoch == steps[-1].epoch)
+            last_count = steps[-1].step + (1 if in_last == 0 else 0)
             if epochs:
                 progress.append(("epochs", seen, epochs))
             if per_epoch:
                 progress.append(("iterations", last_count, per_epoch))
         finished = run.ends >= (epochs or len({s.epoch for s in steps}) or 1) if run.ends else False
     else:  # PaddleCV
-        trainers = gpus
-        cv_batch = _int(run.args.get("batch_size"))
-        global_batch = cv_batch * (trainers or 1) if cv_batch else None
-        batch = cv_batch if trainers else None
-        stored, measured = _pass_records(passes, global_batch)
+        cv_batch = _int(run.args.get("batch_size"))  # per trainer process
+        global_batch = cv_batch * (gpus or 1) if cv_batch else None
+        batch = cv_batch if gpus else None
+        stored, measured, stamped = _pass_records(passes, global_batch)
         reported, finished = None, False
         if not cv_batch:
             reason = UNKNOWN_BATCH
@@ -448,6 +468,8 @@ def _parse_run(text: str, chunk: str, run: _Run, file: str, options: ParseOption
         text=chunk, file=file, format=NAME, records=records, options=options, reported=reported,
         gpus=gpus, batch_size_per_device=batch, truncated=why,
     )
+    if stamped and result.status == "ok":
+        result = replace(result, method=TIMESTAMPS)
     return replace(result, records=tuple(stored))
 
 
@@ -455,7 +477,7 @@ def parse(text: str, file: str, options: ParseOptions, gpus_hint: int | None = N
     """The runs of a PaddleClas / PaddleCV log (see the module docstring). ``gpus_hint`` is used only when
     the log does not say its GPU count."""
     runs = _split(text)
-    return [_parse_run(text, text[r.start:r.end], r, file, options, gpus_hint) for r in runs]
+    return [_parse_run(text[r.start:r.end], r, file, options, gpus_hint) for r in runs]
 
 
 FORMAT = LogFormat(NAME, detect, parse, default_warmup=DEFAULT_WARMUP, default_measured=DEFAULT_MEASURED)

@@ -22,25 +22,28 @@ older ``plsc/entry.py``. Verbatim lines::
   batch x batches / executor time since the previous line).
 * Excluded intervals: an interval whose two training lines have validation lines between them
   (``[target][step]XNorm/Accuracy...``, ``test time:``) or a checkpoint save (``Save model to``) timed
-  evaluation or saving, not training (1/5 of the speed on the real logs): its record keeps its printed rate
+  evaluation or saving, not training (1/5 and 2/3 of the speed on the real logs): its record keeps its printed rate
   but the measurement drops its iterations and its time. The first interval is always the base of the
   window (never counted), whatever the warm-up.
-* Our rule: the ms timestamps with the global batch (total_batch_size, else world_size x batch_size): each
-  kept interval's samples over its timestamp span; the window is the sum of kept samples over the sum of
-  kept spans (method "timestamps"). Without timestamps or batch: the printed rates (iteration-weighted
-  harmonic mean, method "printed_rates").
+* Our rule: the ms timestamps (on every line; whole seconds are too coarse for 10 s intervals) with the
+  global batch (total_batch_size, else world_size x batch_size): each kept interval's samples over its
+  timestamp span; the window is the sum of kept samples over the sum of kept spans (method "timestamps").
+  Without such timestamps or a batch: the printed rates (iteration-weighted harmonic mean, method
+  "printed_rates"), with the same intervals left out.
 * reported_throughput: None. These logs print no summary figure, and a median of interval rates would be
   our own statistic, not the framework's.
-* gpus = ``world_size``; batch_size_per_device = ``batch_size`` (else total_batch_size / world_size).
+* gpus = ``world_size`` (else PADDLE_TRAINERS_NUM / num_trainers / nranks); batch_size_per_device = ``batch_size`` (else total_batch_size / world_size).
 * Truncation: the run must log up to the last multiple of log_interval_step within ``total_steps``; a log
   without those header lines is truncated only when its last line is cut.
 * Several runs in one file: a new ``--------args----------`` block after training lines, or a step that
-  does not advance, starts a new run. mpirun prefixes: the lowest rank's lines are kept.
+  goes back, starts a new run. mpirun prefixes: the lowest rank's lines are kept; a line repeating the
+  step before it (entry.py prints one line per node into the seed's multi-node logs) is dropped.
 
-Default window = the DLPerf seed (PLSC ArcFace, extract_paddle_logs.py): runs stopped after 150 iterations,
-the first 50 skipped and the remaining 100 measured. Here: warm-up 50, measured to the end of the log, which
-for a run stopped at 150 iterations is exactly those 100 (a fixed 100 would leave no window on logs printed
-every 100 steps).
+Default window = the DLPerf seed (PLSC ArcFace, extract_paddle_logs.py): entry.py patched to exit at batch
+150, "the first 50 iterations skipped, the remaining 100 averaged" (its script took the qps lines of batches
+50..140, i.e. iterations 41..140, as a plain mean). Here: warm-up 50, measured to the end of the log, which
+for a run stopped at 150 iterations is exactly iterations 51..150 (a fixed 100 would leave no window on
+logs printed every 100 steps).
 """
 
 from __future__ import annotations
@@ -65,13 +68,14 @@ _TRAIN = re.compile(
     r"(?:throughput: ([^\s,]{1,64}) imgs/sec|ips: ([^\s,]{1,64}) images/sec)"
 )
 _SAMPLES = re.compile(r"avg_samples: ([^\s,]{1,64})")
-_OLD = re.compile(
-    r"Pass:\s?(\d{1,9}),? batch:\s?(\d{1,12})(?!\d)[^\n]*?\bloss:\s?([^\s,]{1,64})"
-    r"[^\n]*?\bqps:\s?([^\s,]{1,64})"
-)
+_OLD = re.compile(r"Pass:\s?(\d{1,9}),? batch:\s?(\d{1,12})(?!\d)")
+_OLD_LOSS = re.compile(r"\bloss:\s?([^\s,]{1,64})")
+_QPS = re.compile(r"\bqps:\s?([^\s,]{1,64})")
 _KV = re.compile(r" - ([A-Za-z_]\w{0,60}): ([^\s]{1,200})$")
 _DETECT_TRIES = 1000  # lines holding a needle that detect() looks at
-_TRAINERS = re.compile(r"\bPADDLE_TRAINERS_NUM\b[\s|=:'\"]{1,80}(\d{1,6})\b|\b(?:num_trainers|nranks)\b\s{0,4}[:=]\s{0,4}(\d{1,6})\b")
+_TRAINERS = re.compile(
+    r"\bPADDLE_TRAINERS_NUM\b[\s|=:'\"]{1,80}(\d{1,6})\b|\b(?:num_trainers|nranks)\b\s{0,4}[:=]\s{0,4}(\d{1,6})\b"
+)
 _VALID = re.compile(r"\[[^\]\n]{1,80}\]\[\d{1,12}\](?:XNorm|Accuracy)|\btest time: ")
 _ARGS = "--------args----------"
 _SAVE = "Save model to"
@@ -90,7 +94,9 @@ def detect(text: str) -> bool:
             if i < 0:
                 break
             start = text.find("\n", i)
-            if rx.match(text, i, len(text) if start < 0 else start):
+            end = len(text) if start < 0 else start
+            m = rx.match(text, i, end)
+            if m is not None and (rx is _TRAIN or _QPS.search(text, m.end(), end) is not None):
                 return True
             if start < 0:
                 break
@@ -114,7 +120,7 @@ def _float(s: str | None) -> float | None:
 
 def _int(s: str | None) -> int | None:
     """A positive integer, else None."""
-    if s is None or not s.isdigit() or len(s) > 9:
+    if s is None or not s.isdecimal() or len(s) > 9:
         return None
     return int(s) or None
 
@@ -123,17 +129,18 @@ def _usable(x: float | None) -> bool:
     return x is not None and 0 < x < math.inf
 
 
-def _stamp(line: str) -> float | None:
-    """Unix seconds (UTC) of the first timestamp in the line's first 80 characters, else None."""
+def _stamp(line: str) -> tuple[float | None, bool]:
+    """Unix seconds (UTC) of the first timestamp in the line's first 80 characters (else None) and whether
+    it has sub-second digits."""
     m = _STAMP.search(line, 0, 80)
     if m is None:
-        return None
+        return None, False
     y, mo, d, h, mi, s, frac = m.groups()
     try:
         t = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc).timestamp()
     except ValueError:
-        return None
-    return t + float("0." + frac) if frac else t
+        return None, False
+    return (t + float("0." + frac), True) if frac else (t, False)
 
 
 @dataclass
@@ -144,10 +151,11 @@ class _Line:
     step: int
     epoch: int
     time: float | None
+    precise: bool  # the timestamp has sub-second digits
     loss: float | None
     rate: float | None  # printed throughput / ips / qps as printed
     samples: float | None  # avg_samples of the newer form
-    after_pause: bool  # validation or a checkpoint save since the previous training line (of any rank)
+    pauses: int  # validation / checkpoint-save lines seen so far in the file (any rank)
 
 
 @dataclass
@@ -166,7 +174,7 @@ def _split(text: str) -> list[_Run]:
     runs = [_Run(0)]
     run = runs[0]
     prefixed = "<std" in text
-    pause = False
+    pauses = 0
     pos = 0
     offset, last_pass, last_batch = 0, -1, -1  # entry.py: passes restart the batch counter
     for raw in text.split("\n"):
@@ -178,7 +186,7 @@ def _split(text: str) -> list[_Run]:
             if pm is not None:
                 rank, line = int(pm.group(1)), line[pm.end():]
         if _ARGS in line and run.lines:
-            run.end, run, pause = here, _Run(here), False
+            run.end, run = here, _Run(here)
             runs.append(run)
             offset, last_pass, last_batch = 0, -1, -1
         if "step: " in line:
@@ -186,29 +194,29 @@ def _split(text: str) -> list[_Run]:
             if m is not None:
                 loss, epoch, step, thr, ips = m.groups()
                 n = int(step)
-                if run.lines and n <= run.lines[-1].step and (rank is None or rank == run.lines[-1].rank):
+                if run.lines and n < run.lines[-1].step and (rank is None or rank == run.lines[-1].rank):
                     run.end, run = here, _Run(here, header=dict(run.header), trainers=run.trainers)
                     runs.append(run)  # the step went back: another run (of the same job settings)
                 sm = _SAMPLES.search(line) if ips is not None else None
-                run.lines.append(_Line(rank, n, int(epoch), _stamp(line), _float(loss), _float(thr or ips),
-                                       _float(sm.group(1)) if sm else None, pause))
-                pause = False
+                run.lines.append(_Line(rank, n, int(epoch), *_stamp(line), _float(loss), _float(thr or ips),
+                                       _float(sm.group(1)) if sm else None, pauses))
                 continue
         if "qps:" in line:
             m = _at(line, "Pass:", _OLD)
-            if m is not None:
+            q = _QPS.search(line, m.end()) if m is not None else None
+            if m is not None and q is not None:
+                lm = _OLD_LOSS.search(line, m.end(), q.start())
                 p, b = int(m.group(1)), int(m.group(2))
-                if p != last_pass or b <= last_batch:
+                if p != last_pass:  # a new pass restarts the batch counter (lines of other nodes repeat batches)
                     if last_batch >= 0:
                         offset += last_batch + 1
-                    last_pass = p
-                last_batch = b
-                run.lines.append(_Line(rank, offset + b, p, _stamp(line), _float(m.group(3)), _float(m.group(4)),
-                                       None, pause))
-                pause = False
+                    last_pass, last_batch = p, -1
+                last_batch = max(last_batch, b)
+                run.lines.append(_Line(rank, offset + b, p, *_stamp(line), _float(lm.group(1)) if lm else None,
+                                       _float(q.group(1)), None, pauses))
                 continue
         if _SAVE in line or _VALID.search(line) is not None:
-            pause = True
+            pauses += 1
             continue
         if ": " in line:
             m = _at(line, " - ", _KV)
@@ -222,12 +230,18 @@ def _split(text: str) -> list[_Run]:
     return runs
 
 
-def _keep_lowest_rank(lines: list[_Line]) -> list[_Line]:
+def _kept(lines: list[_Line]) -> list[_Line]:
+    """The lowest rank's lines (and unprefixed ones) when several ranks printed; a line repeating the step
+    of the line before it (another node's copy) is dropped."""
     ranks = {x.rank for x in lines if x.rank is not None}
-    if len(ranks) <= 1:
-        return lines
-    low = min(ranks)
-    return [x for x in lines if x.rank in (low, None)]
+    if len(ranks) > 1:
+        low = min(ranks)
+        lines = [x for x in lines if x.rank in (low, None)]
+    out: list[_Line] = []
+    for x in lines:
+        if not out or x.step > out[-1].step:
+            out.append(x)
+    return out
 
 
 def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions) -> ParsedRun:
@@ -238,7 +252,7 @@ def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions) -> Parse
     if batch is None and total and world and total % world == 0:
         batch = total // world
     global_batch = total or (world * batch if world and batch else None)
-    lines = _keep_lowest_rank(run.lines)
+    lines = _kept(run.lines)
 
     stored: list[IterationRecord] = []
     for x in lines:
@@ -247,11 +261,11 @@ def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions) -> Parse
             rate *= max(1, round(global_batch / x.samples))  # ips over avg_samples -> the whole job
         stored.append(IterationRecord(x.step, x.time, rate, x.loss, x.rank, x.epoch))
 
-    by_time = global_batch is not None and all(r.time is not None for r in stored)
+    by_time = global_batch is not None and bool(lines) and all(x.precise for x in lines)
     measured: list[IterationRecord] = []
     for i, (x, r) in enumerate(zip(lines, stored)):
         rate = None
-        if i > 0 and not x.after_pause:
+        if i > 0 and x.pauses == lines[i - 1].pauses:  # no validation / save inside the interval
             prev = stored[i - 1]
             dt = r.time - prev.time if by_time else None  # type: ignore[operator]
             if dt is None:
