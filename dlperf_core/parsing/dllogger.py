@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 
 from dlperf_core.parsing.failures import conclude, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.values import positive_int as _count
 
 NAME = "ngc_pytorch_dllogger"
 DEFAULT_WARMUP = 5  # DLPerf's warm-up for this format
@@ -68,13 +69,6 @@ def _number(rest: str, key: str, line_complete: bool) -> float | None:
         return float(rest[k:] if e < 0 else rest[k:e])
     except ValueError:
         return None
-
-
-def _count(value: str | None) -> int | None:
-    """A positive integer PARAMETER value, else None."""
-    if value is None or not value.isdigit() or len(value) > 9:
-        return None
-    return int(value) or None
 
 
 @dataclass

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field, replace
 
 from dlperf_core.parsing.failures import OUT_OF_MEMORY, conclude, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.values import positive_int as _count, to_float as _float
 
 NAME = "mindspore_model_zoo"
 DEFAULT_WARMUP = 100  # DLPerf --warmup_batches=100
@@ -83,20 +84,6 @@ _FILE_BATCH = re.compile(r"_b(\d{1,7})_[^/\\]*\Z")
 def detect(text: str) -> bool:
     """Whether ``text`` holds a TimeMonitor line or DLPerf's ``args_opt: Namespace(... data_sink_steps=...``."""
     return _DETECT.search(text) is not None
-
-
-def _count(value: str | None) -> int | None:
-    """A positive integer, else None."""
-    if value is None or not value.isdigit() or len(value) > 9:
-        return None
-    return int(value) or None
-
-
-def _float(s: str | None) -> float | None:
-    try:
-        return float(s) if s is not None else None
-    except ValueError:
-        return None
 
 
 def _loss(raw: str) -> float | None:

@@ -42,6 +42,7 @@ from datetime import datetime, timezone
 
 from dlperf_core.parsing.failures import conclude, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.values import to_float as _float
 
 NAME = "ngc_mxnet"
 DEFAULT_WARMUP = 500  # one epoch of benchmark.py (benchmark_iters=500): DLPerf's 1 warm-up epoch
@@ -87,13 +88,6 @@ class _Run:
     arg_ranks: set[int | None] = field(default_factory=set)
     points: dict[int | None, list[_Point]] = field(default_factory=dict)
     finished: bool = False
-
-
-def _float(s: str) -> float | None:
-    try:
-        return float(s)
-    except ValueError:
-        return None
 
 
 def _stamp(head: str, minutes: dict[str, float | None]) -> float | None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from dlperf_core.parsing.failures import conclude, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.values import to_float as _float
 
 NAME = "oneflow_cnns"
 DEFAULT_WARMUP = 20  # the seed discards the first printed interval (loss_print_every_n_iter=20)
@@ -75,13 +76,6 @@ def _count(value: str | None) -> int | None:
     if not value or not value.isdigit() or len(value) > 12:
         return None
     return int(value) or None
-
-
-def _float(s: str | None) -> float | None:
-    try:
-        return float(s) if s is not None else None
-    except ValueError:
-        return None
 
 
 @dataclass

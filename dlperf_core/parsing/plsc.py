@@ -56,6 +56,7 @@ from datetime import datetime, timezone
 from dlperf_core.parsing.failures import conclude, loss_failure, text_failure, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
 from dlperf_core.parsing.window import TIMESTAMPS
+from dlperf_core.parsing.values import match_at as _at, positive_int as _int, to_float as _float
 
 NAME = "paddle_plsc_arcface"
 DEFAULT_WARMUP = 50  # DLPerf seed: skip 50 of 150 iterations
@@ -101,28 +102,6 @@ def detect(text: str) -> bool:
             if start < 0:
                 break
     return False
-
-
-def _at(line: str, needle: str, rx: re.Pattern[str]) -> re.Match[str] | None:
-    """``rx`` matched where ``needle`` first occurs in ``line`` (one anchored try: linear time)."""
-    i = line.find(needle)
-    return rx.match(line, i) if i >= 0 else None
-
-
-def _float(s: str | None) -> float | None:
-    if s is None:
-        return None
-    try:
-        return float(s)
-    except ValueError:
-        return None
-
-
-def _int(s: str | None) -> int | None:
-    """A positive integer, else None."""
-    if s is None or not s.isdecimal() or len(s) > 9:
-        return None
-    return int(s) or None
 
 
 def _usable(x: float | None) -> bool:

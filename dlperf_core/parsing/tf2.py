@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 
 from dlperf_core.parsing.failures import conclude, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.values import to_float as _float
 
 NAME = "tf2_official_resnet"
 DEFAULT_WARMUP = 100  # the first TimeHistory window (log_steps=100); DLPerf skipped these 100 steps too
@@ -76,15 +77,6 @@ _Line = tuple[int | None, int, int, float | None, float | None]  # rank, start s
 def detect(text: str) -> bool:
     """Whether ``text`` holds a TimeHistory or a TF 2.0/2.1 ``BenchmarkMetric`` step line."""
     return ("TimeHistory: " in text or "BenchmarkMetric: " in text) and _DETECT.search(text) is not None
-
-
-def _float(s: str | None) -> float | None:
-    if s is None:
-        return None
-    try:
-        return float(s)
-    except ValueError:
-        return None
 
 
 def _devices(listing: str) -> int:
