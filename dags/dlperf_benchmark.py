@@ -14,17 +14,20 @@ reason and fails only its own ``store_result``; ``finish_run`` then fails the DA
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import get_args
 
 from airflow.sdk import Param, dag, get_current_context, task
 
 from dlperf_airflow import steps
+from dlperf_core.frameworks import ADAPTERS
 from dlperf_core.jobs import RunIds
+from dlperf_core.suite import Precision
 
 DAG_ID = "dlperf_benchmark"
 POOL = "dlperf_cluster"
-PRECISIONS = ["fp32", "tf32", "amp"]
+PRECISIONS = list(get_args(Precision))
 TOPOLOGIES = ["1n1g", "1n2g", "1n4g", "1n8g", "2n1g", "2n8g", "4n8g"]
-FRAMEWORKS = ["pytorch_reference"]
+FRAMEWORKS = sorted(ADAPTERS)
 
 
 def _ids() -> RunIds:

@@ -92,5 +92,4 @@ def build_job(
         log_dir=log_dir,
         timeout_s=timeout_s,
         watchdog_s=watchdog_s,
-        labels=labels,
     )

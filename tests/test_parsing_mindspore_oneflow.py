@@ -18,19 +18,18 @@ statements (MindSpore 1.1 TimeMonitor/LossMonitor/logger, OneFlow-Benchmark cnns
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import random
 import re
 from pathlib import Path
 
 import pytest
+from parsing_checks import parse_with
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dlperf_core.parsing import api, dllogger, formats, mindspore, oneflow
-from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.records import LogFormat, ParsedRun
 
 SHARED = Path(os.environ.get("DLPERF_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 MS, OF = mindspore.NAME, oneflow.NAME
@@ -40,31 +39,7 @@ FMTS = {MS: mindspore.FORMAT, OF: oneflow.FORMAT}
 def parse(text: str, fmt: str, file: str = "<text>", warmup: int | None = None,
           measured: int | None = None) -> list[ParsedRun]:
     """The format's parse with the window resolved as api.parse_log does; checks every run's invariants."""
-    f = FMTS[fmt]
-    options = ParseOptions(
-        warmup=warmup if warmup is not None else f.default_warmup,
-        measured=measured if warmup is not None or measured is not None else f.default_measured,
-    )
-    runs = f.parse(text, file, options)
-    assert runs
-    for run in runs:
-        check_run(run, fmt)
-    return runs
-
-
-def check_run(run: ParsedRun, fmt: str) -> None:
-    """The invariants every parsed run keeps, whatever the input."""
-    assert run.format == fmt and run.status in ("ok", "failed")
-    if run.status == "ok":
-        assert run.reason is None
-        assert run.throughput is not None and math.isfinite(run.throughput) and run.throughput > 0
-        assert run.window is not None and run.window[0] <= run.window[1]
-        assert run.method in ("timestamps", "printed_rates") and run.iterations > 0
-    else:
-        assert run.throughput is None and run.reason and run.window is None
-    if run.reported_throughput is not None:
-        assert math.isfinite(run.reported_throughput) and run.reported_throughput > 0
-    json.dumps(run.to_dict())
+    return parse_with(FMTS[fmt], text, warmup, measured, file)
 
 
 # ================================================================================== MindSpore fixtures

@@ -7,18 +7,16 @@ exists there: the TF2 fixtures are synthetic, written the way tensorflow/models 
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from parsing_checks import check_all
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dlperf_core.parsing import (
-    ParsedRun,
     WindowResult,
     detect_format,
     get_format,
@@ -59,30 +57,6 @@ needs_logs = pytest.mark.skipif(not MX_DIR.is_dir(), reason=f"no real logs at {M
 
 def _real(name: str) -> str:
     return (MX_DIR / name).read_text(encoding="utf-8")
-
-
-def check_run(run: ParsedRun) -> None:
-    """The invariants every parsed run keeps, whatever the input."""
-    assert run.status in ("ok", "failed")
-    if run.status == "ok":
-        assert run.reason is None
-        assert run.throughput is not None and math.isfinite(run.throughput) and run.throughput > 0
-        assert run.window is not None and run.window[0] <= run.window[1]
-        assert run.method in ("timestamps", "printed_rates") and run.iterations > 0
-    else:
-        assert run.throughput is None and run.reason
-        assert not run.reason.startswith("parser error"), run.reason
-    if run.reported_throughput is not None:
-        assert math.isfinite(run.reported_throughput) and run.reported_throughput > 0
-    json.dumps(run.to_dict())
-
-
-def check_all(text: str, **kw: object) -> list[ParsedRun]:
-    runs = parse_log(text, **kw)  # type: ignore[arg-type]
-    assert runs
-    for run in runs:
-        check_run(run)
-    return runs
 
 
 # ------------------------------------------------------------------------------------ synthetic MXNet logs

@@ -7,20 +7,19 @@ Registry behaviour is tested through formats.FORMATS, where both formats are reg
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import statistics
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from parsing_checks import check_run, parse_with
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dlperf_core.parsing import formats, paddleclas, plsc
 from dlperf_core.parsing.api import parse_log
-from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.records import ParsedRun, ParseOptions
 from dlperf_core.parsing.window import WindowResult, measure
 
 SHARED = Path(os.environ.get("DLPERF_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
@@ -62,37 +61,6 @@ def _resnet(name: str) -> str:
 
 def _arcface_logs() -> list[Path]:
     return sorted(ARCFACE.glob("*/*/training.log")) if ARCFACE.is_dir() else []
-
-
-def check_run(run: ParsedRun) -> None:
-    """The invariants every parsed run keeps, whatever the input."""
-    assert run.status in ("ok", "failed")
-    if run.status == "ok":
-        assert run.reason is None
-        assert run.throughput is not None and math.isfinite(run.throughput) and run.throughput > 0
-        assert run.window is not None and run.window[0] <= run.window[1]
-        assert run.method in ("timestamps", "printed_rates") and run.iterations > 0
-    else:
-        assert run.throughput is None and run.reason and run.window is None
-        assert not run.reason.startswith("parser error"), run.reason
-    if run.reported_throughput is not None:
-        assert math.isfinite(run.reported_throughput) and run.reported_throughput > 0
-    json.dumps(run.to_dict())
-
-
-def parse_with(fmt: LogFormat, text: str, warmup: int | None = None, measured: int | None = None,
-               file: str = "<text>") -> list[ParsedRun]:
-    """``fmt.parse`` directly (no exception guard, unlike parse_log), window resolved as the API does."""
-    options = ParseOptions(
-        warmup=warmup if warmup is not None else fmt.default_warmup,
-        measured=measured if warmup is not None or measured is not None else fmt.default_measured,
-    )
-    runs = fmt.parse(text, file, options)
-    assert runs
-    for run in runs:
-        check_run(run)
-        assert run.format == fmt.name
-    return runs
 
 
 def clas(text: str, warmup: int | None = None, measured: int | None = None, file: str = "<text>") -> list[ParsedRun]:

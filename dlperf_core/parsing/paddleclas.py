@@ -64,11 +64,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 
 from dlperf_core.parsing.failures import conclude, loss_failure, text_failure, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
 from dlperf_core.parsing.window import TIMESTAMPS
+from dlperf_core.parsing.values import MPIRUN_PREFIX as _PREFIX
+from dlperf_core.parsing.values import anchored_matches, stamp_seconds
 from dlperf_core.parsing.values import match_at as _at, positive_int as _int, to_float as _float
 
 NAME = "paddleclas"
@@ -80,7 +81,6 @@ PUBLISHED_SKIP_MULTINODE = 100  # ... and for its 32-GPU (multi-node) runs
 UNKNOWN_GPUS = "GPU count unknown: the log's ips is per card"
 UNKNOWN_BATCH = "batch size unknown: elapse alone gives no throughput"
 
-_PREFIX = re.compile(r"[^\n\[]{0,40}\[\d{1,9},(\d{1,9})\]<std(?:out|err)>:")
 _STAMP = re.compile(r"\[?(\d{4})[-/](\d\d)[-/](\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,6}))?")
 _FAST = re.compile(  # the usual layout in one match, from "train step:": step, loss, elapse (decimals), ips
     r"train step:\s{0,20}(\d{1,12})\s{1,20}loss:\s{0,20}([^\s,]{1,64})"
@@ -113,18 +113,10 @@ def detect(text: str) -> bool:
     ``[Pass p, train batch b]`` line (among the first lines holding those words)."""
     if _BANNER in text:
         return True
-    for needle, rx in (("train step:", _TRAIN), ("[Pass ", _CV)):
-        start = 0
-        for _ in range(_DETECT_TRIES):
-            i = text.find(needle, start)
-            if i < 0:
-                break
-            start = text.find("\n", i)
-            if rx.match(text, i, len(text) if start < 0 else start):
-                return True
-            if start < 0:
-                break
-    return False
+    return any(
+        next(anchored_matches(text, needle, rx, _DETECT_TRIES), None) is not None
+        for needle, rx in (("train step:", _TRAIN), ("[Pass ", _CV))
+    )
 
 
 def _stamp(line: str, cache: dict[str, float | None] | None = None) -> tuple[float | None, bool]:
@@ -137,14 +129,10 @@ def _stamp(line: str, cache: dict[str, float | None] | None = None) -> tuple[flo
     m = _STAMP.match(line)
     if m is None:
         return None, False
-    y, mo, d, h, mi, s, frac = m.groups()
-    try:
-        t = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc).timestamp()
-    except ValueError:
-        return None, False
-    if cache is not None and not frac and m.end() == 19:
+    t, fractional = stamp_seconds(m)
+    if cache is not None and t is not None and not fractional and m.end() == 19:
         cache[line[:19]] = t
-    return (t + float("0." + frac) if frac else t), frac is not None
+    return t, fractional
 
 
 @dataclass

@@ -51,18 +51,18 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 
 from dlperf_core.parsing.failures import conclude, loss_failure, text_failure, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
 from dlperf_core.parsing.window import TIMESTAMPS
+from dlperf_core.parsing.values import MPIRUN_PREFIX as _PREFIX
+from dlperf_core.parsing.values import anchored_matches, stamp_seconds
 from dlperf_core.parsing.values import match_at as _at, positive_int as _int, to_float as _float
 
 NAME = "paddle_plsc_arcface"
 DEFAULT_WARMUP = 50  # DLPerf seed: skip 50 of 150 iterations
 DEFAULT_MEASURED = None
 
-_PREFIX = re.compile(r"[^\n\[]{0,40}\[\d{1,9},(\d{1,9})\]<std(?:out|err)>:")
 _STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,6}))?")
 _TRAIN = re.compile(
     r"loss ([^\s,]{1,64}), lr: [^\s,]{1,64}, epoch: (\d{1,9}), step: (\d{1,12}), eta: [^\n]*?"
@@ -89,18 +89,9 @@ def detect(text: str) -> bool:
     if " - total_batch_size: " in text and _HEADER.search(text) is not None:
         return True
     for needle, rx in (("loss ", _TRAIN), ("Pass:", _OLD)):
-        start = 0
-        for _ in range(_DETECT_TRIES):
-            i = text.find(needle, start)
-            if i < 0:
-                break
-            start = text.find("\n", i)
-            end = len(text) if start < 0 else start
-            m = rx.match(text, i, end)
-            if m is not None and (rx is _TRAIN or _QPS.search(text, m.end(), end) is not None):
+        for m, end in anchored_matches(text, needle, rx, _DETECT_TRIES):
+            if rx is _TRAIN or _QPS.search(text, m.end(), end) is not None:
                 return True
-            if start < 0:
-                break
     return False
 
 
@@ -112,14 +103,7 @@ def _stamp(line: str) -> tuple[float | None, bool]:
     """Unix seconds (UTC) of the first timestamp in the line's first 80 characters (else None) and whether
     it has sub-second digits."""
     m = _STAMP.search(line, 0, 80)
-    if m is None:
-        return None, False
-    y, mo, d, h, mi, s, frac = m.groups()
-    try:
-        t = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc).timestamp()
-    except ValueError:
-        return None, False
-    return (t + float("0." + frac), True) if frac else (t, False)
+    return stamp_seconds(m) if m is not None else (None, False)
 
 
 @dataclass

@@ -9,7 +9,7 @@ polled, killed and removed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol
@@ -44,7 +44,6 @@ class CaseJob:
     log_dir: Path
     timeout_s: float
     watchdog_s: float | None
-    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -1,0 +1,49 @@
+"""Invariants every parsed run keeps, whatever the input: shared by the parser tests of every format."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from dlperf_core.parsing import LogFormat, ParsedRun, ParseOptions, parse_log
+
+
+def check_run(run: ParsedRun, fmt: str | None = None) -> None:
+    """An ok run has a finite positive throughput and a window; a failed one a reason and neither."""
+    assert run.status in ("ok", "failed")
+    if fmt is not None:
+        assert run.format == fmt
+    if run.status == "ok":
+        assert run.reason is None
+        assert run.throughput is not None and math.isfinite(run.throughput) and run.throughput > 0
+        assert run.window is not None and run.window[0] <= run.window[1]
+        assert run.method in ("timestamps", "printed_rates") and run.iterations > 0
+    else:
+        assert run.throughput is None and run.reason and run.window is None
+        assert not run.reason.startswith("parser error"), run.reason
+    if run.reported_throughput is not None:
+        assert math.isfinite(run.reported_throughput) and run.reported_throughput > 0
+    json.dumps(run.to_dict())
+
+
+def check_all(text: str, **kw: object) -> list[ParsedRun]:
+    """``parse_log`` (detection and the exception guard included), every run checked."""
+    runs = parse_log(text, **kw)  # type: ignore[arg-type]
+    assert runs
+    for run in runs:
+        check_run(run)
+    return runs
+
+
+def parse_with(fmt: LogFormat, text: str, warmup: int | None = None, measured: int | None = None,
+               file: str = "<text>") -> list[ParsedRun]:
+    """``fmt.parse`` directly (no exception guard, unlike parse_log), window resolved as the API does."""
+    options = ParseOptions(
+        warmup=warmup if warmup is not None else fmt.default_warmup,
+        measured=measured if warmup is not None or measured is not None else fmt.default_measured,
+    )
+    runs = fmt.parse(text, file, options)
+    assert runs
+    for run in runs:
+        check_run(run, fmt.name)
+    return runs
