@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dlperf_core.inventory import Mount, Node
+from dlperf_core.sshkeys import ContainerFile
 
 LOG_MOUNT = "/dlperf/logs"
 
@@ -34,6 +35,7 @@ class ContainerSpec:
     mounts: tuple[Mount, ...] = ()
     working_dir: str | None = None
     extra_hosts: dict[str, str] = field(default_factory=dict)
+    files: tuple[ContainerFile, ...] = field(default=(), repr=False)  # put in before start (per-case keys)
 
 
 def container_spec_for(

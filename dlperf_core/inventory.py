@@ -11,12 +11,17 @@ An inventory is a YAML file::
         docker_url: unix:///var/run/docker.sock
         network: host              # "host", or a user-defined docker network (test nodes)
         infiniband: true           # pass /dev/infiniband into the container
+        infiniband_devices: [mlx5_0, mlx5_1]   # HCAs preflight expects with an ACTIVE port (empty: any)
         memlock: true              # ulimit memlock=-1 and IPC_LOCK (refused by some sandboxes)
         ipc_host: true
         shm_size: 16g              # used when ipc_host is false
         mounts: [{source: /data/imagenet, target: /data, read_only: true}]
         log_dir: /var/log/dlperf    # mounted at /dlperf/logs (must exist on the node)
         queue: node0               # Celery queue of the worker that sits on this node
+        data_paths: [/data/imagenet]   # must exist on the node (preflight; mount sources are checked too)
+        min_free_disk_gb: 50       # free space preflight wants on Docker's root dir and log_dir
+        ssh: {user: dlperf, port: 22, key_file: /home/airflow/.ssh/id_ed25519,
+              host_key: "ssh-ed25519 AAAA..."}   # preflight; host_key pins the node's key
 
 Everything has a sensible default so a laptop inventory is two lines per node.
 """
@@ -42,12 +47,19 @@ class Mount(BaseModel):
 
 
 class SshAccess(BaseModel):
-    """How Airflow's SSH connection reaches the node (preflight, mpirun frameworks)."""
+    """How Airflow's SSH connection reaches the node (preflight, mpirun frameworks).
+
+    ``key_file`` is a path on the Airflow workers. ``host_key`` (``"ssh-ed25519 AAAA..."``, as in
+    ``/etc/ssh/ssh_host_ed25519_key.pub``) pins the node's host key; without it the workers' own
+    ``~/.ssh/known_hosts`` must know the node (the SSH provider verifies host keys by default).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     user: str = "root"
     port: int = Field(22, ge=1, le=65535)
     key_file: str | None = None
+    host_key: str | None = Field(None, pattern=r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp\d+) [A-Za-z0-9+/=]+( .*)?$")
+    connect_timeout_s: int = Field(10, ge=1, le=300)
 
 
 class Node(BaseModel):
@@ -69,6 +81,14 @@ class Node(BaseModel):
     log_dir: str | None = None  # host folder mounted read-write at /dlperf/logs for files a framework writes
     queue: str = "default"
     ssh: SshAccess | None = None
+    infiniband_devices: tuple[str, ...] = ()  # HCA names (/sys/class/infiniband/<name>) that must be up
+    data_paths: tuple[str, ...] = ()  # host paths that must exist (datasets); mount sources are checked too
+    min_free_disk_gb: float = Field(0, ge=0)  # on Docker's root dir and log_dir; 0 = only report
+
+    @property
+    def airflow_id(self) -> str:
+        """Id of this node's Airflow SSH connection and one-slot pool (``dlperf cluster sync``)."""
+        return f"dlperf_node_{self.name}"
 
     @property
     def container_hostname(self) -> str:

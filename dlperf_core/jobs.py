@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -13,6 +13,7 @@ from dlperf_core.frameworks import LaunchContext, get_adapter
 from dlperf_core.inventory import Inventory
 from dlperf_core.plan import CaseRun
 from dlperf_core.runtime.base import CaseJob, CaseOutcome
+from dlperf_core.sshkeys import case_ssh_files
 
 
 class Runtime(Protocol):
@@ -82,13 +83,23 @@ def build_job(
         cpu_threads_per_process=runtime.cpu_threads_per_process(case.total_gpus) if cpu else None,
     )
     launches = adapter.launches(case, nodes, ctx)
+    mpi_multi_node = adapter.launcher == "mpirun" and len(nodes) > 1
+    if mpi_multi_node and runtime.name != "docker":
+        raise ValueError(
+            f"{case.key}: {adapter.name} runs across nodes with mpirun over ssh, which needs the docker runtime "
+            f"(sshd in each node's container); the {runtime.name} runtime runs it on one node only"
+        )
     run_label = f"dlperf-{ids.short}-{case_run.index:04d}-r{case_run.repeat}"
     labels = {**ids.labels, "dlperf.case": case.key, "dlperf.repeat": str(case_run.repeat)}
     log_dir = (log_root or default_log_root()) / _safe(ids.dag_id) / _safe(ids.run_id) / _safe(case.key) / f"r{case_run.repeat}"
+    containers = adapter.container_specs(case, launches, run_label=run_label, labels=labels)
+    if mpi_multi_node:  # fresh keys for this case run only, put into its containers before they start
+        files = case_ssh_files(ctx.ssh_dir, comment=run_label)
+        containers = [replace(spec, files=files) for spec in containers]
     return CaseJob(
         run_label=run_label,
         launches=tuple(launches),
-        containers=tuple(adapter.container_specs(case, launches, run_label=run_label, labels=labels)),
+        containers=tuple(containers),
         log_dir=log_dir,
         timeout_s=timeout_s,
         watchdog_s=watchdog_s,

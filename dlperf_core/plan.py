@@ -7,6 +7,7 @@ here, before anything starts) and returns plain data that travels through Airflo
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from dlperf_core.errors import ConfigError
 from dlperf_core.inventory import Inventory
@@ -27,6 +28,7 @@ class Case:
     measured_iterations: int
     image: str | None = None
     extra_args: tuple[str, ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()  # adapter options, sorted by name
 
     @property
     def topology(self) -> str:
@@ -39,14 +41,26 @@ class Case:
     @property
     def key(self) -> str:
         """Stable identity of the configuration, e.g. ``pytorch_reference/resnet50_v1.5/fp32/b8/1n2g``."""
-        return f"{self.framework}/{self.model}/{self.precision}/b{self.batch_size_per_device}/{self.topology}"
+        key = f"{self.framework}/{self.model}/{self.precision}/b{self.batch_size_per_device}/{self.topology}"
+        # Options make a different configuration (e.g. NGC PyTorch AMP with static vs dynamic loss scale).
+        return key + "".join(f"+{name}={value}" for name, value in self.options)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "extra_args": list(self.extra_args)}
+        return {
+            **asdict(self),
+            "extra_args": list(self.extra_args),
+            "options": [[name, value] for name, value in self.options],
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> "Case":
-        return cls(**{**data, "extra_args": tuple(data.get("extra_args", ()))})
+        return cls(
+            **{
+                **data,
+                "extra_args": tuple(data.get("extra_args", ())),
+                "options": tuple((name, value) for name, value in data.get("options", ())),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -80,18 +94,21 @@ class PlanFilters:
 
 def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tuple[Case, int]]:
     """Every case of the suite with its repeat count, in suite order, after filters."""
+    from dlperf_core.frameworks import ADAPTERS  # frameworks import Case from here
+
     out: list[tuple[Case, int]] = []
     seen: set[str] = set()
     for bench in suite.benchmarks:
         if filters.frameworks and bench.framework not in filters.frameworks:
             continue
+        adapter = ADAPTERS[bench.framework]
         if filters.models and bench.model not in filters.models:
             continue
         topologies: tuple[Topology, ...] = bench.topologies or suite.topologies
         for precision in bench.precisions or suite.precisions:
             if filters.precisions and precision not in filters.precisions:
                 continue
-            for batch in bench.batch_sizes(precision) or suite.default_batch_sizes(precision):
+            for batch in suite.batch_sizes_for(bench, precision):
                 if filters.batch_sizes and batch not in filters.batch_sizes:
                     continue
                 for topo in topologies:
@@ -104,14 +121,11 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
                         batch_size_per_device=batch,
                         nodes=topo.nodes,
                         gpus_per_node=topo.gpus_per_node,
-                        warmup_iterations=(
-                            bench.warmup_iterations
-                            if bench.warmup_iterations is not None
-                            else suite.warmup_iterations
-                        ),
-                        measured_iterations=bench.measured_iterations or suite.measured_iterations,
+                        warmup_iterations=suite.warmup_for(bench, adapter.default_warmup),
+                        measured_iterations=suite.measured_for(bench, adapter.default_measured),
                         image=bench.image,
                         extra_args=bench.extra_args,
+                        options=tuple(sorted(bench.options.items())),
                     )
                     if case.key in seen:
                         continue

@@ -87,6 +87,9 @@ class Benchmark(BaseModel):
     measured_iterations: int | None = Field(None, ge=1)
     image: str | None = None
     extra_args: tuple[str, ...] = ()
+    options: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="adapter options, e.g. {loss_scale: static, data_backend: syntetic}"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -137,6 +140,10 @@ class Benchmark(BaseModel):
             bad = [p for p in self.precisions if p not in adapter.precisions]
             if bad:
                 raise ValueError(f"precisions: {self.framework!r} does not support {', '.join(bad)}")
+        if adapter is not None and self.options:
+            problems = adapter.check_options(self.options)
+            if problems:
+                raise ValueError("options: " + "; ".join(problems))
         return self
 
     def batch_sizes(self, precision: str) -> tuple[int, ...]:
@@ -167,7 +174,7 @@ class Suite(BaseModel):
     def _every_benchmark_has_a_batch(self) -> "Suite":
         for i, bench in enumerate(self.benchmarks):
             for precision in bench.precisions or self.precisions:
-                if not (bench.batch_sizes(precision) or self.default_batch_sizes(precision)):
+                if not self.batch_sizes_for(bench, precision):
                     raise ValueError(
                         f"benchmarks[{i}].batch_size_per_device: no batch size for precision {precision!r}"
                     )
@@ -175,6 +182,32 @@ class Suite(BaseModel):
 
     def default_batch_sizes(self, precision: str) -> tuple[int, ...]:
         return _batches_at(self.batch_size_per_device, precision)
+
+    def batch_sizes_for(self, bench: Benchmark, precision: str) -> tuple[int, ...]:
+        """Batch sizes of ``bench`` at ``precision``: its own, else the suite's, else the adapter's (the seed's)."""
+        from dlperf_core.frameworks import ADAPTERS
+
+        found = bench.batch_sizes(precision) or self.default_batch_sizes(precision)
+        if not found and bench.framework in ADAPTERS:
+            seed = ADAPTERS[bench.framework].default_batch.get(precision)
+            found = (seed,) if seed else ()
+        return found
+
+    def warmup_for(self, bench: Benchmark, adapter_default: int | None) -> int:
+        """Warm-up iterations: the benchmark's, else the suite's if it set one, else the adapter's (the seed's)."""
+        return self._iterations_for(bench, "warmup_iterations", adapter_default)
+
+    def measured_for(self, bench: Benchmark, adapter_default: int | None) -> int:
+        """Measured iterations, resolved like :meth:`warmup_for`."""
+        return self._iterations_for(bench, "measured_iterations", adapter_default)
+
+    def _iterations_for(self, bench: Benchmark, field: str, adapter_default: int | None) -> int:
+        own = getattr(bench, field)
+        if own is not None:
+            return own
+        if field in self.model_fields_set or adapter_default is None:
+            return getattr(self, field)
+        return adapter_default
 
     def inventory_path(self) -> Path | None:
         """The inventory file, resolved against the suite file's folder."""

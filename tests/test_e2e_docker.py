@@ -5,18 +5,12 @@ import math
 import subprocess
 import time
 
-import pytest
 
 from dlperf_core.storage import ResultStore
-from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_available, image_present, run_id_of
+from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_marks, run_id_of
 
 IMAGE = "dlperf/pytorch-reference:cpu"
-pytestmark = [
-    pytest.mark.docker,
-    pytest.mark.postgres,
-    pytest.mark.skipif(not docker_available(), reason="no Docker engine answers (make test starts one)"),
-    pytest.mark.skipif(docker_available() and not image_present(IMAGE), reason=f"{IMAGE} not built (make images)"),
-]
+pytestmark = docker_marks(IMAGE)
 
 
 def run_cli(tmp_path, pg_url, *args, timeout=1200):

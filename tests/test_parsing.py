@@ -28,7 +28,7 @@ from dlperf_core.parsing import (
     parse_log,
 )
 
-SHARED = Path(os.environ.get("DLPERF_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+from helpers import SHARED  # noqa: E402  (seeds and reallogs, $DLPERF_SHARED)
 NGC = SHARED / "reallogs" / "ngc_pytorch"
 FMT = "ngc_pytorch_dllogger"
 

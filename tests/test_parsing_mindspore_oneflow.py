@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from dlperf_core.parsing import api, dllogger, formats, mindspore, oneflow
 from dlperf_core.parsing.records import LogFormat, ParsedRun
 
-SHARED = Path(os.environ.get("DLPERF_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+from helpers import SHARED  # noqa: E402  (seeds and reallogs, $DLPERF_SHARED)
 MS, OF = mindspore.NAME, oneflow.NAME
 FMTS = {MS: mindspore.FORMAT, OF: oneflow.FORMAT}
 

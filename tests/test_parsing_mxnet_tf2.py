@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from parsing_checks import check_all
@@ -26,7 +25,7 @@ from dlperf_core.parsing import (
     tf2,
 )
 
-SHARED = Path(os.environ.get("DLPERF_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+from helpers import SHARED  # noqa: E402  (seeds and reallogs, $DLPERF_SHARED)
 MX_DIR = SHARED / "reallogs" / "ngc_mxnet"
 MX, TF = mxnet.NAME, tf2.NAME
 

@@ -7,7 +7,7 @@ import yaml
 
 from dlperf_core.errors import ConfigError
 from dlperf_core.inventory import load_inventory
-from dlperf_core.plan import PlanFilters, plan_suite
+from dlperf_core.plan import PlanFilters, expand_cases, plan_suite
 from dlperf_core.suite import load_suite
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +68,8 @@ def test_plan_expands_precisions_batches_topologies_repeats(tmp_path):
         (lambda d: d["benchmarks"][0].update(topologies=["1n1g", "8x"]), "benchmarks[0].topologies[1]"),
         (lambda d: d["benchmarks"][0].update(precisions=["fp8"]), "benchmarks[0].precisions[0]"),
         (lambda d: d.update(repeats=0), "repeats"),
-        (lambda d: d["benchmarks"][0].update(batch_size_per_device={"fp32": 8}), "batch_size_per_device"),
+        (lambda d: d["benchmarks"][0].update(batch_size_per_device={"fp32": -8}), "batch_size_per_device"),
+        (lambda d: d["benchmarks"][0].update(options={"no_such_option": 1}), "no_such_option"),
         (lambda d: d.update(warmup_iterations=-1), "warmup_iterations"),
         (lambda d: d.update(colour="blue"), "colour: unknown field"),
         (lambda d: d.update(benchmarks=[]), "benchmarks"),
@@ -109,3 +110,28 @@ def test_inventory_errors_name_the_field(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_inventory(p)
     assert "nodes[0].gpus" in str(info.value) and str(p) in str(info.value)
+
+
+def test_a_precision_without_batch_falls_back_to_the_seed_default(tmp_path):
+    data = {
+        "name": "t",
+        "benchmarks": [{"framework": "ngc_pytorch", "model": "resnet50_v1.5", "precisions": ["fp32", "amp"]}],
+    }
+    suite = load_suite(write(tmp_path, data))
+    cases = [c for c, _ in expand_cases(suite)]
+    assert [(c.precision, c.batch_size_per_device) for c in cases] == [("fp32", 128), ("amp", 256)]
+    # the seed's window (20 warm-up + 100 measured) unless the suite sets its own
+    assert {(c.warmup_iterations, c.measured_iterations) for c in cases} == {(20, 100)}
+    data["warmup_iterations"] = 7
+    suite = load_suite(write(tmp_path, data))
+    assert {c.warmup_iterations for c, _ in expand_cases(suite)} == {7}
+
+
+def test_options_make_distinct_cases(tmp_path):
+    bench = {"framework": "ngc_pytorch", "model": "resnet50_v1.5", "precisions": ["amp"]}
+    data = {"name": "t", "benchmarks": [{**bench, "options": {"loss_scale": "static"}}, bench]}
+    keys = [c.key for c, _ in expand_cases(load_suite(write(tmp_path, data)))]
+    assert keys == ["ngc_pytorch/resnet50_v1.5/amp/b256/1n1g+loss_scale=static", "ngc_pytorch/resnet50_v1.5/amp/b256/1n1g"]
+    bad = {"name": "t", "benchmarks": [{**bench, "options": {"loss_scale": "sometimes"}}]}
+    with pytest.raises(ConfigError, match="loss_scale='sometimes' is not one of dynamic, static"):
+        load_suite(write(tmp_path, bad))

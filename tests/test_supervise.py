@@ -61,10 +61,33 @@ def test_watchdog_stops_a_silent_training(tmp_path):
 def test_a_node_that_cannot_start_fails_the_case(tmp_path):
     bad = CaseJob("t", (NodeLaunch(node=Node(name="node0"), node_rank=0, argv=("/nonexistent/python",)),), (), tmp_path, 10, None)
     out = LocalRuntime().execute(bad)
-    assert out.failure.startswith("could not start node 0: FileNotFoundError")
+    assert out.failure.startswith("could not start node node0: FileNotFoundError")
 
 
 def test_exit_descriptions():
     assert describe_exit("node0", 137) == "node0 was killed (exit code 137)"
     assert describe_exit("node1", -15) == "node1 ended by signal 15"
     assert describe_exit("node1", 139) == "node1 ended by signal 11 (exit code 139)"
+
+
+def test_sshd_nodes_start_first_and_the_case_ends_with_its_launcher(tmp_path):
+    """mpirun cases: 'sshd' processes serve the launcher; the case is done when the launcher exits 0."""
+    py = sys.executable
+    started = tmp_path / "order.txt"
+    service = NodeLaunch(
+        node=Node(name="node1"), node_rank=1, role="sshd",
+        argv=(py, "-c", f"open({str(started)!r}, 'a').write('sshd\\n'); import time; time.sleep(300)"),
+    )
+    launcher = NodeLaunch(
+        node=Node(name="node0"), node_rank=0,
+        argv=(py, "-c", f"import time; time.sleep(0.5); open({str(started)!r}, 'a').write('launcher\\n')"),
+    )
+    out = LocalRuntime().execute(CaseJob("t", (launcher, service), (), tmp_path / "logs", 60, None))
+    assert out.failure is None
+    assert started.read_text().splitlines() == ["sshd", "launcher"]
+    assert [n.rank for n in out.nodes] == [0, 1]  # reported in rank order whatever the start order
+
+    dying = NodeLaunch(node=Node(name="node1"), node_rank=1, role="sshd", argv=(py, "-c", "pass"))
+    slow = NodeLaunch(node=Node(name="node0"), node_rank=0, argv=(py, "-c", "import time; time.sleep(30)"))
+    out = LocalRuntime().execute(CaseJob("t", (slow, dying), (), tmp_path / "logs2", 60, None))
+    assert out.failure == "node1: its sshd ended before the launcher finished"

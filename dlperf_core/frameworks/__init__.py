@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
-from dlperf_core.frameworks.pytorch_reference import PytorchReference
+from dlperf_core.frameworks.mindspore import MindsporeResnet
+from dlperf_core.frameworks.ngc_mxnet import NgcMxnet
+from dlperf_core.frameworks.ngc_pytorch import NgcPytorch
+from dlperf_core.frameworks.oneflow import OneflowResnet
+from dlperf_core.frameworks.paddle_plsc import PaddlePlsc
+from dlperf_core.frameworks.pytorch_reference import PytorchReference, PytorchReferenceMpi
 
 ADAPTERS: dict[str, type[FrameworkAdapter]] = {
-    PytorchReference.name: PytorchReference,
+    adapter.name: adapter
+    for adapter in (
+        PytorchReference,
+        PytorchReferenceMpi,
+        NgcPytorch,
+        NgcMxnet,
+        MindsporeResnet,
+        OneflowResnet,
+        PaddlePlsc,
+    )
 }
 
 

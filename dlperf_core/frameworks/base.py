@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, Literal
 
 from dlperf_core.container import ContainerSpec, container_spec_for
 from dlperf_core.inventory import Node
@@ -23,6 +23,8 @@ class LaunchContext:
     workload_dir: str  # folder holding dlperf's reference workload on the node
     master_port: int = 29500
     cpu_threads_per_process: int | None = None  # set for CPU stand-in nodes sharing one machine
+    ssh_port: int = 2222  # port of the per-case sshd in mpirun containers (not the host's sshd)
+    ssh_dir: str = "/etc/dlperf-ssh"  # where the per-case keys are put in mpirun containers
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class NodeLaunch:
     node_rank: int
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    # "launcher": its exit ends the case (all launchers must exit 0); "sshd": serves mpirun's remote ranks,
+    # is started before the launchers and stopped after them.
+    role: Literal["launcher", "sshd"] = "launcher"
 
 
 class FrameworkAdapter(ABC):
@@ -44,6 +49,38 @@ class FrameworkAdapter(ABC):
     log_format: ClassVar[str]  # name of the parser format in dlperf_core.parsing
     default_image: ClassVar[str]
     shm_size: ClassVar[str | None] = None
+    # "per_node": one launcher per node, all started at once (torchrun, paddle.distributed.launch, OneFlow);
+    # "mpirun": sshd in the containers of nodes 1..N-1, then mpirun on node 0 (keys made per case run).
+    launcher: ClassVar[Literal["per_node", "mpirun"]] = "per_node"
+    # The seed's settings, used when the suite does not set them.
+    default_batch: ClassVar[dict[str, int]] = {}
+    default_warmup: ClassVar[int | None] = None
+    default_measured: ClassVar[int | None] = None
+    # Adapter options a suite may set (``options: {name: value}``), with their defaults and allowed values
+    # (None: any value of the default's type).
+    option_defaults: ClassVar[dict[str, Any]] = {}
+    option_choices: ClassVar[dict[str, tuple[Any, ...] | None]] = {}
+
+    def option(self, case: Case, name: str) -> Any:
+        """The value of adapter option ``name`` for ``case`` (the suite's, else the adapter default)."""
+        return dict(case.options).get(name, self.option_defaults[name])
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> list[str]:
+        """Problems with a suite's ``options`` for this adapter (empty when they are fine)."""
+        problems = []
+        for key, value in options.items():
+            if key not in cls.option_defaults:
+                known = ", ".join(sorted(cls.option_defaults)) or "none"
+                problems.append(f"{cls.name} has no option {key!r} (known: {known})")
+                continue
+            choices = cls.option_choices.get(key)
+            default = cls.option_defaults[key]
+            if choices is not None and value not in choices:
+                problems.append(f"option {key}={value!r} is not one of {', '.join(map(str, choices))}")
+            elif choices is None and default is not None and type(value) is not type(default):
+                problems.append(f"option {key}={value!r} should be a {type(default).__name__}")
+        return problems
 
     @abstractmethod
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:

@@ -6,9 +6,10 @@ same parser serves this workload and the NGC images.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.inventory import Node
 from dlperf_core.plan import Case
 
@@ -20,8 +21,13 @@ class PytorchReference(FrameworkAdapter):
     log_format: ClassVar[str] = "ngc_pytorch_dllogger"
     default_image: ClassVar[str] = "dlperf/pytorch-reference:cpu"
 
-    def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
-        master = nodes[0].reach_address
+    default_warmup: ClassVar[int | None] = 20
+    default_measured: ClassVar[int | None] = 100
+    default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "tf32": 128, "amp": 256}
+
+    @staticmethod
+    def train_args(case: Case, ctx: LaunchContext) -> list[str]:
+        """train.py and its arguments (the same under torchrun and mpirun)."""
         train = [
             f"{ctx.workload_dir}/train.py",
             "--batch-size", str(case.batch_size_per_device),
@@ -31,7 +37,11 @@ class PytorchReference(FrameworkAdapter):
         ]
         if ctx.cpu_threads_per_process:
             train += ["--threads", str(ctx.cpu_threads_per_process)]
-        train += list(case.extra_args)
+        return train + list(case.extra_args)
+
+    def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        master = nodes[0].reach_address
+        train = self.train_args(case, ctx)
         out = []
         for rank, node in enumerate(nodes):
             argv = [
@@ -45,3 +55,22 @@ class PytorchReference(FrameworkAdapter):
             ]
             out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env={"PYTHONUNBUFFERED": "1"}))
         return out
+
+
+class PytorchReferenceMpi(PytorchReference):
+    """The same workload launched the way the MPI frameworks are: sshd on nodes 1..N-1, mpirun on node 0.
+
+    It exercises dlperf's mpirun path (per-case keys, sshd, ordering, teardown) on CPU stand-in nodes, where
+    the MPI frameworks' own images cannot run; train.py maps Open MPI's rank variables to torch's.
+    """
+
+    name: ClassVar[str] = "pytorch_reference_mpi"
+    launcher: ClassVar[Literal["per_node", "mpirun"]] = "mpirun"
+
+    def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        env = {
+            "MASTER_ADDR": nodes[0].reach_address,
+            "MASTER_PORT": str(ctx.master_port),
+            "PYTHONUNBUFFERED": "1",
+        }
+        return mpi_launches(case, nodes, ctx, [ctx.python, *self.train_args(case, ctx)], env=env)

@@ -241,7 +241,11 @@ def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions) -> Parse
     steps, interval = _int(h.get("total_steps")), _int(h.get("log_interval_step"))
     if steps and interval and stored:
         progress.append(("iterations", stored[-1].iteration, steps - steps % interval))
-    why = truncation(chunk, finished=False, progress=progress)
+    # A run stopped on purpose (the seed's entry.py exit at batch 150) is complete once it reached the
+    # window the caller asked for, even though it never reached total_steps.
+    planned = options.warmup + options.measured if options.measured is not None else None
+    stopped_as_planned = planned is not None and bool(stored) and stored[-1].iteration >= planned
+    why = truncation(chunk, finished=stopped_as_planned, progress=progress)
     failing = why or not stored or loss_failure(stored) or text_failure(chunk)
     result = conclude(
         text=chunk, file=file, format=NAME, records=stored if failing else measured, options=options,

@@ -8,6 +8,8 @@ polled, killed and removed.
 
 from __future__ import annotations
 
+import errno
+import os
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -62,6 +64,7 @@ class CaseOutcome:
     finished_at: datetime
     nodes: list[NodeOutcome]
     failure: str | None  # runtime-level reason (exit code, timeout, watchdog, start error)
+    gpu_memory_peak_mb: float | None = None  # highest memory used on one GPU, sampled during the run
 
     @property
     def log_path(self) -> str | None:
@@ -75,11 +78,17 @@ class CaseOutcome:
             "nodes": [vars(n) for n in self.nodes],
             "failure": self.failure,
             "log_path": self.log_path,
+            "gpu_memory_peak_mb": self.gpu_memory_peak_mb,
         }
+
+
+SSH_SETUP_EXIT = 97  # dlperf_core.frameworks.mpi: node 0 could not reach a peer's sshd
 
 
 def describe_exit(node: str, code: int) -> str:
     """A human reason for a non-zero exit."""
+    if code == SSH_SETUP_EXIT:
+        return f"{node}: ssh setup failed: another node's sshd did not answer (exit code {code})"
     if code in (137, -9):
         return f"{node} was killed (exit code {code})"
     if code < 0:
@@ -96,11 +105,14 @@ def supervise(
     watchdog_s: float | None,
     poll_s: float = 0.2,
     clock: Callable[[], float] = time.monotonic,
+    services: frozenset[int] = frozenset(),
 ) -> str | None:
     """Wait for every node process; return None on success or the reason it failed.
 
     The first non-zero exit stops the others (a torchrun whose peer died would wait for its rendezvous
     timeout). The watchdog fails the run when no node's log has grown for ``watchdog_s`` seconds.
+    ``services`` are the indices of processes that serve the others (mpirun's sshd): the case is done when
+    every other process exited 0, and a service that ends before that fails the case.
     """
     start = clock()
     last_progress = start
@@ -111,8 +123,11 @@ def supervise(
         if failed:
             p, code = failed[0]
             return describe_exit(p.node_name, code)  # type: ignore[arg-type]
-        if all(c == 0 for c in codes):
+        if all(c == 0 for i, c in enumerate(codes) if i not in services):
             return None
+        ended = [procs[i] for i in services if codes[i] is not None]
+        if ended:
+            return f"{ended[0].node_name}: its sshd ended before the launcher finished"
         now = clock()
         for p in procs:
             size = p.log_path.stat().st_size if p.log_path.exists() else 0
@@ -126,6 +141,30 @@ def supervise(
         time.sleep(poll_s)
 
 
+_PROBE_BYTES = 4096
+
+
+def log_disk_full(log_dir: Path) -> str | None:
+    """A reason naming the full disk if ``log_dir`` cannot take one more block (ENOSPC), else None.
+
+    Whatever writes the logs (the processes, or the docker runtime's log stream) only dies of a full disk (or silently lose lines), so
+    after a case run the folder is probed with a real write instead of guessing from free-space figures.
+    """
+    probe = log_dir / ".dlperf-space-probe"
+    try:
+        with open(probe, "wb") as out:
+            out.write(b"\0" * _PROBE_BYTES)
+            out.flush()
+            os.fsync(out.fileno())
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"log disk full: {os.strerror(exc.errno)} (ENOSPC) writing in {log_dir}"
+        return None
+    finally:
+        probe.unlink(missing_ok=True)
+    return None
+
+
 def run_supervised(
     job: CaseJob, start: Callable[[int], NodeProcess], *, poll_s: float = 0.2
 ) -> CaseOutcome:
@@ -134,12 +173,18 @@ def run_supervised(
     started = datetime.now(timezone.utc)
     procs: list[NodeProcess] = []
     failure: str | None = None
+    # sshd (mpirun's remote side) first, then the launchers; node 0 also waits for the sshds to answer.
+    order = sorted(range(len(job.launches)), key=lambda i: job.launches[i].role != "sshd")
     try:
-        for i in range(len(job.launches)):
+        for i in order:
             procs.append(start(i))
-        failure = supervise(procs, timeout_s=job.timeout_s, watchdog_s=job.watchdog_s, poll_s=poll_s)
+        services = frozenset(k for k, i in enumerate(order) if job.launches[i].role == "sshd")
+        failure = supervise(
+            procs, timeout_s=job.timeout_s, watchdog_s=job.watchdog_s, poll_s=poll_s, services=services
+        )
     except Exception as exc:  # a node that cannot even start fails this case, not the service
-        failure = f"could not start node {len(procs)}: {type(exc).__name__}: {exc}"
+        which = job.launches[order[len(procs)]].node.name if len(procs) < len(order) else "?"
+        failure = f"could not start node {which}: {type(exc).__name__}: {exc}"
     finally:
         for p in procs:
             p.kill()
@@ -147,13 +192,19 @@ def run_supervised(
         for p in procs:
             codes.append(p.poll())
             p.close()
-    outcomes = [
-        NodeOutcome(node=p.node_name, rank=i, exit_code=code, log_path=str(p.log_path))
-        for i, (p, code) in enumerate(zip(procs, codes))
-    ]
+    outcomes = sorted(
+        (
+            NodeOutcome(node=p.node_name, rank=job.launches[i].node_rank, exit_code=code, log_path=str(p.log_path))
+            for i, p, code in zip(order, procs, codes)
+        ),
+        key=lambda o: o.rank,
+    )
     if not outcomes:
         outcomes = [
             NodeOutcome(node=l.node.name, rank=l.node_rank, exit_code=None, log_path=str(job.log_dir / f"node{l.node_rank}.log"))
             for l in job.launches
         ]
+    full = log_disk_full(job.log_dir) if job.log_dir.is_dir() else None
+    if full:  # the real cause of whatever the processes or the parser would report
+        failure = full if not failure else f"{full}; {failure}"
     return CaseOutcome(started, datetime.now(timezone.utc), outcomes, failure)

@@ -12,11 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 from dlperf_core.runtime.base import CaseJob, CaseOutcome, run_supervised
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
-
-
 class LocalProcess:
     """One node as a local process group."""
 
@@ -41,12 +41,27 @@ class LocalProcess:
         return self._proc.poll()
 
     def kill(self) -> None:
-        if self._proc.poll() is None:
+        """Kill the launcher and every process under it, also those in their own session: torchrun starts
+        each worker with ``start_new_session=True``, so killing torchrun's group alone orphans the workers,
+        which then train on. The launcher's group is frozen first so it cannot start anything new."""
+        if self._proc.poll() is not None:
+            return
+        try:
+            os.killpg(self._proc.pid, signal.SIGSTOP)
+            tree = psutil.Process(self._proc.pid).children(recursive=True)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            tree = []
+        for child in tree:
             try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+                os.killpg(child.pid, signal.SIGKILL) if os.getpgid(child.pid) == child.pid else child.kill()
+            except (ProcessLookupError, psutil.NoSuchProcess):
                 pass
-            self._proc.wait()
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._proc.wait()
+        psutil.wait_procs(tree, timeout=10)
 
     def close(self) -> None:
         self.kill()

@@ -107,7 +107,13 @@ class DistInfo:
 
     @classmethod
     def from_env(cls) -> DistInfo:
-        env = os.environ
+        env = dict(os.environ)
+        if "RANK" not in env and "OMPI_COMM_WORLD_RANK" in env:  # launched by Open MPI's mpirun
+            env["RANK"] = env["OMPI_COMM_WORLD_RANK"]
+            env["WORLD_SIZE"] = env["OMPI_COMM_WORLD_SIZE"]
+            env["LOCAL_RANK"] = env["OMPI_COMM_WORLD_LOCAL_RANK"]
+            env["LOCAL_WORLD_SIZE"] = env.get("OMPI_COMM_WORLD_LOCAL_SIZE", env["WORLD_SIZE"])
+            os.environ.update({k: env[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")})
         if not all(k in env for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")):
             return cls()
         world_size = int(env["WORLD_SIZE"])

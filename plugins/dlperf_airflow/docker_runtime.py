@@ -9,14 +9,17 @@ watchdog sees progress; containers are always removed.
 
 from __future__ import annotations
 
+import io
+import tarfile
 import threading
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from docker.errors import APIError, NotFound
 from docker.types import DeviceRequest, Mount, Ulimit
 
 from airflow.providers.docker.hooks.docker import DockerHook
 from dlperf_core.container import ContainerSpec
+from dlperf_core.gpu_memory import QUERY_COMMAND, GpuMemoryPeak
 from dlperf_core.inventory import Inventory
 from dlperf_core.runtime.base import CaseJob, CaseOutcome, run_supervised
 
@@ -41,6 +44,22 @@ def host_config_for(client, spec: ContainerSpec) -> dict:
         mounts=[Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only) for m in spec.mounts]
         or None,
     )
+
+
+def tar_of(files) -> bytes:
+    """A tar archive (paths relative to /, owned by root) of ContainerFiles, for ``put_archive``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        dirs = sorted({str(PurePosixPath(f.path).parent) for f in files})
+        for d in dirs:
+            info = tarfile.TarInfo(d.lstrip("/"))
+            info.type, info.mode = tarfile.DIRTYPE, 0o700
+            tar.addfile(info)
+        for f in files:
+            info = tarfile.TarInfo(f.path.lstrip("/"))
+            info.size, info.mode = len(f.content), f.mode
+            tar.addfile(info, io.BytesIO(f.content))
+    return buf.getvalue()
 
 
 def ensure_network(client, name: str) -> None:
@@ -82,6 +101,8 @@ class ContainerProcess:
             detach=True,
         )
         self.id = container["Id"]
+        if spec.files:
+            self._client.put_archive(self.id, "/", tar_of(spec.files))
         self._client.start(self.id)
         self._log_thread = threading.Thread(target=self._stream_log, args=(docker_url,), daemon=True)
         self._log_thread.start()
@@ -126,6 +147,32 @@ class ContainerProcess:
             pass
 
 
+class GpuMemorySampler:
+    """Runs ``nvidia-smi`` in a container every ``period_s`` and feeds the shared peak (the seed's GPU memory
+    column, measured instead of read off a screen). Stops on :meth:`stop` or when the container is gone."""
+
+    def __init__(self, docker_url: str, container_id: str, peak: GpuMemoryPeak, period_s: float = 2.0):
+        self._client = docker_client(docker_url)
+        self._id = container_id
+        self._peak = peak
+        self._period = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._period):
+            try:
+                exec_id = self._client.exec_create(self._id, list(QUERY_COMMAND), stdout=True, stderr=False)
+                self._peak.feed(self._client.exec_start(exec_id).decode(errors="replace"))
+            except (APIError, NotFound):
+                return  # the container ended (or has no nvidia-smi): keep what was sampled
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
 class DockerRuntime:
     """Runs case jobs as containers on each node's Docker Engine."""
 
@@ -142,22 +189,48 @@ class DockerRuntime:
         return max(1, int(ncpu) // max(1, processes))
 
     def execute(self, job: CaseJob) -> CaseOutcome:
+        peak = GpuMemoryPeak()
+        samplers: list[GpuMemorySampler] = []
+
         def start(i: int) -> ContainerProcess:
             launch, spec = job.launches[i], job.containers[i]
-            return ContainerProcess(launch.node.docker_url, spec, job.log_dir / f"node{launch.node_rank}.log")
+            proc = ContainerProcess(launch.node.docker_url, spec, job.log_dir / f"node{launch.node_rank}.log")
+            if spec.gpus:  # nvidia nodes: sample nvidia-smi in the container while the case runs
+                samplers.append(GpuMemorySampler(launch.node.docker_url, proc.id, peak))
+            return proc
 
-        return run_supervised(job, start, poll_s=0.5)
+        try:
+            outcome = run_supervised(job, start, poll_s=0.5)
+        finally:
+            for sampler in samplers:
+                sampler.stop()
+        outcome.gpu_memory_peak_mb = peak.peak_mb
+        return outcome
 
     def cleanup(self, labels: dict[str, str]) -> list[str]:
-        """Remove every container carrying ``labels`` on every node; return their names."""
+        """Remove every container carrying ``labels`` on every node; return their names.
+
+        A node whose engine does not answer does not stop the sweep of the others; the cleanup then fails
+        naming it, so the leftover containers on it are not forgotten."""
         removed = []
+        unreachable = []
         filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
         for url in dict.fromkeys(n.docker_url for n in self.inventory.nodes):
-            client = docker_client(url)
-            for c in client.containers(all=True, filters=filters):
+            try:
+                client = docker_client(url)
+                found = client.containers(all=True, filters=filters)
+            except Exception as exc:  # the engine is down or unreachable: sweep the other nodes first
+                unreachable.append(f"{url} ({type(exc).__name__}: {exc})")
+                continue
+            for c in found:
                 try:
                     client.remove_container(c["Id"], force=True)
                     removed.append(c["Names"][0].lstrip("/"))
                 except NotFound:
                     pass
+        if unreachable:
+            raise RuntimeError(
+                f"removed {len(removed)} container(s); could not reach the Docker engine of "
+                + "; ".join(unreachable)
+            )
         return removed

@@ -1,0 +1,43 @@
+"""``dlperf commands SUITE``: print the exact command and container of every node of every case (dry run)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _cmd_commands(args: argparse.Namespace) -> int:
+    from dlperf_core.commands import suite_commands
+    from dlperf_core.errors import ConfigError
+    from dlperf_core.inventory import load_inventory
+    from dlperf_core.plan import PlanFilters
+    from dlperf_core.suite import load_suite
+
+    try:
+        suite = load_suite(args.suite)
+        inventory_path = args.inventory or suite.inventory_path()
+        if inventory_path is None:
+            raise ConfigError(args.suite, ["no inventory: give --inventory or set one in the suite"])
+        inventory = load_inventory(inventory_path)
+        filters = PlanFilters(
+            frameworks=tuple(args.framework or ()),
+            precisions=tuple(args.precision or ()),
+            topologies=tuple(args.topology or ()),
+        )
+        print(suite_commands(suite, inventory, filters))
+    except (ConfigError, ValueError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return 0
+
+
+def add_commands_parser(sub) -> None:
+    cmd = sub.add_parser(
+        "commands", help="print every node's command and container settings for a suite's cases (nothing runs)"
+    )
+    cmd.add_argument("suite", help="suite YAML file")
+    cmd.add_argument("--inventory", help="node inventory (default: the suite's)")
+    cmd.add_argument("--framework", action="append", help="only this framework (repeatable)")
+    cmd.add_argument("--precision", action="append", help="only this precision (repeatable)")
+    cmd.add_argument("--topology", action="append", help="only this topology, e.g. 2n8g (repeatable)")
+    cmd.set_defaults(func=_cmd_commands)

