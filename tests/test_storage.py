@@ -55,8 +55,10 @@ def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            conn.exec_driver_sql("DROP VIEW IF EXISTS case_summary")
-            for table in ("results", "benchmark_runs", "dlperf_alembic_version"):
+            for view in ("open_regressions", "nightly_history", "latest_summary", "case_summary"):
+                conn.exec_driver_sql(f"DROP VIEW IF EXISTS {view}")
+            for table in ("regressions", "results", "environments", "benchmark_runs",
+                          "dlperf_alembic_version"):
                 conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
     finally:
         engine.dispose()
@@ -116,7 +118,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert current_revision(engine) is None
         upgrade(db_url)
         upgrade(db_url)  # idempotent
-        assert current_revision(db_url) == head_revision() == "0001"
+        assert current_revision(db_url) == head_revision() == "0002"
         inspector = sa.inspect(engine)
         assert {"benchmark_runs", "results"} <= set(inspector.get_table_names())
         assert "case_summary" in inspector.get_view_names()
@@ -129,7 +131,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert "case_summary" not in inspector.get_view_names()
 
         upgrade(engine)  # and back up again, through an Engine
-        assert current_revision(engine) == "0001"
+        assert current_revision(engine) == "0002"
     finally:
         engine.dispose()
 
@@ -300,14 +302,20 @@ def expected_summary(records: list[ResultRecord]) -> pd.DataFrame:
         n=("status", lambda s: int((s == "ok").sum())),
         n_failed=("status", lambda s: int((s == "failed").sum())),
     )
+    ok = frame[frame["status"] == "ok"]
     stats = (
-        frame[frame["status"] == "ok"]
-        .groupby(CASE_KEYS)["throughput"]
+        ok.groupby(CASE_KEYS)["throughput"]
         .agg(median_throughput="median", mean_throughput="mean",
-             min_throughput="min", max_throughput="max")
+             min_throughput="min", max_throughput="max", stdev_throughput="std")
         .reset_index()
     )
+    memory = ok.groupby(CASE_KEYS)["gpu_memory_peak_mb"].max().rename("gpu_memory_peak_mb")
+    environment = frame.groupby(CASE_KEYS)["environment_id"].max().rename("environment_id")
     out = cases.merge(stats, on=CASE_KEYS, how="left")
+    out = out.merge(memory.reset_index(), on=CASE_KEYS, how="left")
+    out = out.merge(environment.reset_index(), on=CASE_KEYS, how="left")
+    out["cv"] = out["stdev_throughput"] / out["mean_throughput"]
+    out["environment_id"] = out["environment_id"].astype("Int64")
     out["total_gpus"] = out["nodes"] * out["gpus_per_node"]
     single = out[(out["nodes"] == 1) & (out["gpus_per_node"] == 1)]
     baseline = single[BASELINE_KEYS + ["median_throughput"]].rename(

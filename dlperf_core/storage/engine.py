@@ -8,6 +8,8 @@ instead of failing on a lock upgrade). The folder of a SQLite file is created wh
 
 from __future__ import annotations
 
+import math
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +28,11 @@ def _sqlite_file(database: str | None) -> Path | None:
     return Path(database)
 
 
+def _sqrt(value: float | None) -> float | None:
+    """sqrt for SQLite builds without math functions (NULL and negatives give NULL, as there)."""
+    return None if value is None or value < 0 else math.sqrt(value)
+
+
 def make_engine(url: str) -> Engine:
     """Create an engine for ``url`` with the dlperf SQLite settings (see module docstring)."""
     parsed = make_url(url)
@@ -41,6 +48,10 @@ def make_engine(url: str) -> Engine:
         dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA foreign_keys=ON")
+        try:
+            cursor.execute("SELECT sqrt(4.0)")  # the case_summary view's stdev needs it
+        except sqlite3.OperationalError:  # SQLite built without its math functions
+            dbapi_connection.create_function("sqrt", 1, _sqrt, deterministic=True)
         cursor.close()
 
     @event.listens_for(engine, "begin")

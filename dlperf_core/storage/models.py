@@ -1,13 +1,17 @@
 """SQLAlchemy 2 declarative models of the dlperf results database.
 
-Two tables and one view:
+Four tables and four views (docs/schema.md has the diagram):
 
 * ``benchmark_runs``: one row per benchmark run (an Airflow DAG run, or a CLI run), unique on
   ``(dag_id, run_id)``.
 * ``results``: one row per measured repeat of one case, unique on
-  ``(dag_id, run_id, case_key, repeat)``.
-* ``case_summary``: a read-only view (created by the Alembic migration, never by ``create_all``)
-  with per-case statistics; :data:`case_summary` describes its columns for typed reads.
+  ``(dag_id, run_id, case_key, repeat)``, linked to the environment it ran in.
+* ``environments``: one row per distinct environment (GPUs, driver, CUDA/cuDNN/NCCL, framework,
+  image digest, hosts...), unique on its content hash.
+* ``regressions``: the verdicts of regression detection, one per run and case at most.
+* views (created by the Alembic migrations, never by ``create_all``): ``case_summary``,
+  ``latest_summary``, ``nightly_history``, ``open_regressions``; the ``Table`` objects below
+  describe their columns for typed reads.
 
 The schema itself is owned by the Alembic migrations in ``migrations/versions``; these models must
 stay in step with them (a test compares the two).
@@ -15,11 +19,14 @@ stay in step with them (a test compares the two).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
+    Date,
     Column,
     DateTime,
     Float,
@@ -49,6 +56,22 @@ RUN_STATUSES: tuple[str, ...] = ("running", "success", "failed")
 
 RESULT_STATUSES: tuple[str, ...] = ("ok", "failed")
 """Allowed values of ``results.status``."""
+
+REGRESSION_STATUSES: tuple[str, ...] = ("open", "closed")
+"""Allowed values of ``regressions.status``."""
+
+DIRECTIONS: tuple[str, ...] = ("slower", "faster")
+"""Allowed values of ``regressions.direction``."""
+
+CONFIGURATION_COLUMNS: tuple[str, ...] = (
+    "framework",
+    "model",
+    "precision",
+    "batch_size_per_device",
+    "nodes",
+    "gpus_per_node",
+)
+"""The columns that name a benchmark configuration (what a history and a regression are about)."""
 
 
 def utcnow() -> datetime:
@@ -80,9 +103,40 @@ class BenchmarkRun(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     status: Mapped[str] = mapped_column(String(16), nullable=False)
+    triggered_by: Mapped[str | None] = mapped_column(Text, nullable=True)
+    report_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )
+
+
+class StoredEnvironment(Base):
+    """One distinct environment (see :class:`dlperf_core.environment.Environment`), stored once."""
+
+    __tablename__ = "environments"
+    __table_args__ = (UniqueConstraint("content_hash"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    captured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    framework: Mapped[str | None] = mapped_column(Text, nullable=True)
+    framework_version: Mapped[str | None] = mapped_column(Text, nullable=True)
+    image: Mapped[str | None] = mapped_column(Text, nullable=True)
+    image_digest: Mapped[str | None] = mapped_column(Text, nullable=True)
+    hostnames: Mapped[str | None] = mapped_column(Text, nullable=True)
+    gpu_model: Mapped[str | None] = mapped_column(Text, nullable=True)
+    gpu_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    driver_version: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cuda_version: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cudnn_version: Mapped[str | None] = mapped_column(Text, nullable=True)
+    nccl_version: Mapped[str | None] = mapped_column(Text, nullable=True)
+    power_limit_w: Mapped[float | None] = mapped_column(Float, nullable=True)
+    sm_clock_max_mhz: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cpu_model: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cpu_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    memory_total_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
+    missing: Mapped[str | None] = mapped_column(Text, nullable=True)
+    data: Mapped[dict] = mapped_column(JSON, nullable=False)
 
 
 class Result(Base):
@@ -100,16 +154,12 @@ class Result(Base):
             "batch_size_per_device >= 1 AND nodes >= 1 AND gpus_per_node >= 1 AND repeat >= 0",
             name="shape",
         ),
-        Index(None, "dag_id", "run_id"),
-        Index(
-            "ix_results_case_shape",
-            "framework",
-            "model",
-            "precision",
-            "batch_size_per_device",
-            "nodes",
-            "gpus_per_node",
-        ),
+        # case_summary for one run (by run_id alone or dag_id + run_id) and its 1n1g baseline
+        Index("ix_results_run_configuration", "run_id", "dag_id", *CONFIGURATION_COLUMNS),
+        # nightly_history and latest_summary: one configuration's rows, newest first
+        Index("ix_results_configuration_started", *CONFIGURATION_COLUMNS, "started_at"),
+        Index(None, "environment_id"),
+        Index(None, "benchmark_run_id"),  # the FK: a run's rows, and ON DELETE CASCADE
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -134,6 +184,10 @@ class Result(Base):
     log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    environment_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("environments.id", ondelete="SET NULL"), nullable=True
+    )
+    gpu_memory_peak_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )
@@ -143,6 +197,52 @@ class Result(Base):
         default=utcnow,
         onupdate=utcnow,
         server_default=func.now(),
+    )
+
+
+class Regression(Base):
+    """A change of one configuration's median outside its nightly noise (dlperf_core.regression)."""
+
+    __tablename__ = "regressions"
+    __table_args__ = (
+        UniqueConstraint("benchmark_run_id", "case_key"),
+        CheckConstraint("status IN ('open', 'closed')", name="status"),
+        CheckConstraint("direction IN ('slower', 'faster')", name="direction"),
+        Index("ix_regressions_configuration_status", *CONFIGURATION_COLUMNS, "status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    benchmark_run_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("benchmark_runs.id", ondelete="CASCADE"), nullable=False
+    )
+    dag_id: Mapped[str] = mapped_column(String(250), nullable=False)
+    run_id: Mapped[str] = mapped_column(String(250), nullable=False)
+    framework: Mapped[str] = mapped_column(Text, nullable=False)
+    model: Mapped[str] = mapped_column(Text, nullable=False)
+    precision: Mapped[str] = mapped_column(Text, nullable=False)
+    batch_size_per_device: Mapped[int] = mapped_column(Integer, nullable=False)
+    nodes: Mapped[int] = mapped_column(Integer, nullable=False)
+    gpus_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
+    case_key: Mapped[str] = mapped_column(Text, nullable=False)
+    night: Mapped[date] = mapped_column(Date, nullable=False)
+    median_throughput: Mapped[float] = mapped_column(Float, nullable=False)
+    baseline_median: Mapped[float] = mapped_column(Float, nullable=False)
+    baseline_mad: Mapped[float] = mapped_column(Float, nullable=False)
+    baseline_nights: Mapped[int] = mapped_column(Integer, nullable=False)
+    change_pct: Mapped[float] = mapped_column(Float, nullable=False)
+    robust_z: Mapped[float] = mapped_column(Float, nullable=False)
+    direction: Mapped[str] = mapped_column(String(16), nullable=False)
+    environment_changed: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    environment_changes: Mapped[str | None] = mapped_column(Text, nullable=True)
+    environment_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("environments.id", ondelete="SET NULL"), nullable=True
+    )
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    last_seen_run_id: Mapped[str | None] = mapped_column(String(250), nullable=True)
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    closed_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )
 
 
@@ -171,7 +271,54 @@ case_summary = Table(
     Column("max_throughput", Float),
     Column("speedup", Float),
     Column("scaling_efficiency", Float),
+    Column("stdev_throughput", Float),
+    Column("cv", Float),
+    Column("gpu_memory_peak_mb", Float),
+    Column("environment_id", Integer),
 )
 
 CASE_SUMMARY_COLUMNS: tuple[str, ...] = tuple(c.name for c in case_summary.columns)
 """Column names of the ``case_summary`` view, in order."""
+
+#: ``latest_summary`` (migration 0002): per configuration, the case_summary row of the run that
+#: measured it last, with that run's start and trigger.
+latest_summary = Table(
+    "latest_summary",
+    view_metadata,
+    *(Column(c.name, c.type) for c in case_summary.columns),
+    Column("started_at", DateTime(timezone=True)),
+    Column("trigger", Text),
+)
+
+#: ``nightly_history`` (migration 0002): per configuration and scheduled run, the night's figures.
+nightly_history = Table(
+    "nightly_history",
+    view_metadata,
+    Column("framework", Text),
+    Column("model", Text),
+    Column("precision", Text),
+    Column("batch_size_per_device", Integer),
+    Column("nodes", Integer),
+    Column("gpus_per_node", Integer),
+    Column("case_key", Text),
+    Column("night", Date),
+    Column("started_at", DateTime(timezone=True)),
+    Column("dag_id", String(250)),
+    Column("run_id", String(250)),
+    Column("run_status", String(16)),
+    Column("median_throughput", Float),
+    Column("n", BigInteger),
+    Column("n_failed", BigInteger),
+    Column("speedup", Float),
+    Column("scaling_efficiency", Float),
+    Column("environment_id", Integer),
+)
+
+#: ``open_regressions`` (migration 0002): the regressions still open, with their run's start.
+open_regressions = Table(
+    "open_regressions",
+    view_metadata,
+    *(Column(c.name, c.type) for c in Regression.__table__.columns),
+    Column("run_started_at", DateTime(timezone=True)),
+    Column("trigger", Text),
+)

@@ -25,6 +25,8 @@ class BenchmarkRunRecord:
     started_at: datetime
     finished_at: datetime | None = None
     status: str = "running"  # "running" | "success" | "failed"
+    triggered_by: str | None = None  # who: the triggering user, "scheduler", "cli", ...
+    report_path: str | None = None  # kept as stored when None (set by ResultStore.set_report_path)
 
     def __post_init__(self) -> None:
         if self.status not in RUN_STATUSES:
@@ -60,6 +62,8 @@ class ResultRecord:
     log_path: str | None = None
     started_at: datetime
     finished_at: datetime | None = None
+    environment_id: int | None = None  # row of ``environments`` (ResultStore.upsert_environment)
+    gpu_memory_peak_mb: float | None = None  # peak GPU memory used, sampled during the run (MiB)
     benchmark_run: BenchmarkRunRecord | None = None
 
     def __post_init__(self) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import pandas as pd
 from sqlalchemy import Connection, Engine, Select, select, update
@@ -22,8 +22,23 @@ from sqlalchemy.exc import OperationalError
 
 from dlperf_core.storage import migrate
 from dlperf_core.storage.engine import make_engine, write_transaction
-from dlperf_core.storage.models import RUN_STATUSES, BenchmarkRun, Result, case_summary
+from dlperf_core.storage.models import (
+    CONFIGURATION_COLUMNS,
+    RUN_STATUSES,
+    BenchmarkRun,
+    Regression,
+    Result,
+    StoredEnvironment,
+    case_summary,
+    latest_summary,
+    nightly_history,
+    open_regressions,
+)
 from dlperf_core.storage.records import BenchmarkRunRecord, ResultRecord
+
+if TYPE_CHECKING:
+    from dlperf_core.environment import Environment
+    from dlperf_core.regression import Verdict
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -43,6 +58,9 @@ _SUMMARY_FLOATS = (
     "max_throughput",
     "speedup",
     "scaling_efficiency",
+    "stdev_throughput",
+    "cv",
+    "gpu_memory_peak_mb",
 )
 
 
@@ -139,9 +157,10 @@ class ResultStore:
         values = _run_values(run)
         with write_transaction(self.engine) as conn:
             stmt = _insert(conn, BenchmarkRun).values(**values)
+            keep = set(_RUN_KEY) | ({"report_path"} if run.report_path is None else set())
             stmt = stmt.on_conflict_do_update(
                 index_elements=list(_RUN_KEY),
-                set_={k: stmt.excluded[k] for k in values if k not in _RUN_KEY},
+                set_={k: stmt.excluded[k] for k in values if k not in keep},
             )
             conn.execute(stmt)
             return self._run_pk(conn, run.dag_id, run.run_id)
@@ -160,6 +179,52 @@ class ResultStore:
         )
         with write_transaction(self.engine) as conn:
             return conn.execute(stmt).rowcount > 0
+
+    @_retry
+    def set_report_path(self, dag_id: str, run_id: str, path: str | None) -> bool:
+        """Record where the run's report was written. False if no such run."""
+        stmt = (
+            update(BenchmarkRun)
+            .where(BenchmarkRun.dag_id == dag_id, BenchmarkRun.run_id == run_id)
+            .values(report_path=path)
+        )
+        with write_transaction(self.engine) as conn:
+            return conn.execute(stmt).rowcount > 0
+
+    @_retry
+    def upsert_environment(self, environment: Environment, captured_at: datetime | None = None) -> int:
+        """Store ``environment`` once (unique content hash) and return its id; an environment that is
+        already stored keeps its row (and its first ``captured_at``)."""
+        data = environment.to_dict()
+        values = {
+            "content_hash": environment.content_hash,
+            "captured_at": _utc(captured_at or _now()),
+            "framework": environment.framework,
+            "framework_version": environment.framework_version,
+            "image": environment.image,
+            "image_digest": environment.image_digest,
+            "hostnames": ",".join(environment.hostnames) or None,
+            "gpu_model": environment.gpu_model,
+            "gpu_count": environment.gpu_count,
+            "driver_version": environment.driver_version,
+            "cuda_version": environment.cuda_version,
+            "cudnn_version": environment.cudnn_version,
+            "nccl_version": environment.nccl_version,
+            "power_limit_w": environment.power_limit_w,
+            "sm_clock_max_mhz": environment.sm_clock_max_mhz,
+            "cpu_model": environment.cpu_model,
+            "cpu_count": environment.cpu_count,
+            "memory_total_mb": environment.memory_total_mb,
+            "missing": "; ".join(environment.missing) or None,
+            "data": data,
+        }
+        with write_transaction(self.engine) as conn:
+            stmt = _insert(conn, StoredEnvironment).values(**values)
+            conn.execute(stmt.on_conflict_do_nothing(index_elements=["content_hash"]))
+            key = select(StoredEnvironment.id).where(
+                StoredEnvironment.content_hash == values["content_hash"]
+            )
+            return int(conn.execute(key).scalar_one())
 
     @_retry
     def upsert_result(self, result: ResultRecord) -> int:
@@ -267,6 +332,7 @@ class ResultStore:
         frame = self._frame(stmt)
         for column in _SUMMARY_FLOATS:
             frame[column] = frame[column].astype("float64")
+        frame["environment_id"] = frame["environment_id"].astype("Int64")
         return frame
 
     def results(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
@@ -285,4 +351,180 @@ class ResultStore:
         for column in ("throughput", "reported_throughput"):
             frame[column] = frame[column].astype("float64")
         frame["iterations"] = frame["iterations"].astype("Int64")
+        frame["environment_id"] = frame["environment_id"].astype("Int64")
+        frame["gpu_memory_peak_mb"] = frame["gpu_memory_peak_mb"].astype("float64")
         return frame
+
+    # ------------------------------------------------------------------ runs, environments
+
+    def run_info(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
+        """The ``benchmark_runs`` row of ``(dag_id, run_id)`` as a dict, or None."""
+        stmt = select(BenchmarkRun.__table__).where(
+            BenchmarkRun.dag_id == dag_id, BenchmarkRun.run_id == run_id
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(stmt).mappings().first()
+        if row is None:
+            return None
+        info = dict(row)
+        info["started_at"] = _utc(info["started_at"])
+        return info
+
+    def environments(self, ids: Iterable[int] | None = None) -> pd.DataFrame:
+        """Rows of ``environments`` (those with ``ids`` if given), ordered by id."""
+        table = StoredEnvironment.__table__
+        stmt = select(table).order_by(table.c.id)
+        if ids is not None:
+            stmt = stmt.where(table.c.id.in_(sorted(set(ids))))
+        return self._frame(stmt)
+
+    # ------------------------------------------------------------------ views
+
+    def latest_summary(self) -> pd.DataFrame:
+        """``latest_summary``: per configuration, the summary of the run that measured it last."""
+        view = latest_summary.c
+        stmt = select(latest_summary).order_by(
+            *(view[c] for c in CONFIGURATION_COLUMNS), view.case_key
+        )
+        frame = self._frame(stmt)
+        for column in _SUMMARY_FLOATS:
+            frame[column] = frame[column].astype("float64")
+        frame["environment_id"] = frame["environment_id"].astype("Int64")
+        frame["started_at"] = _utc_column(frame["started_at"])
+        return frame
+
+    def history(
+        self,
+        framework: str | None = None,
+        model: str | None = None,
+        precision: str | None = None,
+        batch: int | None = None,
+        nodes: int | None = None,
+        gpus_per_node: int | None = None,
+        nights: int | None = 30,
+        before: datetime | None = None,
+    ) -> pd.DataFrame:
+        """``nightly_history`` of the matching configurations: per configuration its last ``nights``
+        scheduled runs (None: all), oldest first; with ``before``, only runs started before it."""
+        view = nightly_history.c
+        stmt = select(nightly_history)
+        wanted = {
+            "framework": framework,
+            "model": model,
+            "precision": precision,
+            "batch_size_per_device": batch,
+            "nodes": nodes,
+            "gpus_per_node": gpus_per_node,
+        }
+        for column, value in wanted.items():
+            if value is not None:
+                stmt = stmt.where(view[column] == value)
+        if before is not None:
+            stmt = stmt.where(view.started_at < _utc(before))
+        order = [view[c] for c in CONFIGURATION_COLUMNS]
+        stmt = stmt.order_by(*order, view.case_key, view.started_at, view.run_id)
+        frame = self._frame(stmt)
+        frame["started_at"] = _utc_column(frame["started_at"])
+        frame["night"] = pd.to_datetime(frame["night"]).dt.date
+        for column in ("median_throughput", "speedup", "scaling_efficiency"):
+            frame[column] = frame[column].astype("float64")
+        frame["environment_id"] = frame["environment_id"].astype("Int64")
+        if nights is not None and len(frame):
+            keys = [*CONFIGURATION_COLUMNS, "case_key"]
+            frame = frame.groupby(keys, sort=False, dropna=False).tail(nights).reset_index(drop=True)
+        return frame
+
+    def regressions(self, run_id: str | None = None, open_only: bool = True) -> pd.DataFrame:
+        """Stored regression verdicts (of ``run_id`` if given; only open ones by default)."""
+        source = open_regressions if open_only else Regression.__table__
+        stmt = select(source)
+        if run_id is not None:
+            stmt = stmt.where(source.c.run_id == run_id)
+        stmt = stmt.order_by(source.c.night, source.c.id)
+        frame = self._frame(stmt)
+        for column in ("closed_at", "created_at", *(("run_started_at",) if open_only else ())):
+            frame[column] = _utc_column(frame[column])
+        frame["environment_changed"] = frame["environment_changed"].astype(bool)
+        return frame
+
+    # ------------------------------------------------------------------ regressions
+
+    def open_regression(self, configuration: dict[str, Any]) -> dict[str, Any] | None:
+        """The newest open regression of ``configuration`` (the CONFIGURATION_COLUMNS), or None."""
+        table = Regression.__table__
+        stmt = (
+            select(table)
+            .where(table.c.status == "open", *(table.c[c] == configuration[c] for c in CONFIGURATION_COLUMNS))
+            .order_by(table.c.night.desc(), table.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(stmt).mappings().first()
+        return None if row is None else dict(row)
+
+    @_retry
+    def record_regression(
+        self,
+        dag_id: str,
+        run_id: str,
+        case: dict[str, Any],
+        verdict: Verdict,
+        environment_id: int | None = None,
+    ) -> int:
+        """Store a new regression of ``case`` (CONFIGURATION_COLUMNS + case_key) found in run
+        ``(dag_id, run_id)``; idempotent on (run, case_key). Returns its id."""
+        values = {
+            "dag_id": dag_id,
+            "run_id": run_id,
+            **{c: case[c] for c in (*CONFIGURATION_COLUMNS, "case_key")},
+            "night": verdict.night,
+            "median_throughput": verdict.median_throughput,
+            "baseline_median": verdict.baseline_median,
+            "baseline_mad": verdict.baseline_mad,
+            "baseline_nights": verdict.baseline_nights,
+            "change_pct": verdict.change_pct,
+            "robust_z": verdict.robust_z,
+            "direction": verdict.direction,
+            "environment_changed": verdict.environment_changed,
+            "environment_changes": "; ".join(verdict.environment_changes) or None,
+            "environment_id": environment_id,
+            "status": "open",
+            "last_seen_run_id": run_id,
+        }
+        with write_transaction(self.engine) as conn:
+            values["benchmark_run_id"] = self._run_pk(conn, dag_id, run_id)
+            stmt = _insert(conn, Regression).values(**values)
+            keys = ["benchmark_run_id", "case_key"]
+            set_ = {k: stmt.excluded[k] for k in values if k not in keys}
+            conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=set_))
+            key = select(Regression.id).where(
+                Regression.benchmark_run_id == values["benchmark_run_id"],
+                Regression.case_key == values["case_key"],
+            )
+            return int(conn.execute(key).scalar_one())
+
+    @_retry
+    def touch_regression(self, regression_id: int, run_id: str) -> None:
+        """Note that run ``run_id`` still shows the open regression ``regression_id``."""
+        stmt = update(Regression).where(Regression.id == regression_id).values(last_seen_run_id=run_id)
+        with write_transaction(self.engine) as conn:
+            conn.execute(stmt)
+
+    @_retry
+    def close_regression(
+        self, regression_id: int, reason: str, closed_at: datetime | None = None
+    ) -> bool:
+        """Close a regression (recovered, accepted, ...). False if there is no such open one."""
+        stmt = (
+            update(Regression)
+            .where(Regression.id == regression_id, Regression.status == "open")
+            .values(status="closed", closed_reason=reason, closed_at=_utc(closed_at or _now()))
+        )
+        with write_transaction(self.engine) as conn:
+            return conn.execute(stmt).rowcount > 0
+
+
+def _utc_column(values: pd.Series) -> pd.Series:
+    """A timestamp column as UTC datetimes (SQLite hands back naive text, PostgreSQL aware values)."""
+    return pd.to_datetime(values, utc=True).astype("datetime64[us, UTC]")
+

@@ -1,0 +1,79 @@
+"""The report as JSON: the run, and per framework the DLPerf result JSON (per model and case:
+average_speed, median_speed, speedup, batch_size_per_device, 2 decimals) built by
+:func:`dlperf_core.dlperf_folder.result_json` from the run's repeats, plus the case summary and the run's
+regressions."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dlperf_core.dlperf_folder import FolderLog, RepeatFigure, result_json
+from dlperf_core.reporting.data import ReportData
+
+
+def repeat_figures(results: pd.DataFrame) -> list[RepeatFigure]:
+    """The run's repeats as the DLPerf JSON builder's input (a failed repeat has no throughput)."""
+    figures = []
+    for r in results.itertuples():
+        log = FolderLog(
+            path=Path(r.log_path or ""),
+            model=r.model,
+            batch_size_per_device=int(r.batch_size_per_device),
+            precision=r.precision,
+            nodes=int(r.nodes),
+            gpus_per_node=int(r.gpus_per_node),
+            repeat=int(r.repeat),
+        )
+        figures.append(RepeatFigure(log, float(r.throughput) if r.status == "ok" else None))
+    return figures
+
+
+def dlperf_result_json(results: pd.DataFrame) -> dict[str, dict[str, dict]]:
+    """``{framework: DLPerf result JSON}``: one DLPerf JSON per framework, as each seed report had."""
+    if results.empty:
+        return {}
+    return {
+        str(framework): result_json(repeat_figures(group))
+        for framework, group in results.groupby("framework", sort=True)
+    }
+
+
+def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
+    """JSON-ready records of a frame (NaN as null, timestamps ISO), None for None."""
+    if frame is None:
+        return None
+    return json.loads(frame.to_json(orient="records", date_format="iso"))
+
+
+def report_json(data: ReportData) -> dict[str, Any]:
+    """The JSON document of one run's report."""
+    regressions = data.regressions
+    if regressions is not None and not regressions.empty:
+        regressions = regressions[regressions["run_id"] == data.run.run_id]
+    ok = int((data.results["status"] == "ok").sum()) if not data.results.empty else 0
+    return {
+        "run": data.run.as_dict(),
+        "repeats": {"ok": ok, "failed": int(len(data.results) - ok)},
+        "dlperf": dlperf_result_json(data.results),
+        "cases": _records(data.summary),
+        "failed_repeats": _records(data.failed_repeats),
+        "regressions": _records(regressions),
+    }
+
+
+def render_json(data: ReportData) -> str:
+    def strict(value: Any) -> Any:  # json.dumps would write NaN, which is not JSON
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: strict(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [strict(v) for v in value]
+        return value
+
+    return json.dumps(strict(report_json(data)), indent=2, sort_keys=True, allow_nan=False) + "\n"

@@ -1,0 +1,95 @@
+"""The report as one self-contained HTML page: the run, the seed tables, failed repeats, the plots
+(embedded as base64 PNG, so the page can be moved or mailed on its own) and the run's regressions."""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+
+import pandas as pd
+
+from dlperf_core.reporting.data import ReportData
+from dlperf_core.reporting.markdown import PLOT_SECTIONS, no_history_note, run_lines, run_regressions
+from dlperf_core.reporting.plots import Plot
+from dlperf_core.reporting.tables import format_cell, frame_rows, seed_table_frames
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2rem auto;
+       max-width: 1280px; padding: 0 1rem; color: #222; line-height: 1.4; }
+h1 { font-size: 1.6rem; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2rem; margin-top: 2rem; }
+h3 { font-size: 1.05rem; margin-bottom: .4rem; }
+table { border-collapse: collapse; margin: .3rem 0 1rem; font-size: .92rem; }
+th, td { border: 1px solid #ccc; padding: .25rem .6rem; }
+th { background: #f3f5f7; text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+dl.run { display: grid; grid-template-columns: max-content auto; gap: .15rem 1rem; }
+dl.run dt { font-weight: 600; } dl.run dd { margin: 0; }
+.status-success { color: #1e8449; font-weight: 600; } .status-failed { color: #c0392b; font-weight: 600; }
+.status-running { color: #b7950b; font-weight: 600; }
+figure { margin: 1rem 0 2rem; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: .9rem; color: #555; } p.note { color: #555; font-style: italic; }
+"""
+
+
+def html_table(header: list[str], rows: list[list[str]]) -> str:
+    """A table; cells that read as numbers are right-aligned."""
+
+    def cell(value: str) -> str:
+        numeric = value.replace(".", "", 1).replace("-", "", 1).replace("+", "", 1).isdigit()
+        return f'<td class="num">{escape(value)}</td>' if numeric else f"<td>{escape(value)}</td>"
+
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "\n".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in rows)
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+
+
+def frame_html(frame: pd.DataFrame) -> str:
+    rows = [[format_cell(v) for v in row] for row in frame.astype(object).itertuples(index=False)]
+    return html_table([str(c) for c in frame.columns], rows)
+
+
+def image_html(plot: Plot) -> str:
+    encoded = base64.b64encode(plot.path.read_bytes()).decode("ascii")
+    return (
+        f'<figure><img alt="{escape(plot.title)}" src="data:image/png;base64,{encoded}">'
+        f"<figcaption>{escape(plot.title)} ({escape(plot.path.name)})</figcaption></figure>"
+    )
+
+
+def render_html(data: ReportData, plots: list[Plot]) -> str:
+    """The HTML page of one run's report."""
+    run = data.run
+    title = f"dlperf report: {run.suite} ({run.run_id})"
+    body = [f"<h1>{escape(title)}</h1>", '<dl class="run">']
+    for label, value in run_lines(data):
+        css = f' class="status-{escape(value)}"' if label == "status" else ""
+        body.append(f"<dt>{escape(label)}</dt><dd{css}>{escape(value)}</dd>")
+    body.append("</dl>")
+    failed = data.failed_repeats
+    if len(failed):
+        body += ["<h2>Failed repeats</h2>", frame_html(failed)]
+    body.append("<h2>Results</h2>")
+    body.append("<p>samples/s: median of the repeats that succeeded; speedup: that median over the median of "
+                "1 node x 1 GPU of the same framework, model, precision and batch in this run; "
+                "n: repeats measured; failed: repeats that failed (left out, never counted as 0).</p>")
+    tables = seed_table_frames(data.summary)
+    if not tables:
+        body.append('<p class="note">No results stored for this run.</p>')
+    for table in tables:
+        body += [f"<h3>{escape(table.title)}</h3>", html_table(list(table.frame.columns), frame_rows(table.frame))]
+    for kind, heading in PLOT_SECTIONS:
+        shown = [p for p in plots if p.kind == kind]
+        if shown or kind == "history":
+            body.append(f"<h2>{escape(heading)}</h2>")
+        if kind == "history" and (note := no_history_note(data)):
+            body.append(f'<p class="note">{escape(note)}</p>')
+        body += [image_html(p) for p in shown]
+    regressions = run_regressions(data)
+    if regressions is not None:
+        body.append("<h2>Regressions found at this run</h2>")
+        body.append(frame_html(regressions) if len(regressions) else "<p>None.</p>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )

@@ -1,0 +1,89 @@
+"""The report as markdown: the run, the seed tables, failed repeats, regressions, links to the PNGs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from dlperf_core.reporting.data import ReportData
+from dlperf_core.reporting.plots import Plot
+from dlperf_core.reporting.tables import format_cell, markdown_table, seed_table_frames, table_markdown
+
+PLOT_SECTIONS: tuple[tuple[str, str], ...] = (
+    ("scaling", "Scaling: throughput and speedup against GPU count"),
+    ("frameworks", "Frameworks at each topology"),
+    ("history", "Nightly history"),
+)
+"""Plot kinds in the order the report shows them, with their section headings."""
+
+REGRESSION_COLUMNS: tuple[str, ...] = (
+    "case_key", "night", "median_throughput", "baseline_median", "change_pct", "robust_z", "direction",
+    "environment_changed", "status",
+)
+
+
+def run_regressions(data: ReportData) -> pd.DataFrame | None:
+    """The regressions found at this run (None when the store has no regression detection)."""
+    if data.regressions is None:
+        return None
+    if data.regressions.empty:
+        return data.regressions
+    found = data.regressions[data.regressions["run_id"] == data.run.run_id]
+    return found[[c for c in REGRESSION_COLUMNS if c in found.columns]].reset_index(drop=True)
+
+
+def no_history_note(data: ReportData) -> str | None:
+    """Why there is no history plot, or None when there is history."""
+    if data.history is None:
+        return "No history yet: this results database has no nightly history (schema before migration 0002)."
+    if data.history.empty:
+        return "No history yet: none of this run's configurations has a scheduled (nightly) run."
+    return None
+
+
+def run_lines(data: ReportData) -> list[tuple[str, str]]:
+    """(label, value) lines describing the run."""
+    run = data.run
+    ok = int((data.results["status"] == "ok").sum()) if not data.results.empty else 0
+    return [
+        ("DAG run", f"{run.dag_id} / {run.run_id}"),
+        ("suite", run.suite),
+        ("trigger", run.trigger),
+        ("runtime", run.runtime),
+        ("status", run.status),
+        ("started", run.started_at.isoformat(timespec="seconds") if run.started_at else "-"),
+        ("finished", run.finished_at.isoformat(timespec="seconds") if run.finished_at else "-"),
+        ("repeats", f"{ok} ok, {len(data.results) - ok} failed, {len(data.summary)} cases"),
+    ]
+
+
+def frame_markdown(frame: pd.DataFrame) -> str:
+    rows = [[format_cell(v) for v in row] for row in frame.astype(object).itertuples(index=False)]
+    return markdown_table([str(c) for c in frame.columns], rows)
+
+
+def render_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
+    """The markdown report; images are linked relative to ``out_dir`` (where the report is written)."""
+    parts = [f"# dlperf report: {data.run.suite} ({data.run.run_id})", ""]
+    parts += [f"- **{label}**: {value}" for label, value in run_lines(data)]
+    failed = data.failed_repeats
+    if len(failed):
+        parts += ["", "## Failed repeats", "", frame_markdown(failed)]
+    parts += ["", "## Results (samples/s: median of repeats; speedup: vs 1n1g of the same run)", ""]
+    tables = seed_table_frames(data.summary)
+    parts += ["\n\n".join(table_markdown(t) for t in tables) if tables else "(no results)"]
+    for kind, heading in PLOT_SECTIONS:
+        shown = [p for p in plots if p.kind == kind]
+        if shown or kind == "history":
+            parts += ["", f"## {heading}", ""]
+        if kind == "history" and (note := no_history_note(data)):
+            parts += [note]
+        for plot in shown:
+            parts += [f"![{plot.title}]({Path(os.path.relpath(plot.path, out_dir)).as_posix()})", ""]
+    regressions = run_regressions(data)
+    if regressions is not None:
+        parts += ["", "## Regressions found at this run", ""]
+        parts += [frame_markdown(regressions) if len(regressions) else "None."]
+    return "\n".join(parts).rstrip() + "\n"

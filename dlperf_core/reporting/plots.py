@@ -1,0 +1,198 @@
+"""The report's plots as PNG files, drawn with matplotlib's object API (Agg canvas, no pyplot state).
+
+One function per plot; each takes the frames it shows and the file to write, and returns a
+:class:`Plot` (or None when there is nothing to draw):
+
+* :func:`plot_scaling`: throughput and speedup against GPU count, with the ideal (linear) line;
+* :func:`plot_framework_comparison`: throughput of every framework at each topology, min-max of repeats;
+* :func:`plot_history`: nightly median throughput per configuration, regressions marked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: the figures are only ever written to files
+
+import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+DPI = 110
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+SLOWER, FASTER = "#c0392b", "#1e8449"
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One written PNG: what kind of plot, its title (for captions) and its file."""
+
+    kind: str
+    title: str
+    path: Path
+
+
+def topology(nodes: int, gpus_per_node: int) -> str:
+    return f"{int(nodes)}n{int(gpus_per_node)}g"
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    fig.savefig(partial, dpi=DPI, format="png")
+    partial.replace(path)
+    return path
+
+
+def _ok_cases(summary: pd.DataFrame) -> pd.DataFrame:
+    """Cases with a measured median, with total GPU count and topology label."""
+    cases = summary[summary["median_throughput"].notna()].copy()
+    cases["gpus"] = (cases["nodes"] * cases["gpus_per_node"]).astype(int)
+    cases["topology"] = [topology(n, g) for n, g in zip(cases["nodes"], cases["gpus_per_node"])]
+    return cases.sort_values(["gpus", "nodes"])
+
+
+def _gpu_axis(ax: Axes, cases: pd.DataFrame) -> None:
+    """GPU counts on x, each tick also naming the topologies measured there (``2`` / ``1n2g 2n1g``)."""
+    ticks = sorted(set(cases["gpus"]))
+    names = {g: " ".join(dict.fromkeys(cases[cases["gpus"] == g]["topology"])) for g in ticks}
+    ax.set_xticks(ticks, [f"{g}\n{names[g]}" for g in ticks], fontsize=8)
+    ax.set_xlabel("GPUs (topology: nodes n, GPUs per node g; squares: several nodes)")
+    ax.grid(True, alpha=0.3)
+
+
+def _points(ax: Axes, group: pd.DataFrame, y: str, color: str, label: str) -> None:
+    """One framework's line through its cases, circles on one node and squares on several."""
+    ax.plot(group["gpus"], group[y], "-", color=color, label=label)
+    one = group["nodes"] == 1
+    ax.plot(group[one]["gpus"], group[one][y], "o", color=color)
+    ax.plot(group[~one]["gpus"], group[~one][y], "s", color=color)
+
+
+def plot_scaling(summary: pd.DataFrame, title: str, path: Path) -> Plot | None:
+    """Two panels for one model, precision and batch: samples/s and speedup against GPU count, one line
+    per framework through its topologies, and the ideal linear scaling from the framework's 1n1g
+    median (dashed). None when no case has a figure."""
+    cases = _ok_cases(summary)
+    if cases.empty:
+        return None
+    fig = Figure(figsize=(12, 5), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    top = int(cases["gpus"].max())
+    for color, (framework, group) in zip(COLORS * 4, cases.groupby("framework", sort=True)):
+        _points(left, group, "median_throughput", color, str(framework))
+        base = group[(group["nodes"] == 1) & (group["gpus_per_node"] == 1)]["median_throughput"]
+        if len(base):
+            left.plot([1, top], [base.iloc[0], base.iloc[0] * top], "--", color=color, alpha=0.6,
+                      label=f"{framework} ideal")
+        with_speedup = group[group["speedup"].notna()]
+        if len(with_speedup):
+            _points(right, with_speedup, "speedup", color, str(framework))
+    right.plot([1, top], [1, top], "--", color="grey", label="ideal (linear)")
+    left.set_ylabel("samples/s (median of repeats)")
+    left.set_title("Throughput")
+    left.set_ylim(bottom=0)
+    right.set_ylabel("speedup vs 1n1g")
+    right.set_title("Speedup")
+    right.set_ylim(bottom=0)
+    for ax in (left, right):
+        _gpu_axis(ax, cases)
+        ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(title)
+    return Plot("scaling", title, _save(fig, path))
+
+
+def plot_framework_comparison(summary: pd.DataFrame, title: str, path: Path) -> Plot | None:
+    """Grouped bars for one model, precision and batch: samples/s of each framework at each topology,
+    with the min-max range of the repeats as error bars. None when no case has a figure."""
+    cases = _ok_cases(summary)
+    if cases.empty:
+        return None
+    topologies = list(dict.fromkeys(cases["topology"]))
+    frameworks = sorted(cases["framework"].unique())
+    width = 0.8 / len(frameworks)
+    fig = Figure(figsize=(max(7, 1.4 * len(topologies) * max(1, len(frameworks) / 2)), 5), layout="constrained")
+    ax = fig.subplots()
+    for i, (color, framework) in enumerate(zip(COLORS * 4, frameworks)):
+        group = cases[cases["framework"] == framework].set_index("topology")
+        xs, ys, lo, hi = [], [], [], []
+        for x, topo in enumerate(topologies):
+            if topo in group.index:
+                row = group.loc[topo]
+                xs.append(x + (i - (len(frameworks) - 1) / 2) * width)
+                ys.append(row["median_throughput"])
+                lo.append(row["median_throughput"] - row["min_throughput"])
+                hi.append(row["max_throughput"] - row["median_throughput"])
+        bars = ax.bar(xs, ys, width * 0.95, yerr=[lo, hi], capsize=3, color=color, label=str(framework))
+        ax.bar_label(bars, labels=[f"{y:.1f}" for y in ys], fontsize=8, padding=2)
+    ax.set_xticks(range(len(topologies)), topologies)
+    ax.set_xlabel("topology (nodes n, GPUs per node g)")
+    ax.set_ylabel("samples/s (median of repeats; bars: min-max)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    return Plot("frameworks", title, _save(fig, path))
+
+
+def _night_labels(values: pd.Series) -> pd.Series:
+    """Nights (dates or timestamps) as ``YYYY-MM-DD`` labels."""
+    return pd.to_datetime(values.astype(str)).dt.strftime("%Y-%m-%d")
+
+
+def plot_history(history: pd.DataFrame, regressions: pd.DataFrame | None, title: str, path: Path) -> Plot | None:
+    """One panel per topology of one framework, model, precision and batch: the median throughput of
+    each scheduled night, with regressions marked (slower: red down-triangle, faster: green up-triangle,
+    labelled with the change) and environment changes as dotted vertical lines. None without history."""
+    if history is None or history.empty:
+        return None
+    nights = history.copy()
+    nights["night"] = _night_labels(nights["night"])
+    order = sorted(set(nights["night"]))  # one x position per night, evenly spaced
+    position = {night: x for x, night in enumerate(order)}
+    nights["topology"] = [topology(n, g) for n, g in zip(nights["nodes"], nights["gpus_per_node"])]
+    nights = nights.sort_values(["nodes", "gpus_per_node", "night"])
+    topologies = list(dict.fromkeys(nights["topology"]))
+    columns = 1 if len(topologies) == 1 else 2
+    rows = -(-len(topologies) // columns)
+    fig = Figure(figsize=(6.5 * columns, 3.2 * rows + 0.6), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    marks = regressions if regressions is not None else pd.DataFrame()
+    if not marks.empty:
+        marks = marks.copy()
+        marks["night"] = _night_labels(marks["night"])
+        marks = marks[marks["night"].isin(position)]
+        marks["topology"] = [topology(n, g) for n, g in zip(marks["nodes"], marks["gpus_per_node"])]
+    for ax, topo in zip(axes, topologies):
+        line = nights[nights["topology"] == topo]
+        ax.plot(line["night"].map(position), line["median_throughput"], "o-", color=COLORS[0], label="median samples/s")
+        if "environment_id" in line.columns:
+            env = [None if pd.isna(v) else v for v in line["environment_id"].astype(object)]
+            for k in range(1, len(env)):
+                if env[k] != env[k - 1]:
+                    ax.axvline(position[line["night"].iloc[k]] - 0.5, color="grey", linestyle=":", alpha=0.8)
+        if not marks.empty:
+            for direction, marker, color in (("slower", "v", SLOWER), ("faster", "^", FASTER)):
+                hit = marks[(marks["topology"] == topo) & (marks["direction"] == direction)]
+                if len(hit):
+                    ax.scatter(hit["night"].map(position), hit["median_throughput"], marker=marker, s=120, color=color,
+                               zorder=3, label=f"regression ({direction})")
+                    for r in hit.itertuples():
+                        ax.annotate(f"{r.change_pct:+.1f}%", (position[r.night], r.median_throughput), textcoords="offset points",
+                                    xytext=(6, 6), fontsize=8, color=color)
+        centre = float(line["median_throughput"].median())
+        low, high = ax.get_ylim()  # at least +-10 % around the median: run-to-run noise stays flat
+        ax.set_ylim(min(low, centre * 0.9), max(high, centre * 1.1))
+        ax.set_title(topo)
+        ax.set_ylabel("samples/s")
+        ax.grid(True, alpha=0.3)
+        step = max(1, -(-len(order) // 12))  # at most about 12 labels
+        ax.set_xticks(range(0, len(order), step), order[::step], rotation=30, fontsize=8)
+        ax.set_xlim(-0.5, len(order) - 0.5)
+        ax.legend(fontsize=7, loc="lower left")
+    for ax in axes[len(topologies):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{title}: nightly history (dotted line: environment changed)")
+    return Plot("history", title, _save(fig, path))

@@ -1,0 +1,104 @@
+"""Tables shaped like the seed reports: one per framework, model, precision and batch size per device.
+
+    | node_num | gpu_num_per_node | batch_size_per_device | samples/s(pytorch_reference) | speedup | n | failed |
+
+Built as pandas frames from the ``case_summary`` view (one row per case of a run), then rendered as
+markdown here or as HTML by :mod:`dlperf_core.reporting.html`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+GROUP_KEYS: tuple[str, ...] = ("framework", "model", "precision", "batch_size_per_device")
+"""One seed table per distinct value of these summary columns."""
+
+
+def throughput_column(framework: str) -> str:
+    """The seeds' throughput header, e.g. ``samples/s(PyTorch)``."""
+    return f"samples/s({framework})"
+
+
+def seed_columns(framework: str) -> list[str]:
+    """Columns of a seed table, in order: the seeds' five, then repeats counted and failed."""
+    return ["node_num", "gpu_num_per_node", "batch_size_per_device", throughput_column(framework), "speedup", "n", "failed"]
+
+
+@dataclass(frozen=True)
+class SeedTable:
+    """One seed-shaped table: the configuration it is about and its rows (one per topology)."""
+
+    framework: str
+    model: str
+    precision: str
+    batch_size_per_device: int
+    frame: pd.DataFrame
+
+    @property
+    def title(self) -> str:
+        return f"{self.framework} {self.model} {self.precision} batch {self.batch_size_per_device} (median of repeats)"
+
+
+def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
+    """The case summary of one run as seed tables, topologies ordered by nodes, then GPUs per node.
+
+    ``samples/s`` is the median of the ok repeats (NaN when every repeat failed), ``speedup`` the median
+    over the median of the same configuration's 1 node x 1 GPU case (NaN without one)."""
+    if summary is None or summary.empty:
+        return []
+    tables = []
+    for (framework, model, precision, batch), group in summary.groupby(list(GROUP_KEYS), sort=True):
+        group = group.sort_values(["nodes", "gpus_per_node"])
+        frame = pd.DataFrame(
+            {
+                "node_num": group["nodes"].astype(int).to_numpy(),
+                "gpu_num_per_node": group["gpus_per_node"].astype(int).to_numpy(),
+                "batch_size_per_device": group["batch_size_per_device"].astype(int).to_numpy(),
+                throughput_column(framework): group["median_throughput"].astype(float).to_numpy(),
+                "speedup": group["speedup"].astype(float).to_numpy(),
+                "n": group["n"].astype(int).to_numpy(),
+                "failed": group["n_failed"].astype(int).to_numpy(),
+            }
+        )
+        tables.append(SeedTable(str(framework), str(model), str(precision), int(batch), frame))
+    return tables
+
+
+def format_cell(value: object, digits: int = 2) -> str:
+    """A table cell: floats to ``digits`` decimals, missing values as ``-``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A padded markdown table."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def frame_rows(frame: pd.DataFrame) -> list[list[str]]:
+    """The rows of a seed table frame as formatted cells."""
+    return [[format_cell(v.item() if hasattr(v, "item") else v) for v in row] for row in frame.itertuples(index=False)]
+
+
+def table_markdown(table: SeedTable) -> str:
+    """One seed table with its ``###`` heading."""
+    return f"### {table.title}\n\n" + markdown_table(list(table.frame.columns), frame_rows(table.frame))
+
+
+def seed_tables(summary: pd.DataFrame) -> str:
+    """Render a case summary (the ``case_summary`` view) as the seeds' markdown tables."""
+    tables = seed_table_frames(summary)
+    if not tables:
+        return "(no results)"
+    return "\n\n".join(table_markdown(t) for t in tables)

@@ -1,0 +1,181 @@
+"""A durable local spool for results the database could not take.
+
+When writing a result still fails after :class:`~dlperf_core.storage.store.ResultStore`'s retries
+with exponential backoff (database down, network gone), the result is written here as one JSON file,
+atomically (temporary file, ``fsync``, ``rename``, ``fsync`` of the folder), so a crash at any point
+leaves either the whole record or nothing. :meth:`ResultSpool.drain` writes the spooled records to
+the store and deletes each file only after its write committed; results are upserted on
+``(dag_id, run_id, case_key, repeat)``, so draining twice (or a crash between commit and delete)
+adds no duplicate.
+
+The spool folder is ``$DLPERF_SPOOL_DIR`` (default ``.dlperf/spool``), with one sub-folder per
+results database (a hash of its URL without password), so records never drain into another
+database. A file that cannot be read back is renamed ``*.bad`` and kept, never deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import uuid
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import make_url
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from dlperf_core.storage.records import BenchmarkRunRecord, ResultRecord
+from dlperf_core.storage.store import ResultStore
+
+log = logging.getLogger("dlperf.spool")
+
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+"""Errors that mean "the database cannot be reached now" (spool and retry later), unlike a refused
+record (IntegrityError), which is a bug to surface rather than to keep retrying."""
+
+_DATETIME_FIELDS = ("started_at", "finished_at")
+
+
+def default_spool_dir() -> Path:
+    """``$DLPERF_SPOOL_DIR``, else ``<cwd>/.dlperf/spool``."""
+    return Path(os.environ.get("DLPERF_SPOOL_DIR") or Path.cwd() / ".dlperf" / "spool").resolve()
+
+
+def database_key(db_url: str) -> str:
+    """A short, stable name for the database at ``db_url`` (the password is not part of it)."""
+    public = make_url(db_url).render_as_string(hide_password=True)
+    return hashlib.sha256(public.encode()).hexdigest()[:16]
+
+
+def _dates_to_text(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.isoformat() if k in _DATETIME_FIELDS and v is not None else v) for k, v in values.items()}
+
+
+def _dates_from_text(values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: (datetime.fromisoformat(v) if k in _DATETIME_FIELDS and v is not None else v) for k, v in values.items()
+    }
+
+
+def record_to_json(record: ResultRecord) -> str:
+    """``record`` (with its benchmark run, if any) as JSON text."""
+    values = asdict(record)
+    run = values.pop("benchmark_run")
+    values = _dates_to_text(values)
+    values["benchmark_run"] = None if run is None else _dates_to_text(run)
+    return json.dumps(values, sort_keys=True)
+
+
+def record_from_json(text: str) -> ResultRecord:
+    """The inverse of :func:`record_to_json`; raises ValueError/TypeError/KeyError on bad input."""
+    values = json.loads(text)
+    if not isinstance(values, dict):
+        raise ValueError("a spooled record must be a JSON object")
+    run = values.pop("benchmark_run", None)
+    known = {f.name for f in fields(ResultRecord)}
+    unknown = set(values) - known
+    if unknown:
+        raise ValueError(f"unknown fields in spooled record: {sorted(unknown)}")
+    run_record = None if run is None else BenchmarkRunRecord(**_dates_from_text(run))
+    return ResultRecord(**_dates_from_text(values), benchmark_run=run_record)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class DrainReport:
+    """What one :meth:`ResultSpool.drain` did."""
+
+    written: int  # records written to the database and removed from the spool
+    left: int  # records still spooled (the database failed again)
+    bad: int  # files that could not be read back (kept as *.bad)
+
+
+class ResultSpool:
+    """The spool of one results database: ``<root>/<database_key(db_url)>/*.json``."""
+
+    def __init__(self, db_url: str, root: Path | None = None) -> None:
+        self.folder: Path = (root or default_spool_dir()) / database_key(db_url)
+
+    def __repr__(self) -> str:
+        return f"ResultSpool({str(self.folder)!r})"
+
+    def put(self, record: ResultRecord) -> Path:
+        """Write ``record`` durably (tmp + fsync + rename + fsync folder); return its file."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        name = f"{datetime.now().strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:8]}"
+        tmp = self.folder / f".{name}.tmp"
+        final = self.folder / f"{name}.json"
+        data = record_to_json(record).encode()
+        try:
+            with open(tmp, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(self.folder)
+        return final
+
+    def pending(self) -> list[Path]:
+        """Spooled record files, oldest first."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(self.folder.glob("*.json"))
+
+    def drain(self, store: ResultStore) -> DrainReport:
+        """Write every spooled record to ``store``, deleting each file after its commit.
+
+        Stops at the first database-unavailable error (the rest stay spooled; the error is logged,
+        not raised). Unreadable files are renamed ``*.bad`` and counted, never deleted.
+        """
+        written = bad = 0
+        files = self.pending()
+        for i, path in enumerate(files):
+            try:
+                record = record_from_json(path.read_text())
+            except (ValueError, TypeError, KeyError) as exc:
+                path.rename(path.with_suffix(".bad"))
+                log.error("spooled record %s cannot be read (%s); kept as %s", path, exc, path.with_suffix(".bad"))
+                bad += 1
+                continue
+            try:
+                store.upsert_result(record)
+            except DATABASE_UNAVAILABLE as exc:
+                left = len(files) - i
+                log.warning("results database still unavailable; %d results stay spooled in %s: %s",
+                            left, self.folder, str(exc).splitlines()[0])
+                return DrainReport(written=written, left=left, bad=bad)
+            path.unlink()
+            written += 1
+        if written:
+            _fsync_dir(self.folder)
+            log.info("drained %d spooled results from %s", written, self.folder)
+        return DrainReport(written=written, left=0, bad=bad)
+
+
+def store_or_spool(store: ResultStore, record: ResultRecord, spool: ResultSpool) -> Path | None:
+    """Upsert ``record``; if the database stays unavailable after the store's retries, spool it.
+
+    Returns None when it was written, or the spool file that now holds it.
+    """
+    try:
+        store.upsert_result(record)
+        return None
+    except DATABASE_UNAVAILABLE as exc:
+        path = spool.put(record)
+        log.warning("results database unavailable after retries (%s); result %s r%d spooled to %s",
+                    str(exc).splitlines()[0], record.case_key, record.repeat, path)
+        return path

@@ -1,0 +1,165 @@
+"""The ``capture_environment`` step: probe the environment every case will run in, store each distinct
+one once, and tag every planned case run with its ``environment_id`` (store_result links the results).
+
+* local runtime: the probe runs on this machine (the worker), with the Python that runs the workload.
+* docker runtime: the probe runs in a one-shot container of each case image on each node, through the
+  Docker provider's ``DockerHook`` (as the cases do), so CUDA/cuDNN/NCCL and the framework version are
+  the image's; the image digest comes from the node's engine.
+
+Capturing never fails the run: a probe that cannot run (no engine, image missing, timeout) leaves the
+cases it concerns without an environment and says why in the task log. On a machine without GPUs
+the environment records what exists and lists what does not (``environments.missing``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from dlperf_core.environment import PROBE_SCRIPT, Environment, NodeProbe, capture_local, combine, parse_probe
+from dlperf_core.frameworks import get_adapter
+from dlperf_core.inventory import Inventory, Node, load_inventory
+from dlperf_core.jobs import RunIds
+from dlperf_core.plan import Case
+from dlperf_core.storage import ResultStore, default_db_url
+
+log = logging.getLogger("dlperf")
+
+PROBE_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class EnvironmentKey:
+    """What decides a case's environment: its framework, its image and how many nodes it uses."""
+
+    framework: str
+    image: str | None
+    nodes: int
+
+
+def _case(item: dict) -> Case:
+    return Case.from_dict(item["run"]["case"])
+
+
+def environment_key(item: dict, runtime: str) -> EnvironmentKey:
+    case = _case(item)
+    if runtime != "docker":  # every local "node" is this machine, and there is no image
+        return EnvironmentKey(case.framework, None, 1)
+    return EnvironmentKey(case.framework, get_adapter(case.framework).image(case), case.nodes)
+
+
+# --------------------------------------------------------------------------- docker probe
+
+
+def _digest(client, image: str) -> str | None:
+    """The image's repo digest when it has one (pulled images), else its content id (local builds)."""
+    info = client.inspect_image(image)
+    digests = info.get("RepoDigests") or []
+    return digests[0] if digests else info.get("Id")
+
+
+def probe_in_container(node: Node, image: str, ids: RunIds) -> tuple[NodeProbe, str | None]:
+    """Run the probe in a one-shot container of ``image`` on ``node``; (probe, image digest)."""
+    from docker.errors import NotFound
+    from docker.types import DeviceRequest
+
+    from dlperf_airflow.docker_runtime import docker_client
+
+    client = docker_client(node.docker_url)
+    host_config = client.create_host_config(
+        network_mode="host" if node.network == "host" else "bridge",
+        device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if node.accelerator == "nvidia" else None,
+        devices=["/dev/infiniband:/dev/infiniband:rwm"] if node.infiniband else None,
+    )
+    container = client.create_container(
+        image=image,
+        command=["sh", "-c", PROBE_SCRIPT],
+        environment={"DLPERF_PYTHON": "python3"},
+        labels={**ids.labels, "dlperf.probe": node.name},
+        hostname=None if node.network == "host" else node.container_hostname,
+        host_config=host_config,
+        detach=True,
+    )
+    try:
+        client.start(container["Id"])
+        client.wait(container["Id"], timeout=PROBE_TIMEOUT_S)
+        output = client.logs(container["Id"], stdout=True, stderr=False).decode(errors="replace")
+    finally:
+        try:
+            client.remove_container(container["Id"], force=True)
+        except NotFound:
+            pass
+    return parse_probe(output), _digest(client, image)
+
+
+def _joined(values: list[str | None]) -> str | None:
+    distinct = list(dict.fromkeys(v for v in values if v))
+    return ",".join(distinct) if distinct else None
+
+
+def capture_docker(key: EnvironmentKey, inventory: Inventory, ids: RunIds, cache: dict) -> Environment:
+    """The environment of a docker case: its image probed on each node it uses (cached per node)."""
+    assert key.image is not None
+    probes, digests = [], []
+    for node in inventory.first(key.nodes):
+        if (node.name, key.image) not in cache:
+            cache[(node.name, key.image)] = probe_in_container(node, key.image, ids)
+        probe, digest = cache[(node.name, key.image)]
+        probes.append(probe)
+        digests.append(digest)
+    return combine(probes, framework=key.framework, image=key.image, image_digest=_joined(digests))
+
+
+# --------------------------------------------------------------------------- the step
+
+
+def capture_step(items: list[dict], ids: RunIds) -> list[dict]:
+    """Capture and store the environments of the planned case runs; return the items, each with an
+    ``environment_id`` (None where its environment could not be captured). Never raises."""
+    if not items:
+        return items
+    runtime = items[0].get("runtime", "local")
+    keys = {environment_key(item, runtime) for item in items}
+    ids_by_key: dict[EnvironmentKey, int | None] = {}
+    try:
+        store = ResultStore(default_db_url())
+        store.ensure_schema()  # plan_cases did it already; cheap and idempotent
+        inventory = load_inventory(items[0]["inventory"]) if runtime == "docker" else None
+    except Exception as exc:  # noqa: BLE001 - capturing must not fail the run
+        log.warning("environment capture skipped: %s: %s", type(exc).__name__, exc)
+        return [{**item, "environment_id": None} for item in items]
+    cache: dict = {}
+    local_probe: str | None = None
+    for key in sorted(keys, key=lambda k: (k.framework, k.image or "", k.nodes)):
+        try:
+            if runtime == "docker":
+                assert inventory is not None
+                environment = capture_docker(key, inventory, ids, cache)
+            else:
+                if local_probe is None:
+                    from dlperf_core.environment import run_probe_locally
+
+                    local_probe = run_probe_locally()
+                environment = capture_local(key.framework, local_probe)
+            ids_by_key[key] = store.upsert_environment(environment, datetime.now(timezone.utc))
+            log.info(
+                "environment %s for %s%s: %s", ids_by_key[key], key.framework,
+                f" ({key.image}, {key.nodes} node(s))" if key.image else "", describe(environment),
+            )
+        except Exception as exc:  # noqa: BLE001 - one environment that cannot be probed is not fatal
+            ids_by_key[key] = None
+            log.warning("could not capture the environment of %s: %s: %s", key, type(exc).__name__, exc)
+    store.dispose()
+    return [{**item, "environment_id": ids_by_key.get(environment_key(item, runtime))} for item in items]
+
+
+def describe(environment: Environment) -> str:
+    """One line for the task log: what was found, and what was not."""
+    gpus = f"{environment.gpu_count} x {environment.gpu_model}" if environment.gpu_count else "no GPU"
+    found = (
+        f"{gpus}, driver {environment.driver_version or '-'}, CUDA {environment.cuda_version or '-'}, "
+        f"{environment.framework} {environment.framework_version or '-'}, "
+        f"hosts {','.join(environment.hostnames)}"
+    )
+    return found + (f"; missing: {'; '.join(environment.missing)}" if environment.missing else "")

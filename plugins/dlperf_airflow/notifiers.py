@@ -1,0 +1,118 @@
+"""Regression alerts through Airflow's notifier mechanism.
+
+``detect_regressions`` calls every configured notifier (an Airflow ``BaseNotifier``) once with the task
+context plus two keys: ``dlperf_regressions`` (a list of dicts, one per new regression, the columns of
+the ``regressions`` table) and ``dlperf_regressions_text`` (the same as readable lines). So a dlperf
+notifier reads the list, and any provider notifier with templated fields can be used as is, e.g. the
+SMTP provider's ``SmtpNotifier`` with ``html_content="{{ dlperf_regressions_text }}"``.
+
+Configuration, first found wins:
+
+1. ``$DLPERF_REGRESSION_NOTIFIERS``
+2. the Airflow Variable ``dlperf_regression_notifiers``
+3. the default: :class:`LogRegressionNotifier` (the task log, at WARNING)
+
+The value is either comma-separated dotted class paths (``my_pkg.alerts.PagerNotifier``), or a JSON
+list of ``{"class": "dotted.path", "kwargs": {...}}``. ``none`` turns alerts off.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+from typing import Any
+
+from airflow.sdk import BaseNotifier
+
+log = logging.getLogger("dlperf.regressions")
+
+ENV_VAR = "DLPERF_REGRESSION_NOTIFIERS"
+VARIABLE = "dlperf_regression_notifiers"
+DEFAULT = "dlperf_airflow.notifiers.LogRegressionNotifier"
+
+
+def describe_regression(regression: dict[str, Any]) -> str:
+    """One line per regression, for people."""
+    where = "an environment change" if regression.get("environment_changed") else "no environment change"
+    changes = f" ({regression['environment_changes']})" if regression.get("environment_changes") else ""
+    return (
+        f"{regression['case_key']}: {regression['direction']} by {abs(regression['change_pct']):.1f}% "
+        f"on {regression['night']} (median {regression['median_throughput']:.2f} vs baseline "
+        f"{regression['baseline_median']:.2f} over {regression['baseline_nights']} nights, "
+        f"robust z {regression['robust_z']:+.1f}); {where}{changes}; run {regression['run_id']}"
+    )
+
+
+class LogRegressionNotifier(BaseNotifier):
+    """Writes each new regression to the log (the default; works out of the box)."""
+
+    def __init__(self, level: str = "WARNING") -> None:
+        super().__init__()
+        self.level = logging.getLevelName(level.upper())
+        if not isinstance(self.level, int):
+            raise ValueError(f"unknown log level {level!r}")
+
+    def notify(self, context: Any) -> None:
+        for regression in context.get("dlperf_regressions", []):
+            log.log(self.level, "dlperf regression: %s", describe_regression(regression))
+
+
+def _configuration() -> str:
+    value = os.environ.get(ENV_VAR)
+    if value:
+        return value
+    try:
+        from airflow.sdk import Variable
+
+        value = Variable.get(VARIABLE, default=None)
+    except Exception:  # noqa: BLE001 - no Airflow context (a plain call): use the default
+        value = None
+    return value or DEFAULT
+
+
+def _load(path: str) -> type[BaseNotifier]:
+    module_name, _, class_name = path.strip().rpartition(".")
+    if not module_name:
+        raise ValueError(f"notifier {path!r}: give a dotted path, module.Class")
+    cls = getattr(importlib.import_module(module_name), class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, BaseNotifier)):
+        raise ValueError(f"notifier {path!r} is not an Airflow BaseNotifier subclass")
+    return cls
+
+
+def configured_notifiers(value: str | None = None) -> list[BaseNotifier]:
+    """The notifiers named by ``value`` (default: the configuration, see module docstring)."""
+    value = (value if value is not None else _configuration()).strip()
+    if value.lower() == "none":
+        return []
+    if value.startswith("["):
+        entries = json.loads(value)
+        if not all(isinstance(e, dict) and isinstance(e.get("class"), str) for e in entries):
+            raise ValueError(f"{ENV_VAR}: a JSON list of {{'class': ..., 'kwargs': {{...}}}} objects expected")
+        return [_load(e["class"])(**e.get("kwargs", {})) for e in entries]
+    return [_load(path)() for path in value.split(",") if path.strip()]
+
+
+def notify_regressions(regressions: list[dict[str, Any]], context: dict[str, Any] | None = None) -> int:
+    """Call every configured notifier with the new ``regressions``; return how many were called.
+
+    Every notifier is tried; if any failed, a RuntimeError names them afterwards (the verdicts are
+    already stored, so nothing is lost, and the failure is visible on the task).
+    """
+    if not regressions:
+        return 0
+    notifiers = configured_notifiers()
+    payload = dict(context or {})
+    payload["dlperf_regressions"] = regressions
+    payload["dlperf_regressions_text"] = "\n".join(describe_regression(r) for r in regressions)
+    failed = []
+    for notifier in notifiers:
+        try:
+            notifier(payload)
+        except Exception as exc:  # noqa: BLE001 - try the others, then report
+            failed.append(f"{type(notifier).__name__}: {type(exc).__name__}: {exc}")
+    if failed:
+        raise RuntimeError("regression notifiers failed: " + "; ".join(failed))
+    return len(notifiers)

@@ -1,0 +1,275 @@
+"""Regression detection: median/MAD verdicts on synthetic nightly histories (pure), then the
+detect_regressions step against a real PostgreSQL history: a planted 5% slowdown raises exactly one
+regression, a step that comes with a driver change is labelled as an environment change, a manual run
+stores nothing, and the configured notifier is called."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from airflow.sdk import BaseNotifier
+from dlperf_core.environment import INFRASTRUCTURE_FIELDS
+from dlperf_core.regression import Night, Policy, judge, judge_series, robust_baseline
+
+START = date(2026, 1, 1)
+ENV_A = {f: None for f in INFRASTRUCTURE_FIELDS} | {"driver_version": "535.104.05", "image_digest": "sha256:a"}
+ENV_B = ENV_A | {"driver_version": "550.54.15"}
+
+
+def series(levels: list[float], noise: float = 0.005, seed: int = 1, envs: list[dict] | None = None) -> list[Night]:
+    """One configuration's nights: level x (1 + gaussian noise of ``noise`` relative sigma)."""
+    rng = random.Random(seed)
+    return [
+        Night(START + timedelta(days=i), f"scheduled__{i}", level * (1 + rng.gauss(0, noise)),
+              (envs[i] if envs else ENV_A))
+        for i, level in enumerate(levels)
+    ]
+
+
+def kinds(verdicts) -> list[str]:
+    return [v.kind for v in verdicts]
+
+
+# --------------------------------------------------------------------------- pure
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_steady_history_with_noise_raises_nothing(seed):
+    verdicts = judge_series(series([1000.0] * 60, seed=seed))
+    assert "new" not in kinds(verdicts)
+    assert kinds(verdicts)[:5] == ["insufficient_history"] * 5
+    assert set(kinds(verdicts)[5:]) == {"steady"}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_five_percent_step_alerts_once_at_the_right_night(seed):
+    verdicts = judge_series(series([1000.0] * 30 + [950.0] * 20, seed=seed))
+    new = [i for i, v in enumerate(verdicts) if v.kind == "new"]
+    assert new == [30]
+    step = verdicts[30]
+    assert step.direction == "slower" and step.change_pct == pytest.approx(-5, abs=1.5)
+    assert step.robust_z <= -3.5 and not step.environment_changed
+    assert set(kinds(verdicts)[31:]) == {"continuing"}  # the same regression, not a new alert each night
+
+
+def test_a_step_with_a_driver_change_is_labelled_as_environment_change():
+    envs = [ENV_A] * 30 + [ENV_B] * 10
+    verdicts = judge_series(series([1000.0] * 30 + [950.0] * 10, envs=envs))
+    step = verdicts[30]
+    assert step.kind == "new" and step.environment_changed
+    assert step.environment_changes == ("driver_version: 535.104.05 -> 550.54.15",)
+
+
+def test_a_driver_change_without_a_step_is_no_alert():
+    envs = [ENV_A] * 30 + [ENV_B] * 10
+    verdicts = judge_series(series([1000.0] * 40, envs=envs))
+    assert "new" not in kinds(verdicts)
+    assert verdicts[30].environment_changed  # noted, but not an alert
+
+
+def test_one_bad_night_opens_and_the_next_good_night_closes():
+    levels = [1000.0] * 20 + [900.0] + [1000.0] * 5
+    verdicts = judge_series(series(levels))
+    assert kinds(verdicts)[20:22] == ["new", "recovered"]
+    assert verdicts[21].open_regression_id == 20
+
+
+def test_a_further_drop_while_open_is_a_new_regression():
+    levels = [1000.0] * 20 + [950.0] * 5 + [900.0] * 5
+    verdicts = judge_series(series(levels))
+    assert [i for i, v in enumerate(verdicts) if v.kind == "new"] == [20, 25]
+
+
+def test_a_speedup_is_reported_as_faster():
+    verdicts = judge_series(series([1000.0] * 20 + [1060.0] * 3))
+    assert verdicts[20].kind == "new" and verdicts[20].direction == "faster"
+
+
+def test_an_outlier_in_the_baseline_does_not_hide_a_step():
+    nights = series([1000.0] * 14)
+    nights[5] = Night(nights[5].night, nights[5].run_id, 700.0, ENV_A)  # one broken night
+    tonight = Night(START + timedelta(days=14), "tonight", 950.0, ENV_A)
+    assert judge(nights, tonight).kind == "new"
+
+
+def test_baseline_uses_the_window_and_a_mad_floor():
+    centre, mad = robust_baseline([100.0] * 10, floor_pct=0.25)
+    assert centre == 100.0 and mad == pytest.approx(0.25)
+    nights = series([2000.0] * 30 + [1000.0] * 14)
+    verdict = judge(nights, Night(START + timedelta(days=44), "t", 1000.0, ENV_A), Policy(window=14))
+    assert verdict.baseline_nights == 14 and verdict.kind == "steady"  # only the last 14 nights count
+
+
+def test_policy_refuses_nonsense():
+    with pytest.raises(ValueError):
+        Policy(window=3, min_nights=5)
+    with pytest.raises(ValueError):
+        Policy(z_threshold=0)
+
+
+# --------------------------------------------------------------------------- against PostgreSQL
+
+NOTIFIED = "DLPERF_TEST_NOTIFIED_FILE"
+
+
+class FileNotifier(BaseNotifier):
+    """A real notifier for the test: appends what it was given to the file named by $DLPERF_TEST_NOTIFIED_FILE."""
+
+    def notify(self, context):
+        import os
+
+        with open(os.environ[NOTIFIED], "a") as out:
+            out.write(json.dumps(context["dlperf_regressions"], default=str) + "\n")
+
+
+CONFIGS = [  # (framework, model, precision, batch, nodes, gpus_per_node, level)
+    ("pt", "resnet50", "amp", 256, 1, 8, 20000.0),
+    ("pt", "resnet50", "amp", 256, 1, 1, 2600.0),
+]
+
+
+def add_night(store, i: int, *, trigger: str = "scheduled", slow: dict | None = None, env_id=None,
+              rng=None, run_id: str | None = None) -> str:
+    """One benchmark run on night ``i``: 3 ok repeats per configuration around its level."""
+    from dlperf_core.storage import BenchmarkRunRecord, ResultRecord
+
+    rng = rng or random.Random(i)
+    started = datetime(2026, 1, 1, 2, 0, tzinfo=timezone.utc) + timedelta(days=i)
+    run_id = run_id or f"{trigger}__2026-{i:03d}"
+    run = BenchmarkRunRecord(dag_id="dlperf_benchmark", run_id=run_id, suite="nightly", trigger=trigger,
+                             runtime="docker", started_at=started, finished_at=started + timedelta(hours=1),
+                             status="success")
+    store.upsert_run(run)
+    records = []
+    for fw, model, prec, batch, nodes, gpn, level in CONFIGS:
+        key = f"{fw}/{model}/{prec}/b{batch}/{nodes}n{gpn}g"
+        factor = (slow or {}).get(key, 1.0)
+        for repeat in range(3):
+            records.append(ResultRecord(
+                dag_id=run.dag_id, run_id=run_id, case_key=key, framework=fw, model=model, precision=prec,
+                batch_size_per_device=batch, nodes=nodes, gpus_per_node=gpn, repeat=repeat, status="ok",
+                throughput=level * factor * (1 + rng.gauss(0, 0.004)), started_at=started + timedelta(minutes=repeat),
+                environment_id=env_id, benchmark_run=run,
+            ))
+    store.upsert_results(records)
+    return run_id
+
+
+@pytest.fixture
+def history_db(pg_url, monkeypatch, tmp_path):
+    from dlperf_core.environment import capture_local
+    from dlperf_core.storage import ResultStore
+
+    monkeypatch.setenv("DLPERF_DB_URL", pg_url)
+    monkeypatch.setenv("DLPERF_REGRESSION_NOTIFIERS", f"{__name__}.FileNotifier")
+    monkeypatch.setenv(NOTIFIED, str(tmp_path / "notified.jsonl"))
+    store = ResultStore(pg_url)
+    store.ensure_schema()
+    section = "@@dlperf:hostname@@\nnode0\n@@dlperf:python@@\n" + json.dumps(
+        {"frameworks": {"torch": "2.5.0"}, "env": {"CUDA_VERSION": "12.6"}})
+    env_a = store.upsert_environment(capture_local("pytorch_reference", section))
+    env_b = store.upsert_environment(
+        capture_local("pytorch_reference", section.replace("2.5.0", "2.6.0"))
+    )
+    for i in range(20):
+        add_night(store, i, env_id=env_a)
+    yield store, env_a, env_b, tmp_path / "notified.jsonl"
+    store.dispose()
+
+
+def notified(path: Path) -> list[list[dict]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.postgres
+def test_planted_slowdown_raises_exactly_one_regression(history_db):
+    from dlperf_airflow.regression_step import detect_step
+    from dlperf_core.jobs import RunIds
+
+    store, env_a, env_b, notified_file = history_db
+    slow_key = "pt/resnet50/amp/b256/1n8g"
+    run_id = add_night(store, 20, slow={slow_key: 0.95}, env_id=env_a)
+    result = detect_step(RunIds("dlperf_benchmark", run_id))
+    assert result["stored"] and result["verdicts"] == {"new": 1, "steady": 1}
+    stored = store.regressions()
+    assert len(stored) == 1
+    row = stored.iloc[0]
+    assert row["case_key"] == slow_key and row["direction"] == "slower" and row["status"] == "open"
+    assert row["change_pct"] == pytest.approx(-5, abs=1.0) and row["baseline_nights"] == 14
+    assert not row["environment_changed"] and row["night"] == date(2026, 1, 21)
+    assert row["trigger"] == "scheduled"
+    calls = notified(notified_file)
+    assert len(calls) == 1 and [r["case_key"] for r in calls[0]] == [slow_key]
+
+    # the same DAG run judged again: no duplicate row
+    detect_step(RunIds("dlperf_benchmark", run_id), notify=lambda regressions, context: 0)
+    assert len(store.regressions(open_only=False)) == 1
+
+    # the next night is still slow: the same regression, seen again, no new alert
+    run_2 = add_night(store, 21, slow={slow_key: 0.95}, env_id=env_a)
+    assert detect_step(RunIds("dlperf_benchmark", run_2))["verdicts"] == {"continuing": 1, "steady": 1}
+    assert len(store.regressions(open_only=False)) == 1
+    assert store.regressions().iloc[0]["last_seen_run_id"] == run_2
+    assert len(notified(notified_file)) == 1
+
+    # back to normal: closed
+    run_3 = add_night(store, 22, env_id=env_a)
+    assert detect_step(RunIds("dlperf_benchmark", run_3))["verdicts"] == {"recovered": 1, "steady": 1}
+    assert store.regressions().empty
+    closed = store.regressions(open_only=False).iloc[0]
+    assert closed["status"] == "closed" and run_3 in closed["closed_reason"]
+
+
+@pytest.mark.postgres
+def test_step_with_framework_change_is_labelled_environment_change(history_db):
+    from dlperf_airflow.regression_step import detect_step
+    from dlperf_core.jobs import RunIds
+
+    store, env_a, env_b, notified_file = history_db
+    run_id = add_night(store, 20, slow={"pt/resnet50/amp/b256/1n1g": 0.94}, env_id=env_b)
+    detect_step(RunIds("dlperf_benchmark", run_id))
+    stored = store.regressions(run_id=run_id)
+    assert len(stored) == 1
+    row = stored.iloc[0]
+    assert row["case_key"] == "pt/resnet50/amp/b256/1n1g" and row["environment_changed"]
+    assert row["environment_changes"] == "framework_version: 2.5.0 -> 2.6.0"
+    assert row["environment_id"] == env_b
+    alert = notified(notified_file)[0][0]
+    assert alert["environment_changed"] is True and alert["environment_changes"] == row["environment_changes"]
+
+
+@pytest.mark.postgres
+def test_manual_run_is_judged_but_stores_and_alerts_nothing(history_db):
+    from dlperf_airflow.regression_step import detect_step
+    from dlperf_core.jobs import RunIds
+
+    store, env_a, _, notified_file = history_db
+    run_id = add_night(store, 20, trigger="manual", slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_a,
+                       run_id="manual__2026-01-21")
+    result = detect_step(RunIds("dlperf_benchmark", run_id))
+    assert not result["stored"] and result["verdicts"] == {"new": 1, "steady": 1}
+    assert [r["case_key"] for r in result["new_regressions"]] == ["pt/resnet50/amp/b256/1n8g"]
+    assert store.regressions(open_only=False).empty
+    assert notified(notified_file) == []
+    # and a manual run is not part of the nightly history
+    assert "manual__2026-01-21" not in set(store.history(nights=None)["run_id"])
+
+
+def test_notifier_configuration(monkeypatch):
+    from dlperf_airflow.notifiers import LogRegressionNotifier, configured_notifiers
+
+    monkeypatch.delenv("DLPERF_REGRESSION_NOTIFIERS", raising=False)
+    assert [type(n) for n in configured_notifiers()] == [LogRegressionNotifier]
+    assert configured_notifiers("none") == []
+    chosen = configured_notifiers('[{"class": "dlperf_airflow.notifiers.LogRegressionNotifier", '
+                                  '"kwargs": {"level": "error"}}]')
+    assert chosen[0].level == 40
+    with pytest.raises(ValueError, match="BaseNotifier"):
+        configured_notifiers("json.JSONDecoder")
+    with pytest.raises(ValueError, match="dotted path"):
+        configured_notifiers("LogRegressionNotifier")

@@ -1,0 +1,211 @@
+"""Schema 0002 on SQLite and PostgreSQL: migrations up and down with data kept, the views' figures equal
+a pandas computation on the same rows, and the read-only analyst role cannot write."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import uuid
+from dataclasses import replace
+from datetime import date, timedelta
+
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from dlperf_core.environment import capture_local
+from dlperf_core.regression import Verdict
+from dlperf_core.storage import (
+    CASE_SUMMARY_COLUMNS,
+    CONFIGURATION_COLUMNS,
+    ResultStore,
+    current_revision,
+    downgrade,
+    head_revision,
+    upgrade,
+)
+from helpers import DLPERF, REPO, cli_env
+from test_storage import CASE_KEYS, T0, expected_summary, run_record, synthetic_results
+
+PROBE = "@@dlperf:hostname@@\n{host}\n@@dlperf:python@@\n{{\"frameworks\": {{\"torch\": \"2.5.0\"}}}}\n"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request):
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+    result_store = ResultStore(url)
+    result_store.ensure_schema()
+    yield result_store
+    result_store.dispose()
+
+
+def runs_and_records(store: ResultStore):
+    """synthetic_results() spread over runs with start times and triggers, two environments and GPU
+    memory peaks; the runs are stored first."""
+    envs = [store.upsert_environment(capture_local("pytorch_reference", PROBE.format(host=h))) for h in "ab"]
+    starts = {("dag", "r1"): (0, "scheduled"), ("dag", "r2"): (1, "scheduled"), ("other", "r1"): (2, "manual")}
+    rng = random.Random(3)
+    for (dag, run), (day, trigger) in starts.items():
+        store.upsert_run(run_record(run, dag_id=dag, trigger=trigger, started_at=T0 + timedelta(days=day)))
+    records = []
+    for r in synthetic_results():
+        day = starts[(r.dag_id, r.run_id)][0]
+        records.append(replace(
+            r, environment_id=envs[day % 2], started_at=T0 + timedelta(days=day, minutes=r.repeat),
+            gpu_memory_peak_mb=round(rng.uniform(1000, 80000), 1) if r.status == "ok" else None,
+        ))
+    # a configuration measured only in the first run: its latest summary is from there
+    records.append(replace(records[0], case_key="pt/only/fp32/b8/1n1g", model="only", repeat=0))
+    store.upsert_results(records)
+    return records, starts
+
+
+def frame_of(records) -> pd.DataFrame:
+    return pd.DataFrame([{k: v for k, v in vars(r).items() if k != "benchmark_run"} for r in records])
+
+
+def test_case_summary_with_stdev_cv_memory_and_environment(store):
+    records, _ = runs_and_records(store)
+    got = store.summary().sort_values(CASE_KEYS).reset_index(drop=True)
+    want = expected_summary(records).sort_values(CASE_KEYS).reset_index(drop=True)
+    assert list(got.columns) == list(CASE_SUMMARY_COLUMNS)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, check_exact=False, rtol=1e-9)
+    assert got["stdev_throughput"].notna().sum() > 10 and got["environment_id"].notna().all()
+
+
+def test_latest_summary_is_the_newest_run_per_configuration(store):
+    records, starts = runs_and_records(store)
+    frame = frame_of(records)
+    newest = (frame.sort_values(["started_at"]).groupby(list(CONFIGURATION_COLUMNS)).tail(1)
+              [["dag_id", "run_id", "case_key"]])
+    want = expected_summary(records).merge(newest, on=["dag_id", "run_id", "case_key"])
+    want["started_at"] = [T0 + timedelta(days=starts[(d, r)][0]) for d, r in zip(want["dag_id"], want["run_id"])]
+    want["trigger"] = [starts[(d, r)][1] for d, r in zip(want["dag_id"], want["run_id"])]
+    got = store.latest_summary()
+    assert len(got) == len(want) == frame.groupby(list(CONFIGURATION_COLUMNS)).ngroups
+    key = [*CONFIGURATION_COLUMNS]
+    got, want = (f.sort_values(key).reset_index(drop=True) for f in (got, want))
+    want["started_at"] = pd.to_datetime(want["started_at"], utc=True).astype("datetime64[us, UTC]")
+    pd.testing.assert_frame_equal(got, want[list(got.columns)], check_dtype=False, check_exact=False, rtol=1e-9)
+    only = got[got["model"] == "only"].iloc[0]
+    assert (only["dag_id"], only["run_id"]) == ("dag", "r1")  # measured once, long ago: still shown
+    assert set(got[got["model"] != "only"]["run_id"]) == {"r1"} and set(got["dag_id"]) >= {"other"}
+
+
+def test_nightly_history_has_scheduled_runs_only(store):
+    records, starts = runs_and_records(store)
+    summary = expected_summary(records)
+    scheduled = [k for k, (_, trigger) in starts.items() if trigger == "scheduled"]
+    want = summary[[(d, r) in scheduled for d, r in zip(summary["dag_id"], summary["run_id"])]].copy()
+    want["night"] = [(T0 + timedelta(days=starts[(d, r)][0])).date() for d, r in zip(want["dag_id"], want["run_id"])]
+    got = store.history(nights=None)
+    assert set(got["run_id"]) == {"r1", "r2"} and set(got["dag_id"]) == {"dag"}
+    assert len(got) == len(want)
+    cols = [*CONFIGURATION_COLUMNS, "case_key", "run_id", "night", "median_throughput", "n", "n_failed",
+            "speedup", "environment_id"]
+    order = [*CONFIGURATION_COLUMNS, "case_key", "run_id"]
+    pd.testing.assert_frame_equal(
+        got[cols].sort_values(order).reset_index(drop=True),
+        want[cols].sort_values(order).reset_index(drop=True),
+        check_dtype=False, check_exact=False, rtol=1e-9,
+    )
+    one = store.history(framework="pt", model="resnet50", precision="amp", batch=8, nodes=1, gpus_per_node=1,
+                        nights=1)
+    assert len(one) == 1 and one.iloc[0]["run_id"] == "r2"  # the last night only
+    assert store.history(model="nope").empty
+
+
+def test_open_regressions_view(store):
+    runs_and_records(store)
+    verdict = Verdict(kind="new", night=date(2026, 1, 2), run_id="r2", median_throughput=95.0,
+                      baseline_median=100.0, baseline_mad=0.5, baseline_nights=14, change_pct=-5.0,
+                      robust_z=-6.7, direction="slower", environment_changed=True,
+                      environment_changes=("driver_version: 1 -> 2",))
+    case = {"framework": "pt", "model": "resnet50", "precision": "amp", "batch_size_per_device": 8,
+            "nodes": 1, "gpus_per_node": 1, "case_key": "pt/resnet50/amp/b8/1n1g"}
+    first = store.record_regression("dag", "r2", case, verdict)
+    assert store.record_regression("dag", "r2", case, verdict) == first  # unique per run and case
+    second = store.record_regression("dag", "r2", {**case, "case_key": "x", "nodes": 2}, verdict)
+    assert store.close_regression(second, "accepted: new driver")
+    assert not store.close_regression(second, "twice")
+    open_ = store.regressions()
+    assert list(open_["id"]) == [first] and open_.iloc[0]["environment_changed"]
+    assert open_.iloc[0]["run_started_at"] == pd.Timestamp(T0 + timedelta(days=1))
+    assert open_.iloc[0]["night"] == date(2026, 1, 2)
+    assert len(store.regressions(open_only=False)) == 2 and store.regressions(run_id="r1").empty
+
+
+def test_migrations_down_to_0001_and_up_keep_the_data(store):
+    records, _ = runs_and_records(store)
+    before = store.results()
+    downgrade(store.engine, "0001")
+    assert current_revision(store.engine) == "0001"
+    inspector = sa.inspect(store.engine)
+    assert "environments" not in inspector.get_table_names()
+    assert {"latest_summary", "nightly_history", "open_regressions"}.isdisjoint(inspector.get_view_names())
+    with store.engine.connect() as conn:
+        n = conn.execute(sa.text("SELECT COUNT(*) FROM case_summary")).scalar_one()
+        assert n == len(expected_summary(records))
+        assert "environment_id" not in {c["name"] for c in sa.inspect(conn).get_columns("results")}
+    upgrade(store.engine)
+    assert current_revision(store.engine) == head_revision()
+    after = store.results()
+    assert len(after) == len(before)
+    assert after["environment_id"].isna().all()  # the column came back empty
+    pd.testing.assert_series_equal(after["throughput"], before["throughput"])
+
+
+# --------------------------------------------------------------------------- analyst role
+
+
+@pytest.mark.postgres
+def test_analyst_role_reads_but_cannot_write(pg_url, pg_server, tmp_path):
+    base, admin = pg_server
+    store = ResultStore(pg_url)
+    store.ensure_schema()
+    store.upsert_results(synthetic_results()[:10])
+    name = f"analyst_{uuid.uuid4().hex[:8]}"
+    env = cli_env(tmp_path, pg_url)
+    refused = subprocess.run([*DLPERF, "db", "analyst-role", "--name", name], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "DLPERF_ANALYST_PASSWORD" in refused.stderr
+    env["DLPERF_ANALYST_PASSWORD"] = "s3cret-" + uuid.uuid4().hex
+    made = subprocess.run([*DLPERF, "db", "analyst-role", "--name", name], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    assert env["DLPERF_ANALYST_PASSWORD"] not in made.stdout + made.stderr
+    again = subprocess.run([*DLPERF, "db", "analyst-role", "--name", name], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "updated" in again.stdout
+    with store.engine.begin() as conn:  # created after the grant: covered by the default privileges
+        conn.execute(sa.text("CREATE TABLE later_table (x int)"))
+    analyst_url = sa.make_url(pg_url).set(username=name, password=env["DLPERF_ANALYST_PASSWORD"])
+    analyst = sa.create_engine(analyst_url)
+    try:
+        with analyst.connect() as conn:
+            for view in ("case_summary", "latest_summary", "nightly_history", "open_regressions", "results",
+                         "environments", "later_table"):
+                conn.execute(sa.text(f"SELECT COUNT(*) FROM {view}")).scalar_one()
+        for statement in (
+            "INSERT INTO benchmark_runs (dag_id, run_id, suite, trigger, runtime, started_at, status) "
+            "VALUES ('x', 'y', 's', 'manual', 'local', now(), 'running')",
+            "DELETE FROM results",
+            "CREATE TABLE mine (x int)",
+        ):
+            with pytest.raises(sa.exc.DBAPIError) as raised:
+                with analyst.begin() as conn:
+                    conn.execute(sa.text(statement))
+            assert "read-only" in str(raised.value) or "permission denied" in str(raised.value)
+        with analyst.connect() as conn:  # even with read-only transactions switched off
+            conn.execute(sa.text("SET default_transaction_read_only = off"))
+            conn.commit()  # the next transaction is read-write: only the missing grants stop it
+            with pytest.raises(sa.exc.DBAPIError, match="permission denied"):
+                conn.execute(sa.text("DELETE FROM results"))
+    finally:
+        analyst.dispose()
+        store.dispose()
+        database = sa.make_url(pg_url).database
+        subprocess.run(["psql", "-h", base.host or "127.0.0.1", "-U", base.username or "postgres", "-d", database,
+                        "-c", f"DROP OWNED BY {name}"], capture_output=True, check=False)
+        admin(f"DROP ROLE IF EXISTS {name}")
+    assert store.results().shape[0] == 10
