@@ -1,0 +1,244 @@
+"""The trigger form's choices: what a suite and its inventory allow, computed once at DAG parse time.
+
+Pure functions over validated objects (:func:`choices_for`, :func:`merge_choices`,
+:func:`registry_choices`, :func:`check_trigger`, :func:`with_batch_override`) plus one edge,
+:func:`discover_choices`, which reads the suite files of a dlperf home and never raises: a missing or
+broken suite falls back to what the framework adapter registry allows, so a bad file can never break
+DAG parsing.
+
+The form offers the union over the suites found (each checked against its own inventory), so a
+GPU suite's topologies can be picked as well as the smoke suite's; :func:`check_trigger` then refuses,
+at planning, a value that the chosen suite does not have.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import get_args
+
+from dlperf_core.errors import ConfigError
+from dlperf_core.inventory import Inventory, load_inventory
+from dlperf_core.plan import PlanFilters
+from dlperf_core.suite import Benchmark, Precision, Suite, Topology, load_suite
+
+log = logging.getLogger("dlperf")
+
+FORM_SOURCE = "trigger form"
+"""How errors about trigger values name their source."""
+
+STANDARD_TOPOLOGIES = ("1n1g", "1n2g", "1n4g", "1n8g", "2n8g", "4n8g")
+"""The seeds' topologies, offered when no suite can be read."""
+
+MAX_REPEATS = 100
+"""Largest repeats a trigger may ask for (the suite schema's own bound)."""
+
+MAX_BATCH_PER_DEVICE = 1024
+"""Largest batch-size override per device, unless a suite already uses a larger one."""
+
+
+@dataclass(frozen=True)
+class BatchBounds:
+    """Bounds of the batch-size override and the batch sizes the suites use now."""
+
+    minimum: int
+    maximum: int
+    in_suites: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FormChoices:
+    """Everything the trigger form may offer; ``sources`` says where it came from."""
+
+    suites: tuple[str, ...]
+    inventories: tuple[str, ...]
+    frameworks: tuple[str, ...]
+    models: tuple[str, ...]
+    precisions: tuple[str, ...]
+    topologies: tuple[str, ...]
+    batch: BatchBounds
+    max_repeats: int
+    sources: tuple[str, ...]
+
+
+def topology_key(name: str) -> tuple[int, int, int]:
+    """Order topologies by total devices, then nodes: 1n1g, 1n2g, 2n1g, 1n4g, ..."""
+    topo = Topology.model_validate(name)
+    return (topo.total_gpus, topo.nodes, topo.gpus_per_node)
+
+
+def topology_fits(topology: Topology, inventory: Inventory) -> bool:
+    """Whether the first ``topology.nodes`` nodes exist and each has ``gpus_per_node`` devices."""
+    if topology.nodes > len(inventory.nodes):
+        return False
+    return all(node.gpus >= topology.gpus_per_node for node in inventory.first(topology.nodes))
+
+
+def topology_label(name: str) -> str:
+    """Human label of a topology: ``2n8g`` -> ``2n8g: 2 nodes x 8 devices (16)``."""
+    topo = Topology.model_validate(name)
+    nodes = "node" if topo.nodes == 1 else "nodes"
+    devices = "device" if topo.gpus_per_node == 1 else "devices"
+    return f"{topo}: {topo.nodes} {nodes} x {topo.gpus_per_node} {devices} ({topo.total_gpus})"
+
+
+def _batch_sizes(suite: Suite, bench: Benchmark, precision: str) -> tuple[int, ...]:
+    resolve = getattr(suite, "batch_sizes_for", None)  # with the adapters' seed defaults, where present
+    if resolve is not None:
+        return tuple(resolve(bench, precision))
+    return bench.batch_sizes(precision) or suite.default_batch_sizes(precision)
+
+
+def _bounds(batches: Iterable[int]) -> BatchBounds:
+    used = tuple(sorted(set(batches)))
+    return BatchBounds(minimum=1, maximum=max((MAX_BATCH_PER_DEVICE, *used)), in_suites=used)
+
+
+def choices_for(suite: Suite, inventory: Inventory, suite_name: str | None = None) -> FormChoices:
+    """What one suite offers on its inventory: its frameworks, models, precisions, batch sizes, and
+    the topologies the inventory can hold (a topology larger than the inventory is left out)."""
+    frameworks, models, precisions, topologies, batches = set(), set(), set(), set(), set()
+    for bench in suite.benchmarks:
+        frameworks.add(bench.framework)
+        models.add(bench.model)
+        for precision in bench.precisions or suite.precisions:
+            precisions.add(precision)
+            batches.update(_batch_sizes(suite, bench, precision))
+        topologies.update(str(t) for t in bench.topologies or suite.topologies if topology_fits(t, inventory))
+    return FormChoices(
+        suites=(suite_name or suite.source,),
+        inventories=(),
+        frameworks=tuple(sorted(frameworks)),
+        models=tuple(sorted(models)),
+        precisions=_ordered_precisions(precisions),
+        topologies=tuple(sorted(topologies, key=topology_key)),
+        batch=_bounds(batches),
+        max_repeats=MAX_REPEATS,
+        sources=(f"{suite_name or suite.source} on inventory {inventory.name}",),
+    )
+
+
+def _ordered_precisions(found: Iterable[str]) -> tuple[str, ...]:
+    order = list(get_args(Precision))
+    return tuple(sorted(set(found), key=lambda p: order.index(p) if p in order else len(order)))
+
+
+def registry_choices() -> FormChoices:
+    """The fallback when no suite can be read: everything the framework adapters support."""
+    from dlperf_core.frameworks import ADAPTERS
+
+    models = {m for adapter in ADAPTERS.values() for m in adapter.models}
+    precisions = {p for adapter in ADAPTERS.values() for p in adapter.precisions}
+    return FormChoices(
+        suites=(),
+        inventories=(),
+        frameworks=tuple(sorted(ADAPTERS)),
+        models=tuple(sorted(models)),
+        precisions=_ordered_precisions(precisions),
+        topologies=STANDARD_TOPOLOGIES,
+        batch=_bounds(()),
+        max_repeats=MAX_REPEATS,
+        sources=("framework adapter registry",),
+    )
+
+
+def merge_choices(parts: Iterable[FormChoices]) -> FormChoices:
+    """The union of several suites' choices (first suite first); the registry's if ``parts`` is empty."""
+    parts = list(parts)
+    if not parts:
+        return registry_choices()
+
+    def union(attr: str) -> list[str]:
+        out: list[str] = []
+        for part in parts:
+            out.extend(v for v in getattr(part, attr) if v not in out)
+        return out
+
+    return FormChoices(
+        suites=tuple(union("suites")),
+        inventories=tuple(union("inventories")),
+        frameworks=tuple(sorted(union("frameworks"))),
+        models=tuple(sorted(union("models"))),
+        precisions=_ordered_precisions(union("precisions")),
+        topologies=tuple(sorted(union("topologies"), key=topology_key)),
+        batch=_bounds(b for part in parts for b in part.batch.in_suites),
+        max_repeats=min(part.max_repeats for part in parts),
+        sources=tuple(union("sources")),
+    )
+
+
+def discover_choices(home: Path, default_suite: str = "suites/smoke.yaml",
+                     local_inventory: str = "inventories/local.yaml") -> FormChoices:
+    """Choices from every ``suites/*.yaml`` under ``home`` (the default suite first), each against its own
+    inventory (or ``local_inventory`` when it names none). Unreadable files are skipped with a log line;
+    with none readable, :func:`registry_choices`. Never raises."""
+    try:
+        suite_files = sorted((home / "suites").glob("*.yaml"))
+        inventories = tuple(str(p.relative_to(home)) for p in sorted((home / "inventories").glob("*.yaml")))
+    except OSError as exc:
+        log.warning("trigger form: cannot list suites under %s (%s); using the adapter registry", home, exc)
+        return registry_choices()
+    default = (home / default_suite).resolve()
+    suite_files.sort(key=lambda p: p.resolve() != default)
+    parts = []
+    for path in suite_files:
+        name = str(path.relative_to(home))
+        try:
+            suite = load_suite(path)
+            inv_path = suite.inventory_path() or home / local_inventory
+            parts.append(choices_for(suite, load_inventory(inv_path), name))
+        except (ConfigError, OSError) as exc:
+            log.warning("trigger form: skipping %s: %s", name, exc)
+    merged = merge_choices(parts)
+    return FormChoices(**{**merged.__dict__, "inventories": inventories})
+
+
+def with_batch_override(suite: Suite, batch_size: int | None, bounds: BatchBounds | None = None) -> Suite:
+    """``suite`` with every benchmark at ``batch_size`` per device (``None``/0: unchanged).
+    Refuses a value outside ``bounds`` (default: 1 .. :data:`MAX_BATCH_PER_DEVICE` or the suite's largest)."""
+    if not batch_size:
+        return suite
+    if bounds is None:
+        bounds = choices_for(suite, _unbounded_inventory(suite)).batch
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not (
+        bounds.minimum <= batch_size <= bounds.maximum
+    ):
+        raise ConfigError(
+            FORM_SOURCE,
+            [f"batch_size: must be an integer from {bounds.minimum} to {bounds.maximum}, got {batch_size!r}"],
+        )
+    benches = tuple(b.model_copy(update={"batch_size_per_device": batch_size}) for b in suite.benchmarks)
+    return suite.model_copy(update={"batch_size_per_device": batch_size, "benchmarks": benches})
+
+
+def _unbounded_inventory(suite: Suite) -> Inventory:
+    """An inventory large enough for every topology of ``suite`` (for choices that ignore fit)."""
+    topologies = [t for b in suite.benchmarks for t in (b.topologies or suite.topologies)] or list(suite.topologies)
+    nodes = max(t.nodes for t in topologies)
+    gpus = max(t.gpus_per_node for t in topologies)
+    return Inventory.model_validate({"name": "any", "nodes": [{"name": f"n{i}", "gpus": gpus} for i in range(nodes)]})
+
+
+def check_trigger(suite: Suite, filters: PlanFilters) -> None:
+    """Refuse filter values the chosen suite does not have, naming each and what the suite offers.
+
+    The form lists the union over all suites, so a value valid for one suite can still be wrong for the
+    suite picked; this catches it at planning instead of silently dropping it. Topologies larger than
+    the inventory are left to :func:`dlperf_core.plan.check_fits`, which names the nodes at fault."""
+    offered = choices_for(suite, _unbounded_inventory(suite))
+    problems = []
+    for field in ("frameworks", "models", "precisions", "topologies"):
+        wanted = getattr(filters, field)
+        have = getattr(offered, field)
+        unknown = [v for v in wanted if v not in have]
+        if unknown:
+            problems.append(
+                f"{field}: {', '.join(map(str, unknown))} not in suite {suite.name!r} "
+                f"(it has {', '.join(have) or 'none'})"
+            )
+    if filters.repeats is not None and not (1 <= filters.repeats <= MAX_REPEATS):
+        problems.append(f"repeats: must be from 1 to {MAX_REPEATS}, got {filters.repeats}")
+    if problems:
+        raise ConfigError(FORM_SOURCE, problems)

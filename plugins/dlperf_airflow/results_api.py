@@ -1,0 +1,123 @@
+"""The results page's FastAPI app, mounted on Airflow's api-server by ``plugins/dlperf_results_plugin.py``.
+
+JSON under ``api/`` and one HTML page at ``/``, all read from the dlperf results database
+(``DLPERF_DB_URL``) through :mod:`dlperf_core.results_view`. Every route needs what Airflow's own API
+needs to read the ``dlperf_benchmark`` DAG runs: the api-server's JWT (``Authorization: Bearer`` or the
+UI's ``_token`` cookie), resolved and authorized by Airflow's own ``get_user`` and ``requires_access_dag``
+(no token: 401, bad token: 403, a user without access: 403). Plugin apps are not authenticated by
+Airflow on their own, hence the app-wide dependency.
+
+Airflow's security module imports the core ORM, which scheduler and task processes (which also load
+plugins) should not pay for, so it is imported when a request arrives, not when the plugin loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from dlperf_core.results_view import (
+    Section,
+    load_history,
+    load_regressions,
+    load_results,
+    load_results_view,
+    load_runs,
+    load_summary,
+    render_page,
+    speedup_png,
+)
+from dlperf_core.storage import ResultStore, default_db_url
+
+URL_PREFIX = "/dlperf"
+"""Where the api-server mounts this app."""
+
+DAG_ID = "dlperf_benchmark"
+"""The DAG whose runs' results are shown: reading them needs read access to its runs."""
+
+
+async def require_dag_run_read(request: Request) -> None:
+    """Authenticate like Airflow's API (Bearer token, else the UI's cookie) and authorize reading the
+    runs of :data:`DAG_ID`, with the api-server's own dependencies."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user, requires_access_dag
+
+    credentials = await bearer_scheme(request)
+    user = await get_user(request, None, credentials)
+    authorize = requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=DAG_ID)
+    await run_in_threadpool(authorize, request, user)  # looks up the DAG's team in the metadata DB
+
+
+@lru_cache(maxsize=4)
+def _store(url: str) -> ResultStore:
+    return ResultStore(url)
+
+
+def results_store() -> ResultStore:
+    """The results database of ``DLPERF_DB_URL`` (one pooled engine per URL)."""
+    return _store(default_db_url())
+
+
+def _ui_base(request: Request) -> str:
+    """Root path of Airflow's UI, from where this app is mounted (works under a base_url too)."""
+    return request.scope.get("root_path", "").removesuffix(URL_PREFIX) or "/"
+
+
+def _json(section: Section) -> dict:
+    return {"source": section.source, "note": section.note, "rows": section.rows}
+
+
+def create_app(auth: Callable = require_dag_run_read) -> FastAPI:
+    """The app; ``auth`` is the app-wide dependency every route runs first."""
+    app = FastAPI(
+        title="dlperf results",
+        description="Benchmark results of dlperf_benchmark: latest summary, runs, repeats, history, regressions.",
+        dependencies=[Depends(auth)],
+    )
+
+    @app.get("/", response_class=HTMLResponse, summary="The results page")
+    def page(request: Request, run_id: str | None = None, store: ResultStore = Depends(results_store)) -> str:
+        view = load_results_view(store, run_id=run_id)
+        return render_page(view, ui_base=_ui_base(request), db=store.engine.url.render_as_string(hide_password=True))
+
+    @app.get("/api/summary", summary="Latest summary per framework and topology")
+    def summary(store: ResultStore = Depends(results_store)) -> dict:
+        return _json(load_summary(store))
+
+    @app.get("/api/runs", summary="Recent benchmark runs, newest first")
+    def runs(limit: int = Query(20, ge=1, le=500), store: ResultStore = Depends(results_store)) -> dict:
+        return _json(load_runs(store, limit))
+
+    @app.get("/api/results", summary="Every repeat of one run (default: the latest)")
+    def results(run_id: str | None = None, store: ResultStore = Depends(results_store)) -> dict:
+        section = load_results(store, run_id)
+        if run_id is not None and not section.rows:
+            raise HTTPException(status_code=404, detail=f"no results for run_id {run_id!r}")
+        return _json(section)
+
+    @app.get("/api/history", summary="Nightly history (from ResultStore.history where the store has it)")
+    def history(store: ResultStore = Depends(results_store)) -> dict:
+        return _json(load_history(store))
+
+    @app.get("/api/regressions", summary="Open regressions (from ResultStore.regressions where the store has it)")
+    def regressions(store: ResultStore = Depends(results_store)) -> dict:
+        return _json(load_regressions(store))
+
+    @app.get("/api/plots/speedup.png", summary="Speedup against devices, latest summary", response_class=Response)
+    def speedup_plot(store: ResultStore = Depends(results_store)) -> Response:
+        png = speedup_png(load_summary(store).rows)
+        if png is None:
+            raise HTTPException(status_code=404, detail="no case with a speedup yet")
+        return Response(content=png, media_type="image/png")
+
+    return app
+
+
+app = create_app()
+"""The app the plugin mounts at :data:`URL_PREFIX`."""
+
+__all__ = ["DAG_ID", "URL_PREFIX", "app", "create_app", "require_dag_run_read", "results_store"]

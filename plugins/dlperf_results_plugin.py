@@ -1,0 +1,29 @@
+"""Airflow plugin: the dlperf results page in Airflow's UI.
+
+* ``fastapi_apps``: :mod:`dlperf_airflow.results_api` on the api-server at ``/dlperf`` (JSON under
+  ``/dlperf/api/``, the page at ``/dlperf/``), authenticated and authorized like Airflow's own API;
+* ``external_views``: a "dlperf results" entry in the UI's Browse menu that shows that page inside the UI
+  (at ``/plugin/dlperf-results``); ``href`` is relative, so it follows the api-server's base_url.
+"""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+
+from dlperf_airflow.results_api import URL_PREFIX, app
+
+
+class DlperfResultsPlugin(AirflowPlugin):
+    name = "dlperf_results"
+    fastapi_apps = [
+        {"app": app, "url_prefix": URL_PREFIX, "name": "dlperf results"},
+    ]
+    external_views = [
+        {
+            "name": "dlperf results",
+            "href": URL_PREFIX.lstrip("/") + "/",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "dlperf-results",
+        },
+    ]

@@ -1,0 +1,140 @@
+"""``dlperf cluster sync`` against a real Airflow metadata DB in PostgreSQL: creates one SSH connection and
+one one-slot pool per node, a second run changes nothing, a changed inventory updates in place, --prune
+removes nodes that left, and a bad inventory is refused without writing anything.
+
+The metadata DB is a fresh PostgreSQL database (``pg_url``) migrated by the real ``airflow db migrate``;
+the CLI runs as a subprocess with ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`` pointing at it, like in the
+compose deployment (``docker compose run --rm airflow-cli dlperf cluster sync ...``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from helpers import DLPERF, REPO
+
+pytestmark = pytest.mark.postgres
+
+AIRFLOW = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "airflow"
+
+INVENTORY = """\
+name: test-cluster
+nodes:
+  - name: gpu-a
+    address: 10.1.0.10
+    gpus: 8
+    accelerator: nvidia
+    queue: gpu-a
+    ssh: {{user: bench, port: {port}, key_file: /home/airflow/.ssh/id_ed25519,
+           host_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"}}
+  - name: gpu-b
+    address: 10.1.0.11
+    gpus: 8
+    accelerator: nvidia
+    queue: gpu-b
+    ssh: {{user: bench}}
+{extra}"""
+
+
+def _env(tmp_path: Path, pg_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(tmp_path / "airflow"),
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=pg_url,
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__FERNET_KEY="",
+    )
+    return env
+
+
+def _sync(tmp_path: Path, env: dict, inventory: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "inventory.yaml"
+    path.write_text(inventory)
+    return subprocess.run([*DLPERF, "cluster", "sync", "--inventory", str(path), "--json", *extra],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _actions(out: subprocess.CompletedProcess[str]) -> dict[tuple[str, str], str]:
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    return {(c["kind"], c["name"]): c["action"] for c in json.loads(out.stdout)}
+
+
+def _state(pg_url: str) -> tuple[dict, dict]:
+    engine = sa.create_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            conns = {r.conn_id: r for r in conn.execute(sa.text(
+                "SELECT conn_id, conn_type, host, login, port, extra FROM connection WHERE conn_id LIKE 'dlperf_node_%'"))}
+            pools = {r.pool: r for r in conn.execute(sa.text(
+                "SELECT pool, slots, include_deferred FROM slot_pool WHERE pool LIKE 'dlperf_node_%'"))}
+    finally:
+        engine.dispose()
+    return conns, pools
+
+
+def test_cluster_sync_is_idempotent_against_a_real_metadata_db(tmp_path, pg_url):
+    env = _env(tmp_path, pg_url)
+    migrate = subprocess.run([str(AIRFLOW), "db", "migrate"], env=env, capture_output=True, text=True, timeout=600)
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+
+    first = _actions(_sync(tmp_path, env, INVENTORY.format(port=2222, extra="")))
+    assert first == {
+        ("connection", "dlperf_node_gpu-a"): "created",
+        ("pool", "dlperf_node_gpu-a"): "created",
+        ("connection", "dlperf_node_gpu-b"): "created",
+        ("pool", "dlperf_node_gpu-b"): "created",
+    }
+    conns, pools = _state(pg_url)
+    assert set(conns) == set(pools) == {"dlperf_node_gpu-a", "dlperf_node_gpu-b"}
+    a = conns["dlperf_node_gpu-a"]
+    assert (a.conn_type, a.host, a.login, a.port) == ("ssh", "10.1.0.10", "bench", 2222)
+    # No Fernet key here, so the extra is stored as plain JSON and can be read back as such.
+    assert json.loads(a.extra) == {
+        "cmd_timeout": None,
+        "conn_timeout": 10,
+        "host_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl",
+        "key_file": "/home/airflow/.ssh/id_ed25519",
+    }
+    assert conns["dlperf_node_gpu-b"].port == 22
+    assert all(p.slots == 1 and p.include_deferred is False for p in pools.values())
+
+    # Again: nothing changes, nothing is duplicated.
+    again = _actions(_sync(tmp_path, env, INVENTORY.format(port=2222, extra="")))
+    assert set(again.values()) == {"unchanged"} and set(again) == set(first)
+    assert _state(pg_url)[0].keys() == conns.keys()
+
+    # A changed port updates the connection in place; a new node gets its own pair.
+    changed = _actions(_sync(tmp_path, env, INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n")))
+    assert changed[("connection", "dlperf_node_gpu-a")] == "updated"
+    assert changed[("connection", "dlperf_node_gpu-b")] == "unchanged"
+    assert changed[("pool", "dlperf_node_cpu-c")] == "created"
+    assert ("connection", "dlperf_node_cpu-c") not in changed  # no ssh declared: no SSH connection
+    conns, pools = _state(pg_url)
+    assert conns["dlperf_node_gpu-a"].port == 2200 and "dlperf_node_cpu-c" in pools
+
+    # --prune: gpu-b left the cluster.
+    smaller = INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n").replace(
+        "  - name: gpu-b\n    address: 10.1.0.11\n    gpus: 8\n    accelerator: nvidia\n    queue: gpu-b\n    ssh: {user: bench}\n", "")
+    pruned = _actions(_sync(tmp_path, env, smaller, "--prune"))
+    assert pruned[("connection", "dlperf_node_gpu-b")] == "removed"
+    assert pruned[("pool", "dlperf_node_gpu-b")] == "removed"
+    conns, pools = _state(pg_url)
+    assert set(conns) == {"dlperf_node_gpu-a"} and set(pools) == {"dlperf_node_gpu-a", "dlperf_node_cpu-c"}
+
+    # A bad inventory is refused with the file and field named, and nothing is written.
+    bad = _sync(tmp_path, env, "name: x\nnodes:\n  - {name: z, ssh: {port: 70000}}\n")
+    assert bad.returncode == 2
+    assert "inventory.yaml" in bad.stderr and "nodes[0].ssh.port" in bad.stderr
+    assert _state(pg_url) == (conns, pools)
+
+
+def test_cluster_sync_refuses_an_unmigrated_metadata_db(tmp_path, pg_url):
+    out = _sync(tmp_path, _env(tmp_path, pg_url), INVENTORY.format(port=22, extra=""))
+    assert out.returncode == 2
+    assert "airflow db migrate" in out.stderr

@@ -1,0 +1,206 @@
+"""The deployment: docker-compose.yaml validates (Compose's own `config`), needs every secret from .env,
+and the Airflow image built from the local Debian base runs Airflow, imports the DAG without torch, and
+runs as a non-root user. The PostgreSQL init script makes dlperf's own database and user.
+
+Compose comes from ``scripts/ensure-compose.sh`` (the `docker compose` plugin, or Debian's docker-compose);
+the image from ``scripts/build-images.sh`` (``DLPERF_TEST_NO_BUILD=1``: use the image that is there).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import REPO, docker_available, image_present
+
+AIRFLOW_IMAGE = os.environ.get("DLPERF_AIRFLOW_IMAGE", "dlperf/airflow:3.3.2")
+CORE_SERVICES = {
+    "postgres", "redis", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
+    "airflow-worker", "airflow-triggerer", "airflow-init",
+}
+SECRETS = ["AIRFLOW_POSTGRES_PASSWORD", "DLPERF_DB_PASSWORD", "REDIS_PASSWORD", "AIRFLOW_FERNET_KEY",
+           "AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY", "DLPERF_ADMIN_PASSWORD"]
+
+
+@pytest.fixture(scope="module")
+def compose() -> list[str]:
+    proc = subprocess.run(["bash", str(REPO / "scripts/ensure-compose.sh")], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.skip(f"no Compose implementation (scripts/ensure-compose.sh): {proc.stderr.strip()[-300:]}")
+    return shlex.split(proc.stdout.strip().splitlines()[-1])
+
+
+def _config(compose: list[str], env_file: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    # A clean environment: values come from the env file only, not from whoever runs the tests.
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")}
+    return subprocess.run(
+        [*compose, "--env-file", str(env_file), "-f", str(REPO / "docker-compose.yaml"),
+         "--project-directory", str(REPO), *extra, "config"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+
+
+def _env_example(tmp_path: Path, drop: str | None = None) -> Path:
+    lines = (REPO / ".env.example").read_text().splitlines()
+    kept = [line for line in lines if not (drop and line.startswith(f"{drop}="))]
+    path = tmp_path / "env"
+    path.write_text("\n".join(kept) + "\n")
+    return path
+
+
+def test_env_example_documents_every_variable_the_compose_file_reads():
+    compose_vars = set(re.findall(r"(?<!\$)\$\{([A-Z0-9_]+)", (REPO / "docker-compose.yaml").read_text()))
+    example = (REPO / ".env.example").read_text()
+    documented = set(re.findall(r"^([A-Z0-9_]+)=", example, re.M))
+    assert compose_vars - documented == set(), "read by docker-compose.yaml but not in .env.example"
+    for name in SECRETS:  # each secret has a comment above it and only a placeholder value
+        assert re.search(rf"^# .*\n(?:# .*\n)*{name}=change-me$", example, re.M), name
+
+
+def test_compose_file_validates_with_the_example_env(compose, tmp_path):
+    out = _config(compose, _env_example(tmp_path))
+    assert out.returncode == 0, out.stderr
+    config = yaml.safe_load(out.stdout)
+    services = config["services"]
+    assert CORE_SERVICES <= set(services)
+    for name in CORE_SERVICES - {"postgres", "redis"}:
+        svc = services[name]
+        assert svc["image"] == AIRFLOW_IMAGE, name
+        env = svc["environment"]
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+        assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
+        # dlperf's results: own database and user in the same server as Airflow's metadata DB
+        assert env["DLPERF_DB_URL"] == "postgresql+psycopg2://dlperf:change-me@postgres:5432/dlperf"
+        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres:5432/airflow")
+    assert services["airflow-apiserver"]["command"] in ("api-server", ["api-server"])
+    assert services["airflow-init"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert services["airflow-scheduler"]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+    assert any("/var/run/docker.sock" in str(v) for v in services["airflow-worker"]["volumes"])
+
+
+def test_node_worker_listens_on_its_queue_with_its_docker_socket(compose, tmp_path):
+    env = _env_example(tmp_path)
+    env.write_text(env.read_text() + "DLPERF_NODE_QUEUE=gpu-node-3\nDLPERF_NODE_DOCKER_SOCKET=/run/node3.sock\n"
+                   "DLPERF_CENTRAL_HOST=10.9.8.7\n")
+    out = _config(compose, env, "--profile", "node-worker")
+    assert out.returncode == 0, out.stderr
+    worker = yaml.safe_load(out.stdout)["services"]["airflow-node-worker"]
+    command = worker["command"] if isinstance(worker["command"], list) else shlex.split(worker["command"])
+    assert command[:2] == ["celery", "worker"]
+    assert command[command.index("--queues") + 1] == "gpu-node-3"
+    assert any(str(v).startswith("/run/node3.sock:/var/run/docker.sock") or
+               (isinstance(v, dict) and v.get("source") == "/run/node3.sock") for v in worker["volumes"])
+    assert sorted(worker["extra_hosts"]) == sorted(
+        ["postgres:10.9.8.7", "redis:10.9.8.7", "airflow-apiserver:10.9.8.7"])
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_compose_refuses_to_run_without_each_secret(compose, tmp_path, secret):
+    out = _config(compose, _env_example(tmp_path, drop=secret))
+    assert out.returncode != 0
+    assert f"set {secret} in .env" in out.stderr
+
+
+def test_no_secret_is_committed():
+    text = (REPO / "docker-compose.yaml").read_text()
+    secret_keys = re.finditer(r"^\s*([A-Z_]*(?:PASSWORD|SECRET|FERNET_KEY)[A-Z_]*):\s+(\S+)", text, re.M)
+    literal = {k: v for k, v in (m.groups() for m in secret_keys) if not k.endswith("_FILE") and not v.startswith("${")}
+    assert literal == {}, "a literal secret in docker-compose.yaml"
+    ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=REPO).returncode == 0
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", ".env"], cwd=REPO, capture_output=True).returncode == 0
+    assert not tracked and ignored, ".env must be git-ignored and never committed"
+
+
+# --------------------------------------------------------------------------- the image
+
+@pytest.fixture(scope="module")
+def airflow_image() -> str:
+    if not docker_available():
+        pytest.skip("no Docker engine (scripts/ensure-docker.sh starts one)")
+    if os.environ.get("DLPERF_TEST_NO_BUILD") != "1":
+        proc = subprocess.run([str(REPO / "scripts/build-images.sh")], capture_output=True, text=True, timeout=1800,
+                              env={**os.environ, "BUILD_AIRFLOW_IMAGE": "yes"})
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    if not image_present(AIRFLOW_IMAGE):
+        pytest.fail(f"{AIRFLOW_IMAGE} missing after scripts/build-images.sh")
+    return AIRFLOW_IMAGE
+
+
+def _run(image: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", "run", "--rm", image, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.docker
+def test_image_runs_airflow_like_the_official_one(airflow_image):
+    for args in (["airflow", "version"], ["version"]):  # `airflow <cmd>` and the entrypoint's `<cmd>`
+        out = _run(airflow_image, *args)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().splitlines()[-1] == "3.3.2"
+    who = _run(airflow_image, "id", "-u")
+    assert who.returncode == 0 and who.stdout.strip() == "50000"  # non-root
+    labels = subprocess.run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", airflow_image],
+                            capture_output=True, text=True, check=True).stdout
+    assert "dlperf.inputs-hash" in labels
+
+
+@pytest.mark.docker
+def test_image_imports_the_dag_without_torch(airflow_image):
+    script = (
+        "import importlib.util, sys\n"
+        "assert importlib.util.find_spec('torch') is None, 'torch is installed'\n"
+        "from airflow.dag_processing.dagbag import DagBag\n"
+        "bag = DagBag(dag_folder='/opt/airflow/dags')\n"
+        "assert not bag.import_errors, bag.import_errors\n"
+        "dag = bag.dags['dlperf_benchmark']\n"
+        "print(sorted(t.task_id for t in dag.tasks))\n"
+        "print('torch' in sys.modules)\n"
+        "import airflow.providers.celery, airflow.providers.ssh, airflow.providers.docker\n"
+    )
+    out = _run(airflow_image, "python", "-c", script)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    tasks, torch_loaded = out.stdout.strip().splitlines()[-2:]
+    assert "preflight" in tasks and "run_case" in tasks
+    assert torch_loaded == "False"
+    cli = _run(airflow_image, "dlperf", "cluster", "sync", "--help")
+    assert cli.returncode == 0 and "--inventory" in cli.stdout
+
+
+# --------------------------------------------------------------------------- PostgreSQL init
+
+@pytest.mark.postgres
+def test_postgres_init_script_creates_dlperf_database_and_user(pg_server):
+    import psycopg2
+
+    base, admin = pg_server
+    suffix = uuid.uuid4().hex[:8]
+    user, db = f"dlperf_u_{suffix}", f"dlperf_db_{suffix}"
+    env = {**os.environ, "POSTGRES_USER": base.username or "postgres", "POSTGRES_DB": base.database or "postgres",
+           "PGHOST": base.host or "127.0.0.1", "PGPORT": str(base.port or 5432),
+           "DLPERF_DB_USER": user, "DLPERF_DB_NAME": db, "DLPERF_DB_PASSWORD": "pw'with\"quotes"}
+    try:
+        out = subprocess.run(["bash", str(REPO / "docker/airflow/postgres-init/10-dlperf-results-db.sh")],
+                             env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        conn = psycopg2.connect(host=env["PGHOST"], port=env["PGPORT"], dbname="postgres", user=env["POSTGRES_USER"])
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s", (db,))
+                assert cur.fetchone() == (user,)
+                cur.execute("SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = %s", (user,))
+                assert cur.fetchone() == (True,)
+        finally:
+            conn.close()
+        missing = subprocess.run(["bash", str(REPO / "docker/airflow/postgres-init/10-dlperf-results-db.sh")],
+                                 env={k: v for k, v in env.items() if k != "DLPERF_DB_PASSWORD"},
+                                 capture_output=True, text=True, timeout=60)
+        assert missing.returncode != 0 and "DLPERF_DB_PASSWORD must be set" in missing.stderr
+    finally:
+        admin(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        admin(f'DROP ROLE IF EXISTS "{user}"')

@@ -1,0 +1,209 @@
+"""The trigger form's choices (dlperf_core/form.py), the DAG's Params built from them, and the plan-time
+checks behind them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dlperf_core.errors import ConfigError
+from dlperf_core.form import (
+    MAX_BATCH_PER_DEVICE,
+    check_trigger,
+    choices_for,
+    discover_choices,
+    registry_choices,
+    topology_fits,
+    topology_label,
+    with_batch_override,
+)
+from dlperf_core.frameworks import ADAPTERS
+from dlperf_core.inventory import Inventory
+from dlperf_core.plan import PlanFilters, plan_suite
+from dlperf_core.suite import Topology, parse_suite
+from helpers import REPO
+
+TWO_BY_TWO = Inventory.model_validate(
+    {"name": "two", "nodes": [{"name": "a", "gpus": 2}, {"name": "b", "gpus": 2}]}
+)
+
+
+def suite_data(**changes):
+    bench = {
+        "framework": "pytorch_reference",
+        "model": "resnet50_v1.5",
+        "precisions": ["fp32", "amp"],
+        "batch_size_per_device": {"fp32": 8, "amp": 16},
+        "topologies": ["1n1g", "1n2g", "2n1g", "2n2g", "1n4g", "4n8g"],
+    }
+    return {"name": "t", "runtime": "local", "benchmarks": [bench | changes]}
+
+
+def write_home(tmp_path: Path, suites: dict[str, str], inventory: str | None = None) -> Path:
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "inventories").mkdir()
+    (tmp_path / "inventories" / "local.yaml").write_text(
+        inventory or "name: local\nnodes:\n  - {name: n0, gpus: 2}\n  - {name: n1, gpus: 2}\n"
+    )
+    for name, text in suites.items():
+        (tmp_path / "suites" / name).write_text(textwrap.dedent(text))
+    return tmp_path
+
+
+def test_topologies_offered_are_those_the_inventory_can_hold():
+    choices = choices_for(parse_suite(suite_data()), TWO_BY_TWO, "suites/t.yaml")
+    # 1n4g needs 4 devices on a node and 4n8g four nodes: left out; ordered by devices, then nodes
+    assert choices.topologies == ("1n1g", "1n2g", "2n1g", "2n2g")
+    assert choices.precisions == ("fp32", "amp")
+    assert choices.frameworks == ("pytorch_reference",) and choices.models == ("resnet50_v1.5",)
+    assert choices.batch.in_suites == (8, 16)
+    assert (choices.batch.minimum, choices.batch.maximum) == (1, MAX_BATCH_PER_DEVICE)
+
+
+def test_topology_fit_rule():
+    assert topology_fits(Topology.model_validate("2n2g"), TWO_BY_TWO)
+    assert not topology_fits(Topology.model_validate("3n1g"), TWO_BY_TWO)
+    assert not topology_fits(Topology.model_validate("1n4g"), TWO_BY_TWO)
+    assert topology_label("2n8g") == "2n8g: 2 nodes x 8 devices (16)"
+    assert topology_label("1n1g") == "1n1g: 1 node x 1 device (1)"
+
+
+def test_discover_merges_suites_default_first_and_skips_broken_ones(tmp_path):
+    home = write_home(tmp_path, {
+        "b-gpu.yaml": """
+            name: gpu
+            inventory: ../inventories/big.yaml
+            benchmarks:
+              - {framework: pytorch_reference, model: resnet50_v1.5, precisions: [tf32],
+                 batch_size_per_device: 2048, topologies: [1n8g, 2n8g]}
+        """,
+        "smoke.yaml": """
+            name: smoke
+            benchmarks:
+              - {framework: pytorch_reference, model: resnet50_v1.5, batch_size_per_device: 8,
+                 topologies: [1n1g, 1n2g, 2n1g, 1n4g]}
+        """,
+        "broken.yaml": "name: broken\nbenchmarks: [{framework: nope}]\n",
+    })
+    (home / "inventories" / "big.yaml").write_text(
+        "name: big\nnodes:\n" + "".join(f"  - {{name: g{i}, gpus: 8}}\n" for i in range(2))
+    )
+    choices = discover_choices(home, default_suite="suites/smoke.yaml")
+    assert choices.suites == ("suites/smoke.yaml", "suites/b-gpu.yaml")  # default first, broken one skipped
+    assert choices.inventories == ("inventories/big.yaml", "inventories/local.yaml")
+    assert choices.topologies == ("1n1g", "1n2g", "2n1g", "1n8g", "2n8g")  # 1n4g fits neither inventory
+    assert choices.precisions == ("fp32", "tf32")
+    assert choices.batch.maximum == 2048  # a suite already uses more than the default ceiling
+
+
+def test_without_readable_suites_the_adapter_registry_is_offered(tmp_path):
+    for home in (tmp_path / "missing", write_home(tmp_path, {"bad.yaml": ": not yaml ["})):
+        choices = discover_choices(home)
+        registry = registry_choices()
+        for field in ("suites", "frameworks", "models", "precisions", "topologies", "batch"):
+            assert getattr(choices, field) == getattr(registry, field), field
+        assert choices.frameworks == tuple(sorted(ADAPTERS))
+        assert choices.sources == ("framework adapter registry",)
+
+
+def test_check_trigger_names_values_the_chosen_suite_lacks():
+    suite = parse_suite(suite_data(topologies=["1n1g", "1n2g"]))
+    check_trigger(suite, PlanFilters(topologies=("1n2g",), precisions=("amp",), repeats=3))
+    with pytest.raises(ConfigError) as err:
+        check_trigger(suite, PlanFilters(topologies=("1n1g", "2n8g"), precisions=("tf32",), models=("bert",)))
+    text = str(err.value)
+    assert "invalid trigger form" in text
+    assert "topologies: 2n8g not in suite 't' (it has 1n1g, 1n2g)" in text
+    assert "precisions: tf32 not in suite 't' (it has fp32, amp)" in text
+    assert "models: bert not in suite" in text
+    with pytest.raises(ConfigError, match="repeats: must be from 1 to 100, got 500"):
+        check_trigger(suite, PlanFilters(repeats=500))
+
+
+def test_batch_override_replaces_every_batch_and_is_bounded():
+    suite = parse_suite(suite_data())
+    assert with_batch_override(suite, None) is suite and with_batch_override(suite, 0) is suite
+    runs = plan_suite(with_batch_override(suite, 32), TWO_BY_TWO, PlanFilters(topologies=("1n1g",), repeats=1))
+    assert sorted({r.case.batch_size_per_device for r in runs}) == [32]
+    assert {r.case.precision for r in runs} == {"fp32", "amp"}
+    for bad in (MAX_BATCH_PER_DEVICE + 1, -4, True, "64"):
+        with pytest.raises(ConfigError, match="batch_size: must be an integer from 1 to 1024"):
+            with_batch_override(suite, bad)
+
+
+def test_plan_step_settings_refuse_and_override(monkeypatch):
+    """What plan_cases does with the form's values (steps.resolve_settings): refused before any case
+    runs when the chosen suite lacks a value; the batch override reaches every planned case."""
+    from dlperf_airflow import steps
+
+    monkeypatch.setenv("DLPERF_HOME", str(REPO))
+    params = {"suite": "suites/smoke.yaml", "runtime": "local", "topologies": ["4n8g"]}
+    with pytest.raises(ConfigError, match="topologies: 4n8g not in suite 'smoke'"):
+        steps.resolve_settings(params)
+    settings, suite, inventory = steps.resolve_settings(
+        {"suite": "suites/smoke.yaml", "runtime": "local", "topologies": ["1n2g"], "repeats": 1, "batch_size": 4,
+         "frameworks": None, "models": None, "precisions": None}  # the UI sends null for a cleared multi-select
+    )
+    runs = plan_suite(suite, inventory, settings.filters)
+    assert [(r.case.topology, r.case.batch_size_per_device) for r in runs] == [("1n2g", 4)]
+    with pytest.raises(ConfigError, match="batch_size"):
+        steps.resolve_settings({"suite": "suites/smoke.yaml", "batch_size": 5000})
+
+
+PROBE = r"""
+import copy, json
+from dlperf_cli.embedded import prepare_environment
+prepare_environment()
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=__import__("os").environ["AIRFLOW__CORE__DAGS_FOLDER"])
+dag = bag.dags["dlperf_benchmark"]
+def accepted(key, value):
+    params = copy.deepcopy(dag.params)
+    try:
+        params[key] = value
+        return True
+    except Exception:
+        return False
+trials = [("topologies", ["2n1g"]), ("topologies", ["3n3g"]), ("topologies", ["1n1g", "1n1g"]),
+          ("topologies", None), ("models", ["resnet50_v1.5"]), ("models", ["bert"]),
+          ("batch_size", 64), ("batch_size", 0), ("batch_size", None), ("batch_size", 5000), ("batch_size", -1),
+          ("repeats", 1), ("repeats", 101), ("suite", "suites/resnet50-gpu.yaml"), ("suite", "suites/x.txt"),
+          ("inventory", ""), ("inventory", None), ("inventory", "inventories/local.yaml"), ("inventory", "a b")]
+schema = {k: dag.params.get_param(k).schema for k in dag.params}
+print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},
+                  "accepted": [[k, v, accepted(k, v)] for k, v in trials], "schema": schema}))
+"""
+
+
+def test_dag_params_are_the_form_choices(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")} | {
+        "AIRFLOW_HOME": str(tmp_path / "airflow"), "DLPERF_HOME": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    info = json.loads(out.stdout.strip().splitlines()[-1])
+    assert info["errors"] == {}
+    accepted = {(k, json.dumps(v)): ok for k, v, ok in info["accepted"]}
+    refused = sorted(k for k, ok in accepted.items() if not ok)
+    assert refused == sorted([
+        ("topologies", '["3n3g"]'), ("topologies", '["1n1g", "1n1g"]'), ("models", '["bert"]'),
+        ("batch_size", "5000"), ("batch_size", "-1"), ("repeats", "101"), ("suite", '"suites/x.txt"'),
+        ("inventory", '"a b"'),
+    ])
+    expected = discover_choices(REPO)
+    schema = info["schema"]
+    assert schema["topologies"]["items"]["enum"] == list(expected.topologies)
+    assert schema["topologies"]["examples"] == list(expected.topologies)
+    assert schema["topologies"]["values_display"]["1n2g"] == "1n2g: 1 node x 2 devices (2)"
+    assert schema["precisions"]["items"]["enum"] == list(expected.precisions)
+    assert schema["suite"]["examples"][0] == "suites/smoke.yaml"
+    assert schema["batch_size"]["maximum"] == expected.batch.maximum
+    assert {"What to run", "Filters", "Measurement"} <= {schema[k].get("section") for k in schema}
+    # a cleared field is null in the UI: allowed for every optional field, so the form never blocks on it
+    for name in ("inventory", "frameworks", "models", "precisions", "topologies", "repeats", "batch_size"):
+        assert "null" in schema[name]["type"], name

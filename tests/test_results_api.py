@@ -1,0 +1,200 @@
+"""The results page plugin: its FastAPI app mounted by Airflow's own api-server app (plugins loaded from
+the repository's plugins/), behind Airflow's authentication, reading a real PostgreSQL results database.
+
+The Airflow part runs in a subprocess (Airflow reads its configuration once per process): it builds
+``airflow.api_fastapi.app.create_app()`` with the SimpleAuthManager and a user whose password the test
+sets, and drives it with FastAPI's TestClient: no token, a forged token, a Bearer token from
+``POST /auth/token``, and the UI's ``_token`` cookie.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from dlperf_core.results_view import load_results_view, render_page, speedup_png
+from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore
+from helpers import REPO
+
+DAG_ID = "dlperf_benchmark"
+T0 = datetime(2026, 11, 20, 2, 0, tzinfo=timezone.utc)
+# median throughput per topology of the seeded run (two ok repeats each, one failed repeat at 2n1g)
+SEEDED = {"1n1g": (1, 1, [100.0, 102.0]), "1n2g": (1, 2, [190.0, 194.0]), "2n1g": (2, 1, [150.0, 154.0])}
+
+
+def seed(url: str, run_id: str = "manual__2026-11-20T02:00:00+00:00") -> ResultStore:
+    """A finished benchmark run with 1n1g/1n2g/2n1g cases, two ok repeats each and one failed repeat."""
+    store = ResultStore(url)
+    store.ensure_schema()
+    store.upsert_run(BenchmarkRunRecord(dag_id=DAG_ID, run_id=run_id, suite="smoke", trigger="manual",
+                                        runtime="local", started_at=T0, finished_at=T0 + timedelta(minutes=3),
+                                        status="failed"))
+    rows = []
+    for topo, (nodes, gpus, figures) in SEEDED.items():
+        for repeat, figure in enumerate(figures):
+            rows.append(ResultRecord(
+                dag_id=DAG_ID, run_id=run_id, case_key=f"pytorch_reference/resnet50_v1.5/fp32/b8/{topo}",
+                framework="pytorch_reference", model="resnet50_v1.5", precision="fp32", batch_size_per_device=8,
+                nodes=nodes, gpus_per_node=gpus, repeat=repeat, status="ok", throughput=figure,
+                reported_throughput=figure * 0.97, iterations=10, started_at=T0 + timedelta(seconds=10 * repeat),
+            ))
+    rows.append(ResultRecord(
+        dag_id=DAG_ID, run_id=run_id, case_key="pytorch_reference/resnet50_v1.5/fp32/b8/2n1g",
+        framework="pytorch_reference", model="resnet50_v1.5", precision="fp32", batch_size_per_device=8,
+        nodes=2, gpus_per_node=1, repeat=2, status="failed", reason="timeout after 600 s", started_at=T0,
+    ))
+    store.upsert_results(rows)
+    return store
+
+
+# ------------------------------------------------------------------- the view, without Airflow
+
+
+def test_view_of_an_empty_database_says_so(sqlite_url):
+    view = load_results_view(ResultStore(sqlite_url))  # no tables: read as empty, never migrated from here
+    assert not view.schema_ready
+    assert "no dlperf tables" in view.summary.note
+    page = render_page(view, ui_base="/", db="sqlite://")
+    assert "no results yet" in page and "<table" not in page
+
+
+def test_view_summary_plot_and_page(pg_url):
+    store = seed(pg_url)
+    view = load_results_view(store)
+    by_topo = {f"{r['nodes']}n{r['gpus_per_node']}g": r for r in view.summary.rows}
+    assert set(by_topo) == set(SEEDED)
+    for topo, (_, _, figures) in SEEDED.items():
+        assert by_topo[topo]["median_throughput"] == pytest.approx(sum(figures) / 2)
+    assert by_topo["1n2g"]["speedup"] == pytest.approx(192.0 / 101.0)
+    assert by_topo["2n1g"]["n_failed"] == 1
+    assert [r["run_id"] for r in view.runs.rows] == [view.summary.rows[0]["run_id"]]
+    assert len(view.results.rows) == 7
+    png = speedup_png(view.summary.rows)
+    assert png is not None and png.startswith(b"\x89PNG")
+    page = render_page(view, ui_base="/", db="postgresql://…")
+    run_link = "/dags/dlperf_benchmark/runs/manual__2026-11-20T02%3A00%3A00%2B00%3A00"
+    assert f'href="{run_link}"' in page and f'href="{run_link}/tasks/run_case/mapped"' in page
+    assert "timeout after 600 s" in page
+    assert page.count('class="summary-row"') == 3
+    # history and regressions: rows where the store has them, "none yet" (with the reason) otherwise
+    for section in (view.history, view.regressions):
+        assert section.rows or "none yet" in section.note or "could not read" in section.note
+
+
+def test_page_escapes_what_it_shows(sqlite_url):
+    store = seed(sqlite_url, run_id="<script>alert(1)</script>")
+    page = render_page(load_results_view(store), ui_base="/", db="x")
+    assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
+
+
+# ------------------------------------------------------------------- mounted in Airflow's api-server app
+
+PROBE = r"""
+import json, sys
+from airflow.utils.db import upgradedb
+upgradedb()
+from fastapi.testclient import TestClient
+from airflow.api_fastapi.app import create_app
+client = TestClient(create_app())
+out = {}
+def grab(name, response, body=True):
+    entry = {"status": response.status_code}
+    if body:
+        try:
+            entry["json"] = response.json()
+        except ValueError:
+            entry["text"] = response.text[:20000]
+    out[name] = entry
+grab("anonymous_summary", client.get("/dlperf/api/summary"))
+grab("anonymous_page", client.get("/dlperf/"))
+grab("anonymous_plot", client.get("/dlperf/api/plots/speedup.png"), body=False)
+grab("forged_token", client.get("/dlperf/api/summary", headers={"Authorization": "Bearer not.a.jwt"}))
+grab("wrong_password", client.post("/auth/token", json={"username": "dlperf", "password": "wrong"}))
+login = client.post("/auth/token", json={"username": "dlperf", "password": sys.argv[1]})
+out["login_status"] = login.status_code
+token = login.json()["access_token"]
+bearer = {"Authorization": f"Bearer {token}"}
+for name in ("summary", "runs", "results", "history", "regressions"):
+    grab(name, client.get(f"/dlperf/api/{name}", headers=bearer))
+grab("results_unknown_run", client.get("/dlperf/api/results", params={"run_id": "nope"}, headers=bearer))
+plot = client.get("/dlperf/api/plots/speedup.png", headers=bearer)
+out["plot"] = {"status": plot.status_code, "type": plot.headers.get("content-type"), "png": plot.content[:4] == b"\x89PNG"}
+client.cookies.set("_token", token)
+grab("page_with_cookie", client.get("/dlperf/"))
+client.cookies.clear()
+grab("plugins", client.get("/api/v2/plugins", headers=bearer))
+print("PROBE:" + json.dumps(out))
+"""
+
+
+def airflow_env(tmp_path: Path, results_url: str, password: str) -> dict[str, str]:
+    """A private Airflow home: SQLite metadata DB, the repo's dags/ and plugins/, one SimpleAuthManager user."""
+    home = tmp_path / "airflow"
+    home.mkdir()
+    passwords = home / "passwords.json"
+    passwords.write_text(json.dumps({"dlperf": password}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    return env | {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "dlperf:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__API_AUTH__JWT_SECRET": "dlperf-test-secret-not-for-production",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+        "DLPERF_DB_URL": results_url,
+        "DLPERF_HOME": str(REPO),
+    }
+
+
+def test_plugin_app_behind_airflow_auth(tmp_path, pg_url):
+    seed(pg_url)
+    password = "s3cret-" + tmp_path.name
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, password], capture_output=True, text=True, timeout=420,
+        env=airflow_env(tmp_path, pg_url, password), cwd=tmp_path,
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("PROBE:")]
+    assert out.returncode == 0 and lines, (out.stdout[-3000:], out.stderr[-5000:])
+    got = json.loads(lines[-1].removeprefix("PROBE:"))
+
+    # refused without valid credentials, like Airflow's own API: 401 without a token, 403 with a bad one
+    assert got["anonymous_summary"]["status"] == 401
+    assert got["anonymous_page"]["status"] == 401
+    assert got["anonymous_plot"]["status"] == 401
+    assert got["forged_token"]["status"] == 403
+    assert got["wrong_password"]["status"] == 401
+    assert got["login_status"] == 201
+
+    summary = got["summary"]
+    assert summary["status"] == 200, summary
+    topologies = {f"{r['nodes']}n{r['gpus_per_node']}g": r for r in summary["json"]["rows"]}
+    assert set(topologies) == set(SEEDED)
+    assert topologies["1n1g"]["median_throughput"] == pytest.approx(101.0)
+    assert topologies["2n1g"]["n_failed"] == 1
+    assert got["runs"]["json"]["rows"][0]["status"] == "failed"
+    assert len(got["results"]["json"]["rows"]) == 7
+    assert got["results_unknown_run"]["status"] == 404
+    for name in ("history", "regressions"):
+        body = got[name]["json"]
+        assert got[name]["status"] == 200 and (body["rows"] or body["note"]), body
+    assert got["plot"] == {"status": 200, "type": "image/png", "png": True}
+
+    page = got["page_with_cookie"]
+    assert page["status"] == 200
+    assert "pytorch_reference/resnet50_v1.5/fp32/b8/2n1g" in page["text"]
+    assert 'href="/dags/dlperf_benchmark/runs/' in page["text"]
+
+    plugins = got["plugins"]["json"]["plugins"]
+    ours = next(p for p in plugins if p["name"] == "dlperf_results")
+    assert ours["fastapi_apps"][0]["url_prefix"] == "/dlperf"
+    assert ours["external_views"][0]["url_route"] == "dlperf-results"
