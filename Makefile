@@ -26,6 +26,9 @@ test: venv services
 services:
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-docker.sh
+	bash scripts/ensure-sshd.sh
+	bash scripts/ensure-chromium.sh
+	bash scripts/ensure-compose.sh >/dev/null
 	bash scripts/build-images.sh
 
 images:
@@ -37,6 +40,8 @@ bench: venv
 	$(PY) bench/dag_parse_time.py
 	$(PY) bench/harness_transparency.py
 	$(PY) bench/orchestration_overhead.py
+	bash scripts/ensure-postgres.sh
+	$(PY) bench/views_at_scale.py
 
 clean:
 	rm -rf $(VENV) .dlperf

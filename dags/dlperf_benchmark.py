@@ -3,31 +3,37 @@
 Nightly at 02:00 UTC on the default suite, and on demand from the Trigger form (suite, runtime, filters,
 repeats). Shape:
 
-    plan_cases (setup) -> run_case[i] -> store_result[i] -> finish_run -> remove_containers (teardown)
+    plan_cases (setup) -> preflight, capture_environment -> run_case[i] -> store_result[i] -> finish_run
+    finish_run -> detect_regressions; remove_containers (teardown); finish_run, detect_regressions -> make_report (teardown)
 
 ``run_case`` is mapped over the plan and holds the ``dlperf_cluster`` pool for the whole case run (start
 every node at once, wait, collect logs, remove the containers), one case run at a time, so no two
 benchmarks share a device, also across DAG runs. A failed training is stored as a failed row with its
 reason and fails only its own ``store_result``; ``finish_run`` then fails the DAG run.
+``make_report`` writes the run's report (HTML, markdown, DLPerf JSON, PNG plots) after ``finish_run``
+whatever its outcome; it is a teardown so that it never decides the DAG run's state (a plain all_done
+leaf would turn a failed run green): ``finish_run`` stays the task that does.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import get_args
 
 from airflow.sdk import Param, dag, get_current_context, task
 
 from dlperf_airflow import steps
-from dlperf_core.frameworks import ADAPTERS
+from dlperf_core.form import discover_choices, topology_label
 from dlperf_core.jobs import RunIds
-from dlperf_core.suite import Precision
 
 DAG_ID = "dlperf_benchmark"
 POOL = "dlperf_cluster"
-PRECISIONS = list(get_args(Precision))
-TOPOLOGIES = ["1n1g", "1n2g", "1n4g", "1n8g", "2n1g", "2n8g", "4n8g"]
-FRAMEWORKS = sorted(ADAPTERS)
+# The trigger form's choices: what the suites in suites/ allow on their inventories (the adapter registry
+# if none can be read; never raises, so a broken suite cannot break parsing). plan_cases re-checks them.
+CHOICES = discover_choices(steps.dlperf_home())
+FRAMEWORKS = list(CHOICES.frameworks)
+MODELS = list(CHOICES.models)
+PRECISIONS = list(CHOICES.precisions)
+TOPOLOGIES = list(CHOICES.topologies)
 
 
 def _ids() -> RunIds:
@@ -48,44 +54,68 @@ def _ids() -> RunIds:
         "suite": Param(
             "suites/smoke.yaml",
             type="string",
+            minLength=1,
+            pattern=r"^\S+\.ya?ml$",
+            examples=list(CHOICES.suites),
             title="Suite",
-            description="Suite file, relative to the dlperf home (the repository) or absolute.",
+            description="Suite file (YAML), relative to the dlperf home (the repository) or absolute. "
+            "Type to pick one of the suites found in suites/.",
             section="What to run",
         ),
         "runtime": Param(
             "suite",
             type="string",
             enum=["suite", "local", "docker"],
+            values_display={
+                "suite": "the suite's own runtime and inventory",
+                "local": "local: process groups on the Airflow worker",
+                "docker": "docker: containers on every node's Docker Engine",
+            },
             title="Runtime",
-            description="'suite' uses the suite's own runtime and inventory.",
+            description="Where the framework processes run.",
             section="What to run",
         ),
         "inventory": Param(
             "",
-            type="string",
+            type=["string", "null"],  # "null": the UI's form would otherwise demand a value
+            pattern=r"^(|\S+\.ya?ml)$",
+            examples=list(CHOICES.inventories),
             title="Inventory",
             description="Node inventory file; empty = the suite's, or the runtime's default.",
             section="What to run",
         ),
         "frameworks": Param(
-            [], type="array", items={"type": "string", "enum": FRAMEWORKS}, examples=FRAMEWORKS,
-            title="Frameworks", description="Empty = every framework in the suite.", section="Filters",
+            [], type=["array", "null"], items={"type": "string", "enum": FRAMEWORKS}, uniqueItems=True,
+            examples=FRAMEWORKS, title="Frameworks",
+            description="Empty = every framework in the suite.", section="Filters",
         ),
         "models": Param(
-            [], type="array", items={"type": "string"}, title="Models",
+            [], type=["array", "null"], items={"type": "string", "enum": MODELS}, uniqueItems=True,
+            examples=MODELS, title="Models",
             description="Empty = every model in the suite.", section="Filters",
         ),
         "precisions": Param(
-            [], type="array", items={"type": "string", "enum": PRECISIONS}, examples=PRECISIONS,
-            title="Precisions", description="Empty = every precision in the suite.", section="Filters",
+            [], type=["array", "null"], items={"type": "string", "enum": PRECISIONS}, uniqueItems=True,
+            examples=PRECISIONS, title="Precisions",
+            description="Empty = every precision in the suite.", section="Filters",
         ),
         "topologies": Param(
-            [], type="array", items={"type": "string", "enum": TOPOLOGIES}, examples=TOPOLOGIES,
-            title="Topologies", description="Empty = every topology in the suite.", section="Filters",
+            [], type=["array", "null"], items={"type": "string", "enum": TOPOLOGIES}, uniqueItems=True,
+            examples=TOPOLOGIES, values_display={t: topology_label(t) for t in TOPOLOGIES}, title="Topologies",
+            description="Nodes x devices per node; only topologies that fit a suite's inventory are listed. "
+            "Empty = every topology in the suite.",
+            section="Filters",
         ),
         "repeats": Param(
-            0, type="integer", minimum=0, maximum=100, title="Repeats",
-            description="Repeats per case; 0 = the suite's.", section="Filters",
+            0, type=["integer", "null"], minimum=0, maximum=CHOICES.max_repeats, title="Repeats",
+            description=f"Repeats per case, 1 to {CHOICES.max_repeats}; 0 or empty = the suite's.",
+            section="Measurement",
+        ),
+        "batch_size": Param(
+            0, type=["integer", "null"], minimum=0, maximum=CHOICES.batch.maximum, title="Batch size per device",
+            description=f"Override every case's batch size per device, 1 to {CHOICES.batch.maximum}; "
+            f"0 or empty = the suite's ({', '.join(map(str, CHOICES.batch.in_suites)) or 'none found'}).",
+            section="Measurement",
         ),
     },
 )
@@ -93,7 +123,16 @@ def dlperf_benchmark():
     @task
     def plan_cases(**context) -> list[dict]:
         trigger = "scheduled" if context["dag_run"].run_type == "scheduled" else "manual"
-        return steps.plan_step(dict(context["params"]), _ids(), trigger)
+        who = "scheduler" if trigger == "scheduled" else getattr(context["dag_run"], "triggering_user_name", None)
+        return steps.plan_step(dict(context["params"]), _ids(), trigger, who)
+
+    @task
+    def capture_environment(plan: list[dict]) -> list[dict]:
+        """GPUs, driver, CUDA/cuDNN/NCCL, framework, image, topology, IB, hosts: stored once per distinct
+        environment; each case run is tagged with its environment_id. Never fails the run."""
+        from dlperf_airflow.environment_step import capture_step
+
+        return capture_step(plan, _ids())
 
     @task(
         pool=POOL,
@@ -101,9 +140,14 @@ def dlperf_benchmark():
         map_index_template="{{ dlperf_case }}",
         execution_timeout=timedelta(hours=6),
     )
-    def run_case(item: dict) -> dict:
+    def run_case(item: dict, health: dict) -> dict:
         get_current_context()["dlperf_case"] = steps.item_label(item)  # type: ignore[typeddict-unknown-key]
-        return steps.execute_step(item, _ids())
+        return steps.execute_step(item, _ids(), health)
+
+    @task(execution_timeout=timedelta(minutes=30))
+    def preflight(plan: list[dict]) -> dict:
+        """Every node over SSH before any case runs; a sick node's cases fail with the reason."""
+        return steps.preflight_step(plan)
 
     @task(map_index_template="{{ dlperf_case }}")
     def store_result(executed: dict) -> dict:
@@ -120,14 +164,30 @@ def dlperf_benchmark():
         return steps.finish_step(_ids())
 
     @task
+    def make_report() -> str:
+        from dlperf_airflow.report_step import report_step  # matplotlib: imported at run time, not at parse time
+
+        return report_step(_ids())
+
+    @task
+    def detect_regressions(**context) -> dict:
+        """Each case's median against its last good nights (median/MAD); store verdicts, alert (nightly)."""
+        from dlperf_airflow.regression_step import detect_step
+
+        return detect_step(_ids(), context=context)
+
+    @task
     def remove_containers(**context) -> list[str]:
         return steps.cleanup_step(dict(context["params"]), _ids())
 
     plan = plan_cases()
-    stored = store_result.expand(executed=run_case.expand(item=plan))
+    captured = capture_environment(plan)
+    stored = store_result.expand(executed=run_case.partial(health=preflight(plan)).expand(item=captured))
     done = finish_run()
     stored >> done
+    detected = done >> detect_regressions()
     done >> remove_containers().as_teardown(setups=plan)
+    [done, detected] >> make_report().as_teardown(setups=plan)  # after detection: the report shows its verdicts
 
 
 dlperf_benchmark()

@@ -37,13 +37,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if logical_date.tzinfo is None:
             logical_date = logical_date.replace(tzinfo=timezone.utc)
     dag_run = run_dag(conf, logical_date)
-    from dlperf_core.report import seed_tables
+    from dlperf_core.reporting import seed_tables
     from dlperf_core.storage import ResultStore, default_db_url
 
     store = ResultStore(default_db_url())
+    store.ensure_schema()  # a run refused at planning never reached the database: no crash on an empty one
     summary = store.summary(dag_id=dag_run.dag_id, run_id=dag_run.run_id)
     print(seed_tables(summary))
     state = str(dag_run.state)
+    from dlperf_cli.report_cmd import report_location
+
+    page = report_location(dag_run.dag_id, dag_run.run_id)
+    print(f"\nreport: {page}" if page else "\nreport: none written (see the make_report task log)")
     print(f"\nDAG run {dag_run.run_id}: {state}; results in {_redact(default_db_url())}")
     return 0 if state.endswith("success") else 1
 
@@ -124,7 +129,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
-    from dlperf_core.report import seed_tables
+    from dlperf_core.reporting import seed_tables
     from dlperf_core.storage import ResultStore, default_db_url
 
     store = ResultStore(args.db or default_db_url())
@@ -176,6 +181,22 @@ def build_parser() -> argparse.ArgumentParser:
     res.add_argument("--all", action="store_true", help="every run, not only the latest")
     res.add_argument("--json", action="store_true")
     res.set_defaults(func=_cmd_results)
+
+    from dlperf_cli.report_cmd import add_report_parser
+
+    add_report_parser(sub)  # dlperf report
+
+    from dlperf_cli.commands_cmd import add_commands_parser
+
+    add_commands_parser(sub)  # dlperf commands
+
+    from dlperf_cli.cluster_cmd import add_cluster_parser
+
+    add_cluster_parser(sub)  # dlperf cluster sync
+
+    from dlperf_cli.data_cmds import add_data_commands
+
+    add_data_commands(sub)  # dlperf compare, dlperf db analyst-role
     return p
 
 

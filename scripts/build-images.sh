@@ -150,4 +150,17 @@ fi
 size="$(docker image inspect --format '{{.Size}}' "$TAG")"
 # (tail: an NGC base's entrypoint prints a banner first)
 say "$TAG: $((size / 1024 / 1024)) MiB, torch $(docker run --rm "$TAG" 2>/dev/null | tail -n 1 || echo '?')"
+
+# 5. dlperf's Airflow image (docker-compose.yaml), from the local base, same up-to-date rule:
+#    docker/airflow/build.sh. BUILD_AIRFLOW_IMAGE=auto (default: only when the base is the local one,
+#    i.e. not on a GPU node building an NGC-based image) | yes | no.
+BUILD_AIRFLOW_IMAGE="${BUILD_AIRFLOW_IMAGE:-auto}"
+if [ "$BUILD_AIRFLOW_IMAGE" = yes ] || { [ "$BUILD_AIRFLOW_IMAGE" = auto ] && [ "$BASE_IMAGE" = "$LOCAL_BASE" ]; }; then
+  t=$(now)
+  airflow_args=()
+  [ "$FORCE" -eq 1 ] && airflow_args+=(--force)
+  docker image inspect "$LOCAL_BASE" >/dev/null 2>&1 || "$REPO/docker/base/build-base.sh" --name "$LOCAL_BASE"
+  AIRFLOW_BASE_IMAGE="$LOCAL_BASE" "$REPO/docker/airflow/build.sh" "${airflow_args[@]}"
+  say "airflow image: $(since "$t") s"
+fi
 say "total: $(since "$T_ALL") s"

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("DLPERF_SHARED", REPO.parent / "shared"))  # seeds, reallogs, reference notes
 DLPERF = [sys.executable, "-m", "dlperf_cli.main"]
 
 
@@ -51,3 +52,15 @@ def run_id_of(output: str) -> str:
     found = re.findall(r"^DAG run (\S+): ", output, flags=re.M)
     assert found, output[-2000:]
     return found[-1]
+
+
+def docker_marks(image: str) -> list:
+    """pytest marks of a test that runs containers of ``image`` on the local Docker Engine."""
+    import pytest
+
+    return [
+        pytest.mark.docker,
+        pytest.mark.postgres,
+        pytest.mark.skipif(not docker_available(), reason="no Docker engine answers (make test starts one)"),
+        pytest.mark.skipif(docker_available() and not image_present(image), reason=f"{image} not built (make images)"),
+    ]

@@ -35,6 +35,7 @@ print(json.dumps({
     "tasks": sorted(dag.task_ids) if dag else [],
     "pool": dag.get_task('run_case').pool if dag else None,
     "teardown": dag.get_task('remove_containers').is_teardown if dag else None,
+    "report": [dag.get_task('make_report').is_teardown, sorted(dag.get_task('make_report').upstream_task_ids)],
 }))
 """
 
@@ -53,9 +54,14 @@ def test_dagbag_loads_without_import_errors(tmp_path):
     assert info["dag_ids"] == ["dlperf_benchmark"]
     assert info["schedule"] == "0 2 * * *"
     assert {"suite", "runtime", "frameworks", "precisions", "topologies", "repeats"} <= set(info["params"])
-    assert info["tasks"] == ["finish_run", "plan_cases", "remove_containers", "run_case", "store_result"]
+    assert info["tasks"] == [
+        "capture_environment", "detect_regressions", "finish_run", "make_report", "plan_cases", "preflight",
+        "remove_containers", "run_case", "store_result",
+    ]
     assert info["pool"] == "dlperf_cluster"
     assert info["teardown"] is True
+    # a teardown (never decides the run state), after regression detection so the report shows its verdicts
+    assert info["report"] == [True, ["detect_regressions", "finish_run", "plan_cases"]]
     # the trigger form refuses bad values itself (JSON schema), before any run starts
     assert all(v == "ParamValidationError" for v in info["refused"].values()), info["refused"]
     assert info["good"] == ["1n1g", "2n8g"]

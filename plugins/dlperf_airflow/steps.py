@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from dlperf_core.errors import ConfigError
+from dlperf_core.form import check_trigger, with_batch_override
 from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.jobs import RunIds, Runtime, build_job
 from dlperf_core.measure import Measurement, judge
@@ -21,6 +22,7 @@ from dlperf_core.plan import CaseRun, PlanFilters, plan_suite
 from dlperf_core.runtime.base import CaseOutcome, NodeOutcome
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore, default_db_url
+from dlperf_core.storage.spool import ResultSpool, store_or_spool
 from dlperf_core.suite import load_suite
 
 log = logging.getLogger("dlperf")
@@ -72,6 +74,8 @@ def resolve_settings(params: dict) -> tuple[Settings, object, Inventory]:
         topologies=tuple(params.get("topologies") or ()),
         repeats=int(repeats) if repeats else None,
     )
+    check_trigger(suite, filters)  # a filter value the chosen suite lacks is refused, not silently dropped
+    suite = with_batch_override(suite, params.get("batch_size") or None)
     return Settings(Path(suite.source), runtime, Path(inv_path), filters), suite, inventory
 
 
@@ -83,7 +87,7 @@ def make_runtime(name: str, inventory: Inventory) -> Runtime:
     return LocalRuntime()
 
 
-def plan_step(params: dict, ids: RunIds, trigger: str) -> list[dict]:
+def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None = None) -> list[dict]:
     """Validate and plan; record the benchmark run. Returns one JSON item per case run."""
     settings, suite, inventory = resolve_settings(params)
     runs = plan_suite(suite, inventory, settings.filters)
@@ -99,6 +103,7 @@ def plan_step(params: dict, ids: RunIds, trigger: str) -> list[dict]:
             started_at=datetime.now(timezone.utc),
             finished_at=None,
             status="running",
+            triggered_by=triggered_by,
         )
     )
     common = {
@@ -116,11 +121,48 @@ def item_label(item: dict) -> str:
     return f"{run.case.key} r{run.repeat}"
 
 
-def execute_step(item: dict, ids: RunIds) -> dict:
+PREFLIGHT_NO_SSH = "skipped: no ssh access declared"
+
+
+def preflight_step(plan: list[dict]) -> dict:
+    """Check, over SSH, every node the planned cases use before any case runs (``dlperf_core.preflight``).
+
+    Returns ``{"status": ..., "nodes": {name: NodeHealth dict}}`` for ``run_case``; a sick node is
+    reported here, never raised: its cases fail with the reason, the others run. Inventories without
+    ``ssh`` on their nodes (local runtime, docker-local) are skipped with :data:`PREFLIGHT_NO_SSH`."""
+    if not plan:
+        return {"status": "skipped: nothing planned", "nodes": {}}
+    inventory = load_inventory(plan[0]["inventory"])
+    runs = [CaseRun.from_dict(item["run"]) for item in plan]
+    used = inventory.first(max(r.case.nodes for r in runs))
+    if not any(n.ssh is not None for n in used):
+        log.info("preflight %s", PREFLIGHT_NO_SSH)
+        return {"status": PREFLIGHT_NO_SSH, "nodes": {}}
+    from dlperf_airflow.preflight import check_nodes
+    from dlperf_core.frameworks import get_adapter
+
+    docker = any(item["runtime"] == "docker" for item in plan)
+    images = sorted({get_adapter(r.case.framework).image(r.case) for r in runs}) if docker else []
+    health = check_nodes(Inventory(name=inventory.name, nodes=used), images)
+    sick = [h.reason for h in health.values() if not h.ok]
+    return {"status": f"checked: {len(health) - len(sick)} ok, {len(sick)} failed", "nodes": {
+        name: h.to_dict() for name, h in health.items()}}
+
+
+def execute_step(item: dict, ids: RunIds, preflight: dict | None = None) -> dict:
     """Start all nodes of one case run at once, wait, collect logs, clean up. Never raises for a failed
-    training: the outcome (with its reason) goes on to be stored."""
+    training: the outcome (with its reason) goes on to be stored. A case on a node that failed
+    ``preflight`` is not started: it is a failed outcome "preflight: <node>: <problem>"."""
     run = CaseRun.from_dict(item["run"])
     started = datetime.now(timezone.utc)
+    if preflight and preflight.get("nodes"):
+        from dlperf_core.preflight import NodeHealth, case_blocker
+
+        health = {name: NodeHealth.from_dict(h) for name, h in preflight["nodes"].items()}
+        names = [n.name for n in load_inventory(item["inventory"]).first(run.case.nodes)]
+        if blocker := case_blocker(names, health):
+            log.warning("%s not started: %s", item_label(item), blocker)
+            return {**item, "outcome": CaseOutcome(started, datetime.now(timezone.utc), [], blocker).to_dict()}
     try:
         inventory = load_inventory(item["inventory"])
         runtime = make_runtime(item["runtime"], inventory)
@@ -147,7 +189,11 @@ def store_step(executed: dict, ids: RunIds) -> Measurement:
     outcome = _outcome_from_dict(executed["outcome"])
     verdict = judge(run.case, outcome)
     case = run.case
-    ResultStore(default_db_url()).upsert_result(
+    store = ResultStore(default_db_url())
+    spool = ResultSpool(store.url)
+    spool.drain(store)  # results an earlier task spooled while the database was down go first
+    spooled = store_or_spool(
+        store,
         ResultRecord(
             dag_id=ids.dag_id,
             run_id=ids.run_id,
@@ -167,8 +213,13 @@ def store_step(executed: dict, ids: RunIds) -> Measurement:
             log_path=outcome.log_path,
             started_at=outcome.started_at,
             finished_at=outcome.finished_at,
-        )
+            environment_id=executed.get("environment_id"),  # set by capture_environment
+            gpu_memory_peak_mb=executed["outcome"].get("gpu_memory_peak_mb"),  # sampled by the runtime
+        ),
+        spool,
     )
+    if spooled is not None:
+        log.warning("results database unavailable: this result is kept in %s until it can be written", spooled)
     figure = f"{verdict.throughput:.2f} samples/s" if verdict.throughput else verdict.reason
     progress(f"[{run.index + 1}/{run.total}] {case.key} repeat {run.repeat}: {verdict.status}, {figure}")
     return verdict
@@ -177,6 +228,13 @@ def store_step(executed: dict, ids: RunIds) -> Measurement:
 def finish_step(ids: RunIds) -> dict:
     """Close the benchmark run; fail (and so fail the DAG run) when any case run failed."""
     store = ResultStore(default_db_url())
+    spool = ResultSpool(store.url)
+    drained = spool.drain(store)
+    if drained.left:
+        raise RuntimeError(
+            f"results database unavailable: {drained.left} results stay spooled in {spool.folder} "
+            "and are written by the next store_result or finish_run that reaches the database"
+        )
     rows = store.results(run_id=ids.run_id)
     rows = rows[rows["dag_id"] == ids.dag_id] if len(rows) else rows
     failed = rows[rows["status"] != "ok"] if len(rows) else rows
