@@ -4,11 +4,13 @@ Nightly at 02:00 UTC on the default suite, and on demand from the Trigger form (
 repeats). Shape:
 
     plan_cases (setup) -> preflight, capture_environment -> run_case[i] -> store_result[i] -> finish_run
+    plan_cases -> plan_searches -> search_max_batch[j] -> finish_run      (suites with max_batch_search)
     finish_run -> detect_regressions; remove_containers (teardown); finish_run, detect_regressions -> make_report (teardown)
 
 ``run_case`` is mapped over the plan and holds the ``dlperf_cluster`` pool for the whole case run (start
 every node at once, wait, collect logs, remove the containers), one case run at a time, so no two
-benchmarks share a device, also across DAG runs. A failed training is stored as a failed row with its
+benchmarks share a device, also across DAG runs. ``search_max_batch`` holds the same pool while it tries
+batch after batch (``dlperf_core.maxbatch``) and stores what it found in ``max_batch_searches``. A failed training is stored as a failed row with its
 reason and fails only its own ``store_result``; ``finish_run`` then fails the DAG run.
 ``make_report`` writes the run's report (HTML, markdown, DLPerf JSON, PNG plots) after ``finish_run``
 whatever its outcome; it is a teardown so that it never decides the DAG run's state (a plain all_done
@@ -127,6 +129,28 @@ def dlperf_benchmark():
         return steps.plan_step(dict(context["params"]), _ids(), trigger, who)
 
     @task
+    def plan_searches(plan: list[dict], **context) -> list[dict]:
+        """The suite's max batch size searches (after plan_cases validated and recorded the run)."""
+        return steps.search_plan_step(dict(context["params"]))
+
+    @task(
+        pool=POOL,
+        max_active_tis_per_dagrun=1,
+        map_index_template="{{ dlperf_case }}",
+        execution_timeout=timedelta(hours=6),
+    )
+    def search_max_batch(search: dict, health: dict) -> dict:
+        from dlperf_airflow.maxbatch_step import search_label, search_step
+
+        get_current_context()["dlperf_case"] = search_label(search)  # type: ignore[typeddict-unknown-key]
+        verdict = search_step(search, _ids(), health)
+        if verdict.status == "failed":
+            from airflow.sdk.exceptions import AirflowFailException
+
+            raise AirflowFailException(f"{search_label(search)}: {verdict.reason}")
+        return verdict.to_dict()
+
+    @task
     def capture_environment(plan: list[dict]) -> list[dict]:
         """GPUs, driver, CUDA/cuDNN/NCCL, framework, image, topology, IB, hosts: stored once per distinct
         environment; each case run is tagged with its environment_id. Never fails the run."""
@@ -145,9 +169,9 @@ def dlperf_benchmark():
         return steps.execute_step(item, _ids(), health)
 
     @task(execution_timeout=timedelta(minutes=30))
-    def preflight(plan: list[dict]) -> dict:
+    def preflight(plan: list[dict], searches: list[dict]) -> dict:
         """Every node over SSH before any case runs; a sick node's cases fail with the reason."""
-        return steps.preflight_step(plan)
+        return steps.preflight_step(plan + searches)
 
     @task(map_index_template="{{ dlperf_case }}")
     def store_result(executed: dict) -> dict:
@@ -181,10 +205,13 @@ def dlperf_benchmark():
         return steps.cleanup_step(dict(context["params"]), _ids())
 
     plan = plan_cases()
+    searches = plan_searches(plan)
+    health = preflight(plan, searches)
     captured = capture_environment(plan)
-    stored = store_result.expand(executed=run_case.partial(health=preflight(plan)).expand(item=captured))
+    stored = store_result.expand(executed=run_case.partial(health=health).expand(item=captured))
+    found = search_max_batch.partial(health=health).expand(search=searches)
     done = finish_run()
-    stored >> done
+    [stored, found] >> done
     detected = done >> detect_regressions()
     done >> remove_containers().as_teardown(setups=plan)
     [done, detected] >> make_report().as_teardown(setups=plan)  # after detection: the report shows its verdicts

@@ -36,6 +36,7 @@ class ContainerSpec:
     working_dir: str | None = None
     extra_hosts: dict[str, str] = field(default_factory=dict)
     files: tuple[ContainerFile, ...] = field(default=(), repr=False)  # put in before start (per-case keys)
+    memory_limit_mb: int | None = None  # CPU stand-in nodes: device_memory_mb x devices (no swap)
 
 
 def container_spec_for(
@@ -69,4 +70,5 @@ def container_spec_for(
         cap_add=("IPC_LOCK",) if node.memlock else (),
         memlock_unlimited=node.memlock,
         mounts=mounts,
+        memory_limit_mb=node.device_memory_mb * node.gpus if node.device_memory_mb else None,
     )

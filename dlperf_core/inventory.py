@@ -20,6 +20,7 @@ An inventory is a YAML file::
         queue: node0               # Celery queue of the worker that sits on this node
         data_paths: [/data/imagenet]   # must exist on the node (preflight; mount sources are checked too)
         min_free_disk_gb: 50       # free space preflight wants on Docker's root dir and log_dir
+        device_memory_mb: 2048     # CPU stand-in nodes only: the memory of one "device" (see Node)
         ssh: {user: dlperf, port: 22, key_file: /home/airflow/.ssh/id_ed25519,
               host_key: "ssh-ed25519 AAAA..."}   # preflight; host_key pins the node's key
 
@@ -84,6 +85,16 @@ class Node(BaseModel):
     infiniband_devices: tuple[str, ...] = ()  # HCA names (/sys/class/infiniband/<name>) that must be up
     data_paths: tuple[str, ...] = ()  # host paths that must exist (datasets); mount sources are checked too
     min_free_disk_gb: float = Field(0, ge=0)  # on Docker's root dir and log_dir; 0 = only report
+    # CPU stand-in nodes: what a GPU's memory is on a real node, enforced by the kernel, so that a batch too
+    # large really runs out of memory (max batch search). Local runtime: RLIMIT_AS of each process; docker:
+    # the container's memory limit, device_memory_mb x gpus. Unset: no limit.
+    device_memory_mb: int | None = Field(None, ge=64)
+
+    @model_validator(mode="after")
+    def _device_memory_on_cpu_only(self) -> "Node":
+        if self.device_memory_mb is not None and self.accelerator != "cpu":
+            raise ValueError("device_memory_mb is for CPU stand-in nodes; a GPU brings its own memory")
+        return self
 
     @property
     def airflow_id(self) -> str:

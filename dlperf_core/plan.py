@@ -11,6 +11,7 @@ from typing import Any
 
 from dlperf_core.errors import ConfigError
 from dlperf_core.inventory import Inventory
+from dlperf_core.maxbatch import MaxBatchSearch
 from dlperf_core.suite import Suite, Topology
 
 
@@ -99,7 +100,7 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
     out: list[tuple[Case, int]] = []
     seen: set[str] = set()
     for bench in suite.benchmarks:
-        if filters.frameworks and bench.framework not in filters.frameworks:
+        if bench.search_only or (filters.frameworks and bench.framework not in filters.frameworks):
             continue
         adapter = ADAPTERS[bench.framework]
         if filters.models and bench.model not in filters.models:
@@ -150,11 +151,84 @@ def check_fits(cases: list[tuple[Case, int]], inventory: Inventory, source: str)
         raise ConfigError(source, problems)
 
 
-def plan_suite(suite: Suite, inventory: Inventory, filters: PlanFilters = PlanFilters()) -> list[CaseRun]:
-    """The ordered case runs of a suite: each case's repeats back to back, as the seeds ran them."""
+def plan_suite(
+    suite: Suite, inventory: Inventory, filters: PlanFilters = PlanFilters(), *, allow_empty: bool = False
+) -> list[CaseRun]:
+    """The ordered case runs of a suite: each case's repeats back to back, as the seeds ran them.
+
+    ``allow_empty``: a plan without cases is fine (the suite's benchmarks only search max batch sizes)."""
     cases = expand_cases(suite, filters)
     if not cases:
+        if allow_empty:
+            return []
         raise ConfigError(suite.source, ["the filters leave no case to run"])
     check_fits(cases, inventory, suite.source)
     flat = [(case, r) for case, repeats in cases for r in range(repeats)]
     return [CaseRun(case, r, i, len(flat)) for i, (case, r) in enumerate(flat)]
+
+
+@dataclass(frozen=True)
+class SearchRun:
+    """One max batch size search: a framework, model, precision and options on the search's topology.
+
+    ``case`` is the configuration at the search's first batch; each probe is ``case`` at another batch."""
+
+    case: Case
+    search: MaxBatchSearch
+    index: int = 0  # position among the plan's searches
+
+    @property
+    def key(self) -> str:
+        """E.g. ``pytorch_reference/resnet50_v1.5/fp32/1n1g``: the case key without the batch."""
+        c = self.case
+        key = f"{c.framework}/{c.model}/{c.precision}/{c.topology}"
+        return key + "".join(f"+{name}={value}" for name, value in c.options)
+
+    def probe_case(self, batch: int) -> Case:
+        from dataclasses import replace
+
+        return replace(self.case, batch_size_per_device=batch)
+
+    def to_dict(self) -> dict:
+        return {"case": self.case.to_dict(), "search": self.search.model_dump(), "index": self.index}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SearchRun":
+        return cls(Case.from_dict(data["case"]), MaxBatchSearch.model_validate(data["search"]), data.get("index", 0))
+
+
+def plan_searches(suite: Suite, inventory: Inventory, filters: PlanFilters = PlanFilters()) -> list[SearchRun]:
+    """The max batch size searches the suite asks for (``max_batch_search``), one per precision, after the
+    trigger's framework, model and precision filters; refused here if a search's topology does not fit."""
+    out: list[SearchRun] = []
+    seen: set[str] = set()
+    for bench in suite.benchmarks:
+        search = bench.max_batch_search
+        if search is None:
+            continue
+        if filters.frameworks and bench.framework not in filters.frameworks:
+            continue
+        if filters.models and bench.model not in filters.models:
+            continue
+        for precision in bench.precisions or suite.precisions:
+            if filters.precisions and precision not in filters.precisions:
+                continue
+            case = Case(
+                framework=bench.framework,
+                model=bench.model,
+                precision=precision,
+                batch_size_per_device=search.start,
+                nodes=search.nodes,
+                gpus_per_node=search.gpus_per_node,
+                warmup_iterations=search.warmup_iterations,
+                measured_iterations=search.measured_iterations,
+                image=bench.image,
+                extra_args=bench.extra_args,
+                options=tuple(sorted(bench.options.items())),
+            )
+            run = SearchRun(case, search, len(out))
+            if run.key not in seen:
+                seen.add(run.key)
+                out.append(run)
+    check_fits([(s.case, 1) for s in out], inventory, suite.source)
+    return out

@@ -13,6 +13,7 @@ A suite is a YAML file in ``suites/``::
         model: resnet50_v1.5
         precisions: [fp32]
         batch_size_per_device: 8     # or {fp32: 128, amp: 256}, or a list to sweep
+        max_batch_search: {start: 32, step: 32, limit: 512}   # optional, see dlperf_core/maxbatch.py
         topologies: [1n1g, 1n2g, 2n1g]
         image: dlperf/pytorch-reference:cpu
         extra_args: [--image-size, "64", --width, "16"]
@@ -30,6 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dlperf_core.errors import ConfigError, format_validation_error
+from dlperf_core.maxbatch import MaxBatchSearch
 
 Precision = Literal["fp32", "tf32", "amp"]
 RuntimeName = Literal["local", "docker"]
@@ -90,6 +92,14 @@ class Benchmark(BaseModel):
     options: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="adapter options, e.g. {loss_scale: static, data_backend: syntetic}"
     )
+    max_batch_search: MaxBatchSearch | None = Field(
+        None, description="also find the largest batch per device that fits (dlperf_core.maxbatch)"
+    )
+
+    @property
+    def search_only(self) -> bool:
+        """True when the benchmark only searches the max batch size and measures no cases."""
+        return self.max_batch_search is not None and self.max_batch_search.only
 
     @model_validator(mode="before")
     @classmethod
@@ -173,6 +183,8 @@ class Suite(BaseModel):
     @model_validator(mode="after")
     def _every_benchmark_has_a_batch(self) -> "Suite":
         for i, bench in enumerate(self.benchmarks):
+            if bench.search_only:
+                continue
             for precision in bench.precisions or self.precisions:
                 if not self.batch_sizes_for(bench, precision):
                     raise ValueError(

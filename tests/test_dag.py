@@ -34,6 +34,8 @@ print(json.dumps({
     "params": sorted(dag.params.keys()) if dag else [],
     "tasks": sorted(dag.task_ids) if dag else [],
     "pool": dag.get_task('run_case').pool if dag else None,
+    "search_pool": dag.get_task('search_max_batch').pool if dag else None,
+    "finish_after": sorted(dag.get_task('finish_run').upstream_task_ids) if dag else [],
     "teardown": dag.get_task('remove_containers').is_teardown if dag else None,
     "report": [dag.get_task('make_report').is_teardown, sorted(dag.get_task('make_report').upstream_task_ids)],
 }))
@@ -55,10 +57,11 @@ def test_dagbag_loads_without_import_errors(tmp_path):
     assert info["schedule"] == "0 2 * * *"
     assert {"suite", "runtime", "frameworks", "precisions", "topologies", "repeats"} <= set(info["params"])
     assert info["tasks"] == [
-        "capture_environment", "detect_regressions", "finish_run", "make_report", "plan_cases", "preflight",
-        "remove_containers", "run_case", "store_result",
+        "capture_environment", "detect_regressions", "finish_run", "make_report", "plan_cases", "plan_searches",
+        "preflight", "remove_containers", "run_case", "search_max_batch", "store_result",
     ]
-    assert info["pool"] == "dlperf_cluster"
+    assert info["pool"] == info["search_pool"] == "dlperf_cluster"  # probes and cases never share a device
+    assert info["finish_after"] == ["search_max_batch", "store_result"]
     assert info["teardown"] is True
     # a teardown (never decides the run state), after regression detection so the report shows its verdicts
     assert info["report"] == [True, ["detect_regressions", "finish_run", "plan_cases"]]

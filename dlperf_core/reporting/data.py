@@ -61,6 +61,7 @@ class ReportData:
     results: pd.DataFrame
     history: pd.DataFrame | None
     regressions: pd.DataFrame | None
+    max_batch: pd.DataFrame | None = None  # the run's max batch size searches (migration 0003)
 
     @property
     def failed_repeats(self) -> pd.DataFrame:
@@ -129,4 +130,6 @@ def load_report_data(store: ResultStore, run_id: str | None = None, dag_id: str 
     if hasattr(store, "regressions"):
         found = store.regressions(run_id=None, open_only=False)
         regressions = _of_run_configurations(found, summary)
-    return ReportData(run, summary, results, history, regressions)
+    max_batch = store.max_batch_searches(run_id=run.run_id, dag_id=run.dag_id) if hasattr(
+        store, "max_batch_searches") else None
+    return ReportData(run, summary, results, history, regressions, max_batch)

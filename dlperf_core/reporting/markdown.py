@@ -9,7 +9,13 @@ import pandas as pd
 
 from dlperf_core.reporting.data import ReportData
 from dlperf_core.reporting.plots import Plot
-from dlperf_core.reporting.tables import format_cell, markdown_table, seed_table_frames, table_markdown
+from dlperf_core.reporting.tables import (
+    format_cell,
+    markdown_table,
+    max_batch_markdown,
+    seed_table_frames,
+    table_markdown,
+)
 
 PLOT_SECTIONS: tuple[tuple[str, str], ...] = (
     ("scaling", "Scaling: throughput and speedup against GPU count"),
@@ -74,6 +80,8 @@ def render_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
     parts += ["", "## Results (samples/s: median of repeats; speedup: vs 1n1g of the same run)", ""]
     tables = seed_table_frames(data.summary)
     parts += ["\n\n".join(table_markdown(t) for t in tables) if tables else "(no results)"]
+    if searched := max_batch_markdown(data.max_batch):
+        parts += ["", searched]
     for kind, heading in PLOT_SECTIONS:
         shown = [p for p in plots if p.kind == kind]
         if shown or kind == "history":

@@ -102,3 +102,41 @@ def seed_tables(summary: pd.DataFrame) -> str:
     if not tables:
         return "(no results)"
     return "\n\n".join(table_markdown(t) for t in tables)
+
+
+MAX_BATCH_COLUMNS: tuple[str, ...] = (
+    "framework", "model", "precision", "topology", "tried", "max_batch_size_per_device", "first_oom", "status",
+)
+
+
+def max_batch_frame(searches: pd.DataFrame) -> pd.DataFrame:
+    """The ``max_batch_searches`` rows of a run as a table: what was tried and the largest batch that fit
+    (the seeds' "以32为最小单位，最大batch size为128" as a row); ``first_oom`` is the batch that ran out of
+    memory, ``status`` says how far the search got (dlperf_core.maxbatch)."""
+    if searches is None or searches.empty:
+        return pd.DataFrame(columns=list(MAX_BATCH_COLUMNS))
+    rows = []
+    for r in searches.sort_values(["framework", "model", "precision", "nodes", "gpus_per_node"]).itertuples():
+        tried = [p["batch"] for p in r.probes]
+        rows.append({
+            "framework": r.framework,
+            "model": r.model,
+            "precision": r.precision,
+            "topology": f"{r.nodes}n{r.gpus_per_node}g",
+            "tried": f"{tried[0]}..{tried[-1]} step {r.step}" if len(tried) > 1 else (str(tried[0]) if tried else "-"),
+            "max_batch_size_per_device": None if pd.isna(r.max_batch) else int(r.max_batch),
+            "first_oom": None if pd.isna(r.first_oom_batch) else int(r.first_oom_batch),
+            "status": r.status if r.status != "failed" else f"failed: {r.reason}",
+        })
+    return pd.DataFrame(rows, columns=list(MAX_BATCH_COLUMNS))
+
+
+def max_batch_markdown(searches: pd.DataFrame) -> str:
+    """:func:`max_batch_frame` as a markdown table (empty string when there was no search)."""
+    frame = max_batch_frame(searches)
+    if frame.empty:
+        return ""
+    cells = [[format_cell(v) for v in row] for row in frame.astype(object).itertuples(index=False)]
+    return "### Max batch size per device (largest that trained without running out of memory)\n\n" + (
+        markdown_table(list(frame.columns), cells)
+    )

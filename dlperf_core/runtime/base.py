@@ -85,8 +85,10 @@ class CaseOutcome:
 SSH_SETUP_EXIT = 97  # dlperf_core.frameworks.mpi: node 0 could not reach a peer's sshd
 
 
-def describe_exit(node: str, code: int) -> str:
-    """A human reason for a non-zero exit."""
+def describe_exit(node: str, code: int, oom_killed: bool = False) -> str:
+    """A human reason for a non-zero exit (``oom_killed``: the runtime saw the kernel's OOM killer end it)."""
+    if oom_killed:
+        return f"{node}: out of memory: killed by the kernel's OOM killer (exit code {code})"
     if code == SSH_SETUP_EXIT:
         return f"{node}: ssh setup failed: another node's sshd did not answer (exit code {code})"
     if code in (137, -9):
@@ -122,7 +124,7 @@ def supervise(
         failed = [(p, c) for p, c in zip(procs, codes) if c not in (None, 0)]
         if failed:
             p, code = failed[0]
-            return describe_exit(p.node_name, code)  # type: ignore[arg-type]
+            return describe_exit(p.node_name, code, getattr(p, "oom_killed", False))  # type: ignore[arg-type]
         if all(c == 0 for i, c in enumerate(codes) if i not in services):
             return None
         ended = [procs[i] for i in services if codes[i] is not None]

@@ -17,6 +17,25 @@ import psutil
 from dlperf_core.runtime.base import CaseJob, CaseOutcome, run_supervised
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
+
+_LIMIT_THEN_EXEC = (
+    "import os, resource, sys; "
+    "limit = int(sys.argv[1]) << 20; "
+    "resource.setrlimit(resource.RLIMIT_AS, (limit, limit)); "
+    "os.environ['DLPERF_DEVICE_MEMORY_MB'] = sys.argv[1]; "
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+)
+
+
+def with_memory_limit(argv: tuple[str, ...], limit_mb: int | None) -> tuple[str, ...]:
+    """``argv`` run under an address-space limit of ``limit_mb`` (inherited by every process it starts), the
+    CPU stand-in for a device's memory (``Node.device_memory_mb``): an allocation past it fails with ENOMEM,
+    which the framework reports as out of memory (``DLPERF_DEVICE_MEMORY_MB`` tells the reference workload, which
+    then reports every failed allocation as the allocator's ENOMEM). Done by exec in a small wrapper rather than ``preexec_fn``,
+    which is unsafe in a threaded process such as an Airflow worker."""
+    if not limit_mb:
+        return argv
+    return (sys.executable, "-c", _LIMIT_THEN_EXEC, str(limit_mb), *argv)
 class LocalProcess:
     """One node as a local process group."""
 
@@ -82,7 +101,8 @@ class LocalRuntime:
         def start(i: int) -> LocalProcess:
             launch = job.launches[i]
             env = {**launch.env, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
-            return LocalProcess(launch.node.name, launch.argv, env, job.log_dir / f"node{launch.node_rank}.log")
+            argv = with_memory_limit(launch.argv, launch.node.device_memory_mb)
+            return LocalProcess(launch.node.name, argv, env, job.log_dir / f"node{launch.node_rank}.log")
 
         return run_supervised(job, start)
 

@@ -8,6 +8,7 @@ from dlperf_core.storage.models import (
     CONFIGURATION_COLUMNS,
     Base,
     BenchmarkRun,
+    MaxBatchSearchResult,
     Regression,
     Result,
     StoredEnvironment,
@@ -16,7 +17,7 @@ from dlperf_core.storage.models import (
     nightly_history,
     open_regressions,
 )
-from dlperf_core.storage.records import BenchmarkRunRecord, ResultRecord
+from dlperf_core.storage.records import BenchmarkRunRecord, MaxBatchSearchRecord, ResultRecord
 from dlperf_core.storage.store import ResultStore, default_db_url
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "Base",
     "BenchmarkRun",
     "BenchmarkRunRecord",
+    "MaxBatchSearchRecord",
+    "MaxBatchSearchResult",
     "Regression",
     "Result",
     "ResultRecord",

@@ -1,6 +1,6 @@
 """SQLAlchemy 2 declarative models of the dlperf results database.
 
-Four tables and four views (docs/schema.md has the diagram):
+Five tables and four views (docs/schema.md has the diagram):
 
 * ``benchmark_runs``: one row per benchmark run (an Airflow DAG run, or a CLI run), unique on
   ``(dag_id, run_id)``.
@@ -9,6 +9,7 @@ Four tables and four views (docs/schema.md has the diagram):
 * ``environments``: one row per distinct environment (GPUs, driver, CUDA/cuDNN/NCCL, framework,
   image digest, hosts...), unique on its content hash.
 * ``regressions``: the verdicts of regression detection, one per run and case at most.
+* ``max_batch_searches``: the verdicts of max batch size searches, one per run and search.
 * views (created by the Alembic migrations, never by ``create_all``): ``case_summary``,
   ``latest_summary``, ``nightly_history``, ``open_regressions``; the ``Table`` objects below
   describe their columns for typed reads.
@@ -241,6 +242,47 @@ class Regression(Base):
     last_seen_run_id: Mapped[str | None] = mapped_column(String(250), nullable=True)
     closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     closed_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
+    )
+
+
+class MaxBatchSearchResult(Base):
+    """What one max batch size search concluded in one benchmark run (``dlperf_core.maxbatch``)."""
+
+    __tablename__ = "max_batch_searches"
+    __table_args__ = (
+        UniqueConstraint("dag_id", "run_id", "search_key"),
+        CheckConstraint("status IN ('found', 'limit_reached', 'none_fit', 'failed')", name="status"),
+        Index(None, "benchmark_run_id"),
+        Index(None, "search_key", "started_at"),  # one search's history, newest first
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    benchmark_run_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("benchmark_runs.id", ondelete="CASCADE"), nullable=False
+    )
+    dag_id: Mapped[str] = mapped_column(String(250), nullable=False)
+    run_id: Mapped[str] = mapped_column(String(250), nullable=False)
+    search_key: Mapped[str] = mapped_column(Text, nullable=False)
+    framework: Mapped[str] = mapped_column(Text, nullable=False)
+    model: Mapped[str] = mapped_column(Text, nullable=False)
+    precision: Mapped[str] = mapped_column(Text, nullable=False)
+    nodes: Mapped[int] = mapped_column(Integer, nullable=False)
+    gpus_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
+    start: Mapped[int] = mapped_column(Integer, nullable=False)
+    step: Mapped[int] = mapped_column(Integer, nullable=False)
+    limit: Mapped[int] = mapped_column(Integer, nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    max_batch: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    first_oom_batch: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    probes: Mapped[list] = mapped_column(JSON, nullable=False)
+    environment_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("environments.id", ondelete="SET NULL"), nullable=True
+    )
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    finished_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )

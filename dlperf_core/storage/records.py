@@ -82,3 +82,29 @@ class ResultRecord:
     def total_gpus(self) -> int:
         """nodes x gpus_per_node."""
         return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaxBatchSearchRecord:
+    """One max batch size search of a benchmark run (row of ``max_batch_searches``), identified by
+    ``(dag_id, run_id, search_key)``; ``probes`` as ``dlperf_core.maxbatch.Probe.to_dict`` gives them."""
+
+    dag_id: str
+    run_id: str
+    search_key: str
+    framework: str
+    model: str
+    precision: str
+    nodes: int
+    gpus_per_node: int
+    start: int
+    step: int
+    limit: int
+    status: str  # dlperf_core.maxbatch.SEARCH_STATUSES
+    max_batch: int | None
+    first_oom_batch: int | None
+    reason: str | None
+    probes: list[dict]
+    started_at: datetime
+    finished_at: datetime
+    environment_id: int | None = None

@@ -26,6 +26,7 @@ from dlperf_core.storage.models import (
     CONFIGURATION_COLUMNS,
     RUN_STATUSES,
     BenchmarkRun,
+    MaxBatchSearchResult,
     Regression,
     Result,
     StoredEnvironment,
@@ -34,7 +35,7 @@ from dlperf_core.storage.models import (
     nightly_history,
     open_regressions,
 )
-from dlperf_core.storage.records import BenchmarkRunRecord, ResultRecord
+from dlperf_core.storage.records import BenchmarkRunRecord, MaxBatchSearchRecord, ResultRecord
 
 if TYPE_CHECKING:
     from dlperf_core.environment import Environment
@@ -278,7 +279,41 @@ class ResultStore:
         )
         return int(conn.execute(stmt).scalar_one())
 
+    @_retry
+    def upsert_max_batch_search(self, record: MaxBatchSearchRecord) -> int:
+        """Insert or update the search ``(dag_id, run_id, search_key)`` (the run row is created if missing)."""
+        values = asdict(record)
+        values["started_at"] = _utc(record.started_at)
+        values["finished_at"] = _utc(record.finished_at)
+        with write_transaction(self.engine) as conn:
+            run = BenchmarkRunRecord(
+                dag_id=record.dag_id, run_id=record.run_id, suite="unknown", trigger="unknown",
+                runtime="unknown", started_at=record.started_at,
+            )
+            conn.execute(_insert(conn, BenchmarkRun).values(**_run_values(run)).on_conflict_do_nothing(
+                index_elements=list(_RUN_KEY)))
+            values["benchmark_run_id"] = self._run_pk(conn, record.dag_id, record.run_id)
+            stmt = _insert(conn, MaxBatchSearchResult).values(**values)
+            key = ("dag_id", "run_id", "search_key")
+            conn.execute(stmt.on_conflict_do_update(
+                index_elements=list(key), set_={k: stmt.excluded[k] for k in values if k not in key}))
+            found = select(MaxBatchSearchResult.id).where(
+                *(getattr(MaxBatchSearchResult, k) == values[k] for k in key))
+            return int(conn.execute(found).scalar_one())
+
     # ------------------------------------------------------------------ reads
+
+    def max_batch_searches(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
+        """Max batch size searches (of one run if given), oldest first; ``probes`` as lists of dicts."""
+        stmt = select(*MaxBatchSearchResult.__table__.columns)
+        if run_id is not None:
+            stmt = stmt.where(MaxBatchSearchResult.run_id == run_id)
+        if dag_id is not None:
+            stmt = stmt.where(MaxBatchSearchResult.dag_id == dag_id)
+        with self.engine.connect() as conn:
+            rows = conn.execute(stmt.order_by(MaxBatchSearchResult.started_at, MaxBatchSearchResult.id)).all()
+        columns = [c.name for c in MaxBatchSearchResult.__table__.columns]
+        return pd.DataFrame([dict(zip(columns, row)) for row in rows], columns=columns)
 
     def _latest_run(self, dag_id: str | None = None) -> tuple[str, str] | None:
         """``(dag_id, run_id)`` of the most recently started run (of ``dag_id`` if given)."""

@@ -245,6 +245,11 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     elif not cuda:
         torch.set_num_threads(max(1, _cpu_cores() // info.local_world_size))
     set_precision_flags(args.precision)
+    if not cuda and os.environ.get("DLPERF_DEVICE_MEMORY_MB"):
+        # A CPU stand-in with a device memory limit (dlperf's local runtime): oneDNN reports a failed
+        # allocation as "could not create a primitive", like any other failure; the native kernels raise
+        # the allocator's "Cannot allocate memory", which is what the max batch search must see.
+        torch.backends.mkldnn.enabled = False
     if cuda:
         torch.backends.cudnn.benchmark = True  # fixed input shape: autotune convolutions once
     channels_last = cuda if args.channels_last is None else args.channels_last

@@ -43,6 +43,8 @@ def host_config_for(client, spec: ContainerSpec) -> dict:
         devices=[f"{d}:{d}:rwm" for d in spec.devices] or None,
         mounts=[Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only) for m in spec.mounts]
         or None,
+        mem_limit=f"{spec.memory_limit_mb}m" if spec.memory_limit_mb else None,
+        memswap_limit=f"{spec.memory_limit_mb}m" if spec.memory_limit_mb else None,  # no swap: a real limit
     )
 
 
@@ -81,6 +83,7 @@ class ContainerProcess:
         self.log_path = log_path
         self._client = docker_client(docker_url)
         self._exit: int | None = None
+        self.oom_killed = False  # the kernel's OOM killer ended it (memory limit of the container)
         if spec.network != "host":
             ensure_network(self._client, spec.network)
         networking = None
@@ -126,7 +129,8 @@ class ContainerProcess:
             self._exit = 137
             return self._exit
         if state["Status"] in ("exited", "dead"):
-            self._exit = int(state["ExitCode"]) or (137 if state.get("OOMKilled") else 0)
+            self.oom_killed = bool(state.get("OOMKilled"))
+            self._exit = int(state["ExitCode"]) or (137 if self.oom_killed else 0)
         return self._exit
 
     def kill(self) -> None:

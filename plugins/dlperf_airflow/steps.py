@@ -18,7 +18,7 @@ from dlperf_core.form import check_trigger, with_batch_override
 from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.jobs import RunIds, Runtime, build_job
 from dlperf_core.measure import Measurement, judge
-from dlperf_core.plan import CaseRun, PlanFilters, plan_suite
+from dlperf_core.plan import CaseRun, PlanFilters, plan_searches, plan_suite
 from dlperf_core.runtime.base import CaseOutcome, NodeOutcome
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore, default_db_url
@@ -90,7 +90,8 @@ def make_runtime(name: str, inventory: Inventory) -> Runtime:
 def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None = None) -> list[dict]:
     """Validate and plan; record the benchmark run. Returns one JSON item per case run."""
     settings, suite, inventory = resolve_settings(params)
-    runs = plan_suite(suite, inventory, settings.filters)
+    searches = plan_searches(suite, inventory, settings.filters)  # refused here too if one does not fit
+    runs = plan_suite(suite, inventory, settings.filters, allow_empty=bool(searches))
     store = ResultStore(default_db_url())
     store.ensure_schema()  # Alembic upgrade to head: a new database is created, an old one migrated
     store.upsert_run(
@@ -106,14 +107,40 @@ def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None 
             triggered_by=triggered_by,
         )
     )
-    common = {
+    log.info(
+        "planned %d case runs and %d max batch searches from %s on the %s runtime",
+        len(runs), len(searches), suite.source, settings.runtime,
+    )
+    common = _common_item(settings, suite)
+    return [{**common, "run": r.to_dict()} for r in runs]
+
+
+def _common_item(settings: Settings, suite) -> dict:
+    """What every planned item carries besides its case: where and how long it may run."""
+    return {
         "runtime": settings.runtime,
         "inventory": str(settings.inventory_path),
         "timeout_s": suite.timeout_s,
         "watchdog_s": suite.watchdog_s,
     }
-    log.info("planned %d case runs from %s on the %s runtime", len(runs), suite.source, settings.runtime)
-    return [{**common, "run": r.to_dict()} for r in runs]
+
+
+def search_plan_step(params: dict) -> list[dict]:
+    """The max batch size searches of the trigger (``max_batch_search`` in the suite), one JSON item each.
+
+    Each item also has ``run``: the search's case at its first batch, so preflight treats it like a case."""
+    settings, suite, inventory = resolve_settings(params)
+    common = _common_item(settings, suite)
+    items = []
+    for search in plan_searches(suite, inventory, settings.filters):
+        first = CaseRun(search.case, 0, SEARCH_INDEX_BASE + search.index)
+        items.append({**common, "run": first.to_dict(), "search": search.to_dict()})
+    return items
+
+
+SEARCH_INDEX_BASE = 9000
+"""Case-run index of the probes of search i is SEARCH_INDEX_BASE + i (their container names and rendezvous
+ports then differ from the cases'); the probe number is their repeat."""
 
 
 def item_label(item: dict) -> str:
@@ -174,7 +201,7 @@ def execute_step(item: dict, ids: RunIds, preflight: dict | None = None) -> dict
     return {**item, "outcome": outcome.to_dict()}
 
 
-def _outcome_from_dict(data: dict) -> CaseOutcome:
+def outcome_from_dict(data: dict) -> CaseOutcome:
     return CaseOutcome(
         started_at=datetime.fromisoformat(data["started_at"]),
         finished_at=datetime.fromisoformat(data["finished_at"]),
@@ -186,7 +213,7 @@ def _outcome_from_dict(data: dict) -> CaseOutcome:
 def store_step(executed: dict, ids: RunIds) -> Measurement:
     """Parse the log, store the row (idempotently), and return the verdict."""
     run = CaseRun.from_dict(executed["run"])
-    outcome = _outcome_from_dict(executed["outcome"])
+    outcome = outcome_from_dict(executed["outcome"])
     verdict = judge(run.case, outcome)
     case = run.case
     store = ResultStore(default_db_url())
@@ -238,14 +265,21 @@ def finish_step(ids: RunIds) -> dict:
     rows = store.results(run_id=ids.run_id)
     rows = rows[rows["dag_id"] == ids.dag_id] if len(rows) else rows
     failed = rows[rows["status"] != "ok"] if len(rows) else rows
-    status = "failed" if len(failed) or not len(rows) else "success"
+    searches = store.max_batch_searches(run_id=ids.run_id, dag_id=ids.dag_id)
+    failed_searches = searches[searches["status"] == "failed"] if len(searches) else searches
+    stored = len(rows) + len(searches)
+    status = "failed" if len(failed) or len(failed_searches) or not stored else "success"
     store.finish_run(ids.dag_id, ids.run_id, status, datetime.now(timezone.utc))
-    summary = {"results": int(len(rows)), "failed": int(len(failed))}
-    if not len(rows):
+    summary = {"results": int(len(rows)), "failed": int(len(failed)), "max_batch_searches": int(len(searches))}
+    if not stored:
         raise RuntimeError("no case run was stored: planning failed or every case run crashed (see the task logs)")
     if status == "failed":
-        reasons = "; ".join(f"{r.case_key} r{r.repeat}: {r.reason}" for r in failed.itertuples())
-        raise RuntimeError(f"{len(failed)} of {len(rows)} case runs failed: {reasons}")
+        reasons = [f"{r.case_key} r{r.repeat}: {r.reason}" for r in failed.itertuples()]
+        reasons += [f"max batch search {r.search_key}: {r.reason}" for r in failed_searches.itertuples()]
+        raise RuntimeError(
+            f"{len(failed)} of {len(rows)} case runs and {len(failed_searches)} of {len(searches)} max batch "
+            f"searches failed: {'; '.join(reasons)}"
+        )
     return summary
 
 
