@@ -99,6 +99,12 @@ QUERIES = {
         "SELECT * FROM nightly_history WHERE framework = 'pytorch' AND model = 'resnet50' "
         "AND night >= (SELECT CAST(MAX(started_at) AS date) - 30 FROM benchmark_runs)"
     ),
+    "README: scaling efficiency at 32 GPUs, last 30 nights": (
+        "SELECT night, framework, model, \"precision\", batch_size_per_device, scaling_efficiency, speedup "
+        "FROM nightly_history WHERE nodes * gpus_per_node = 32 "
+        "AND night >= (SELECT CAST(MAX(started_at) AS date) - 30 FROM benchmark_runs) "
+        "ORDER BY framework, model, \"precision\", night"
+    ),
     "open_regressions": "SELECT * FROM open_regressions",
     "README: best framework per topology at AMP (latest)": (
         "SELECT DISTINCT ON (model, nodes, gpus_per_node) model, nodes, gpus_per_node, framework, median_throughput "

@@ -40,6 +40,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -161,6 +162,11 @@ class Result(Base):
         Index("ix_results_configuration_started", *CONFIGURATION_COLUMNS, "started_at"),
         Index(None, "environment_id"),
         Index(None, "benchmark_run_id"),  # the FK: a run's rows, and ON DELETE CASCADE
+        # "runs that failed, and why": only the failed repeats (migration 0004)
+        Index(
+            "ix_results_failed", "benchmark_run_id",
+            postgresql_where=text("status = 'failed'"), sqlite_where=text("status = 'failed'"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
