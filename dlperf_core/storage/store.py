@@ -148,7 +148,13 @@ class ResultStore:
     @_retry
     def ensure_schema(self) -> None:
         """Upgrade the schema to the head migration; idempotent and serialised by a lock."""
+        if self.engine.dialect.name != "postgresql":
+            migrate.upgrade(self.engine)
+            return
+        before = migrate.current_revision(self.engine)
         migrate.upgrade(self.engine)
+        if before != migrate.current_revision(self.engine):
+            self.engine.dispose()  # new sessions pick up what a migration set for the database (jit = off)
 
     # ------------------------------------------------------------------ writes
 
