@@ -29,6 +29,13 @@ from dlperf_core.jobs import RunIds
 
 DAG_ID = "dlperf_benchmark"
 POOL = "dlperf_cluster"
+# Tasks that hold the cluster's devices (case runs, max batch probes): one at a time, across DAG runs.
+ON_THE_CLUSTER = dict(
+    pool=POOL,
+    max_active_tis_per_dagrun=1,
+    map_index_template="{{ dlperf_case }}",
+    execution_timeout=timedelta(hours=6),
+)
 # The trigger form's choices: what the suites in suites/ allow on their inventories (the adapter registry
 # if none can be read; never raises, so a broken suite cannot break parsing). plan_cases re-checks them.
 CHOICES = discover_choices(steps.dlperf_home())
@@ -133,12 +140,7 @@ def dlperf_benchmark():
         """The suite's max batch size searches (after plan_cases validated and recorded the run)."""
         return steps.search_plan_step(dict(context["params"]))
 
-    @task(
-        pool=POOL,
-        max_active_tis_per_dagrun=1,
-        map_index_template="{{ dlperf_case }}",
-        execution_timeout=timedelta(hours=6),
-    )
+    @task(**ON_THE_CLUSTER)
     def search_max_batch(search: dict, health: dict) -> dict:
         from dlperf_airflow.maxbatch_step import search_label, search_step
 
@@ -158,12 +160,7 @@ def dlperf_benchmark():
 
         return capture_step(plan, _ids())
 
-    @task(
-        pool=POOL,
-        max_active_tis_per_dagrun=1,
-        map_index_template="{{ dlperf_case }}",
-        execution_timeout=timedelta(hours=6),
-    )
+    @task(**ON_THE_CLUSTER)
     def run_case(item: dict, health: dict) -> dict:
         get_current_context()["dlperf_case"] = steps.item_label(item)  # type: ignore[typeddict-unknown-key]
         return steps.execute_step(item, _ids(), health)

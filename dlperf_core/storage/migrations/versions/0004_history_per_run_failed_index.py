@@ -98,6 +98,10 @@ def _revision_0002():
     return module
 
 
+_M0002 = _revision_0002()
+NIGHTLY_HISTORY_0002_PG = _M0002.NIGHTLY_HISTORY.format(night=_M0002.NIGHT_PG)  # restored on downgrade
+
+
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute("DROP VIEW IF EXISTS nightly_history")
@@ -113,6 +117,5 @@ def downgrade() -> None:
     op.drop_index("ix_results_failed", table_name="results")
     if op.get_bind().dialect.name == "postgresql":
         op.execute(JIT_DEFAULT)
-        m0002 = _revision_0002()
         op.execute("DROP VIEW IF EXISTS nightly_history")
-        op.execute(m0002.NIGHTLY_HISTORY.format(night=m0002.NIGHT_PG))
+        op.execute(NIGHTLY_HISTORY_0002_PG)
