@@ -31,9 +31,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dlperf_core.parsing.failures import OUT_OF_MEMORY
+from dlperf_core.topology import Topology
 
 SearchStatus = Literal["found", "limit_reached", "none_fit", "failed"]
-SEARCH_STATUSES: tuple[str, ...] = ("found", "limit_reached", "none_fit", "failed")
 
 
 class MaxBatchSearch(BaseModel):
@@ -43,7 +43,9 @@ class MaxBatchSearch(BaseModel):
     start: int = Field(32, ge=1, description="first batch per device tried")
     step: int = Field(32, ge=1, description="increment between tries (the seeds stepped by 32)")
     limit: int = Field(1024, ge=1, description="largest batch per device tried")
-    topology: str = Field("1n1g", pattern=r"^\d+n\d+g$", description="where the probes run (1n1g, as the seeds)")
+    topology: Topology = Field(
+        Topology(nodes=1, gpus_per_node=1), description="where the probes run, as 1n1g (the seeds searched on 1 GPU)"
+    )
     warmup_iterations: int = Field(2, ge=0, description="iterations before the measured ones in each probe")
     measured_iterations: int = Field(5, ge=1, description="measured iterations in each probe")
     only: bool = Field(False, description="search only: plan no measured cases for this benchmark")
@@ -57,14 +59,6 @@ class MaxBatchSearch(BaseModel):
     def candidates(self) -> tuple[int, ...]:
         """Every batch the search may try, in order."""
         return tuple(range(self.start, self.limit + 1, self.step))
-
-    @property
-    def nodes(self) -> int:
-        return int(self.topology.split("n")[0])
-
-    @property
-    def gpus_per_node(self) -> int:
-        return int(self.topology.split("n")[1].rstrip("g"))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ here, before anything starts) and returns plain data that travels through Airflo
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dlperf_core.errors import ConfigError
@@ -43,8 +43,13 @@ class Case:
     def key(self) -> str:
         """Stable identity of the configuration, e.g. ``pytorch_reference/resnet50_v1.5/fp32/b8/1n2g``."""
         key = f"{self.framework}/{self.model}/{self.precision}/b{self.batch_size_per_device}/{self.topology}"
-        # Options make a different configuration (e.g. NGC PyTorch AMP with static vs dynamic loss scale).
-        return key + "".join(f"+{name}={value}" for name, value in self.options)
+        return key + self.options_key
+
+    @property
+    def options_key(self) -> str:
+        """``+name=value`` per adapter option: options make a different configuration (e.g. NGC PyTorch AMP
+        with static vs dynamic loss scale)."""
+        return "".join(f"+{name}={value}" for name, value in self.options)
 
     def to_dict(self) -> dict:
         return {
@@ -181,12 +186,9 @@ class SearchRun:
     def key(self) -> str:
         """E.g. ``pytorch_reference/resnet50_v1.5/fp32/1n1g``: the case key without the batch."""
         c = self.case
-        key = f"{c.framework}/{c.model}/{c.precision}/{c.topology}"
-        return key + "".join(f"+{name}={value}" for name, value in c.options)
+        return f"{c.framework}/{c.model}/{c.precision}/{c.topology}{c.options_key}"
 
     def probe_case(self, batch: int) -> Case:
-        from dataclasses import replace
-
         return replace(self.case, batch_size_per_device=batch)
 
     def to_dict(self) -> dict:
@@ -218,8 +220,8 @@ def plan_searches(suite: Suite, inventory: Inventory, filters: PlanFilters = Pla
                 model=bench.model,
                 precision=precision,
                 batch_size_per_device=search.start,
-                nodes=search.nodes,
-                gpus_per_node=search.gpus_per_node,
+                nodes=search.topology.nodes,
+                gpus_per_node=search.topology.gpus_per_node,
                 warmup_iterations=search.warmup_iterations,
                 measured_iterations=search.measured_iterations,
                 image=bench.image,

@@ -23,7 +23,6 @@ Every field a benchmark leaves out falls back to the suite's top-level value.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,10 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dlperf_core.errors import ConfigError, format_validation_error
 from dlperf_core.maxbatch import MaxBatchSearch
+from dlperf_core.topology import Topology
 
 Precision = Literal["fp32", "tf32", "amp"]
 RuntimeName = Literal["local", "docker"]
-_TOPOLOGY = re.compile(r"^(\d+)n(\d+)g$")
 
 
 BatchSizes = int | tuple[int, ...] | dict[Precision, int | tuple[int, ...]] | None
@@ -48,31 +47,6 @@ def _batches_at(value: BatchSizes, precision: str) -> tuple[int, ...]:
     if value is None:
         return ()
     return (value,) if isinstance(value, int) else tuple(value)
-
-
-class Topology(BaseModel):
-    """Nodes x devices per node, written ``{nodes}n{gpus}g`` as in the seeds' folders (1n1g ... 4n8g)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    nodes: int = Field(ge=1, le=1024)
-    gpus_per_node: int = Field(ge=1, le=64)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_string(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            match = _TOPOLOGY.match(value.strip())
-            if not match:
-                raise ValueError(f"invalid topology {value!r}: expected like '1n8g' (nodes 'n' gpus-per-node 'g')")
-            return {"nodes": int(match.group(1)), "gpus_per_node": int(match.group(2))}
-        return value
-
-    @property
-    def total_gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
-
-    def __str__(self) -> str:
-        return f"{self.nodes}n{self.gpus_per_node}g"
 
 
 class Benchmark(BaseModel):

@@ -11,7 +11,7 @@ import pandas as pd
 from dlperf_core.reporting.data import ReportData
 from dlperf_core.reporting.markdown import PLOT_SECTIONS, no_history_note, run_lines, run_regressions
 from dlperf_core.reporting.plots import Plot
-from dlperf_core.reporting.tables import format_cell, frame_rows, max_batch_frame, seed_table_frames
+from dlperf_core.reporting.tables import MAX_BATCH_TITLE, format_cell, frame_rows, max_batch_frame, seed_table_frames
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2rem auto;
@@ -78,8 +78,7 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
         body += [f"<h3>{escape(table.title)}</h3>", html_table(list(table.frame.columns), frame_rows(table.frame))]
     searched = max_batch_frame(data.max_batch)
     if len(searched):
-        body += ["<h3>Max batch size per device (largest that trained without running out of memory)</h3>",
-                 frame_html(searched)]
+        body += [f"<h3>{escape(MAX_BATCH_TITLE)}</h3>", frame_html(searched)]
     for kind, heading in PLOT_SECTIONS:
         shown = [p for p in plots if p.kind == kind]
         if shown or kind == "history":

@@ -104,6 +104,7 @@ def seed_tables(summary: pd.DataFrame) -> str:
     return "\n\n".join(table_markdown(t) for t in tables)
 
 
+MAX_BATCH_TITLE = "Max batch size per device (largest that trained without running out of memory)"
 MAX_BATCH_COLUMNS: tuple[str, ...] = (
     "framework", "model", "precision", "topology", "tried", "max_batch_size_per_device", "first_oom", "status",
 )
@@ -137,6 +138,4 @@ def max_batch_markdown(searches: pd.DataFrame) -> str:
     if frame.empty:
         return ""
     cells = [[format_cell(v) for v in row] for row in frame.astype(object).itertuples(index=False)]
-    return "### Max batch size per device (largest that trained without running out of memory)\n\n" + (
-        markdown_table(list(frame.columns), cells)
-    )
+    return f"### {MAX_BATCH_TITLE}\n\n" + markdown_table(list(frame.columns), cells)

@@ -25,6 +25,7 @@ class NodeProcess(Protocol):
 
     node_name: str
     log_path: Path
+    oom_killed: bool  # the runtime saw the kernel's OOM killer end it (a container's memory limit)
 
     def poll(self) -> int | None:
         """Exit code, or None while running."""
@@ -124,7 +125,7 @@ def supervise(
         failed = [(p, c) for p, c in zip(procs, codes) if c not in (None, 0)]
         if failed:
             p, code = failed[0]
-            return describe_exit(p.node_name, code, getattr(p, "oom_killed", False))  # type: ignore[arg-type]
+            return describe_exit(p.node_name, code, p.oom_killed)  # type: ignore[arg-type]
         if all(c == 0 for i, c in enumerate(codes) if i not in services):
             return None
         ended = [procs[i] for i in services if codes[i] is not None]

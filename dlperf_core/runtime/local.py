@@ -39,6 +39,8 @@ def with_memory_limit(argv: tuple[str, ...], limit_mb: int | None) -> tuple[str,
 class LocalProcess:
     """One node as a local process group."""
 
+    oom_killed = False  # an allocation past RLIMIT_AS fails inside the process, which reports it in its log
+
     def __init__(self, node_name: str, argv: tuple[str, ...], env: dict[str, str], log_path: Path):
         self.node_name = node_name
         self.log_path = log_path

@@ -62,6 +62,9 @@ RESULT_STATUSES: tuple[str, ...] = ("ok", "failed")
 REGRESSION_STATUSES: tuple[str, ...] = ("open", "closed")
 """Allowed values of ``regressions.status``."""
 
+SEARCH_STATUSES: tuple[str, ...] = ("found", "limit_reached", "none_fit", "failed")
+"""Allowed values of ``max_batch_searches.status`` (``dlperf_core.maxbatch.SearchStatus``)."""
+
 DIRECTIONS: tuple[str, ...] = ("slower", "faster")
 """Allowed values of ``regressions.direction``."""
 

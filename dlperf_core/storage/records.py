@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from dlperf_core.storage.models import RESULT_STATUSES, RUN_STATUSES
+from dlperf_core.storage.models import RESULT_STATUSES, RUN_STATUSES, SEARCH_STATUSES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +100,7 @@ class MaxBatchSearchRecord:
     start: int
     step: int
     limit: int
-    status: str  # dlperf_core.maxbatch.SEARCH_STATUSES
+    status: str  # SEARCH_STATUSES
     max_batch: int | None
     first_oom_batch: int | None
     reason: str | None
@@ -108,3 +108,7 @@ class MaxBatchSearchRecord:
     started_at: datetime
     finished_at: datetime
     environment_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in SEARCH_STATUSES:
+            raise ValueError(f"search status must be one of {SEARCH_STATUSES}, got {self.status!r}")

@@ -255,7 +255,9 @@ class ResultStore:
         del values["benchmark_run"]
         values["started_at"] = _utc(result.started_at)
         values["finished_at"] = _utc(result.finished_at)
-        values["benchmark_run_id"] = self._ensure_run(conn, result)
+        values["benchmark_run_id"] = self._ensure_run(
+            conn, result.dag_id, result.run_id, result.started_at, result.benchmark_run
+        )
         stmt = _insert(conn, Result).values(**values)
         set_: dict[str, Any] = {k: stmt.excluded[k] for k in values if k not in _RESULT_KEY}
         set_["updated_at"] = _now()
@@ -263,19 +265,17 @@ class ResultStore:
         key = select(Result.id).where(*(getattr(Result, k) == values[k] for k in _RESULT_KEY))
         return int(conn.execute(key).scalar_one())
 
-    def _ensure_run(self, conn: Connection, result: ResultRecord) -> int:
-        """The id of the result's benchmark run, creating the row if it is missing."""
-        run = result.benchmark_run or BenchmarkRunRecord(
-            dag_id=result.dag_id,
-            run_id=result.run_id,
-            suite="unknown",
-            trigger="unknown",
-            runtime="unknown",
-            started_at=result.started_at,
+    def _ensure_run(
+        self, conn: Connection, dag_id: str, run_id: str, started_at: datetime, run: BenchmarkRunRecord | None = None
+    ) -> int:
+        """The id of the benchmark run ``(dag_id, run_id)``, creating the row (from ``run``, or as a
+        placeholder) if it is missing, without touching an existing one."""
+        run = run or BenchmarkRunRecord(
+            dag_id=dag_id, run_id=run_id, suite="unknown", trigger="unknown", runtime="unknown", started_at=started_at
         )
         stmt = _insert(conn, BenchmarkRun).values(**_run_values(run))
         conn.execute(stmt.on_conflict_do_nothing(index_elements=list(_RUN_KEY)))
-        return self._run_pk(conn, result.dag_id, result.run_id)
+        return self._run_pk(conn, dag_id, run_id)
 
     @staticmethod
     def _run_pk(conn: Connection, dag_id: str, run_id: str) -> int:
@@ -292,13 +292,7 @@ class ResultStore:
         values["started_at"] = _utc(record.started_at)
         values["finished_at"] = _utc(record.finished_at)
         with write_transaction(self.engine) as conn:
-            run = BenchmarkRunRecord(
-                dag_id=record.dag_id, run_id=record.run_id, suite="unknown", trigger="unknown",
-                runtime="unknown", started_at=record.started_at,
-            )
-            conn.execute(_insert(conn, BenchmarkRun).values(**_run_values(run)).on_conflict_do_nothing(
-                index_elements=list(_RUN_KEY)))
-            values["benchmark_run_id"] = self._run_pk(conn, record.dag_id, record.run_id)
+            values["benchmark_run_id"] = self._ensure_run(conn, record.dag_id, record.run_id, record.started_at)
             stmt = _insert(conn, MaxBatchSearchResult).values(**values)
             key = ("dag_id", "run_id", "search_key")
             conn.execute(stmt.on_conflict_do_update(

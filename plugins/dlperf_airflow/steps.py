@@ -23,7 +23,7 @@ from dlperf_core.runtime.base import CaseOutcome, NodeOutcome
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore, default_db_url
 from dlperf_core.storage.spool import ResultSpool, store_or_spool
-from dlperf_core.suite import load_suite
+from dlperf_core.suite import Suite, load_suite
 
 log = logging.getLogger("dlperf")
 
@@ -115,7 +115,7 @@ def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None 
     return [{**common, "run": r.to_dict()} for r in runs]
 
 
-def _common_item(settings: Settings, suite) -> dict:
+def _common_item(settings: Settings, suite: Suite) -> dict:
     """What every planned item carries besides its case: where and how long it may run."""
     return {
         "runtime": settings.runtime,
@@ -123,6 +123,11 @@ def _common_item(settings: Settings, suite) -> dict:
         "timeout_s": suite.timeout_s,
         "watchdog_s": suite.watchdog_s,
     }
+
+
+SEARCH_INDEX_BASE = 9000
+"""Case-run index of the probes of search i is SEARCH_INDEX_BASE + i (their container names and rendezvous
+ports then differ from the cases'); the probe number is their repeat."""
 
 
 def search_plan_step(params: dict) -> list[dict]:
@@ -136,11 +141,6 @@ def search_plan_step(params: dict) -> list[dict]:
         first = CaseRun(search.case, 0, SEARCH_INDEX_BASE + search.index)
         items.append({**common, "run": first.to_dict(), "search": search.to_dict()})
     return items
-
-
-SEARCH_INDEX_BASE = 9000
-"""Case-run index of the probes of search i is SEARCH_INDEX_BASE + i (their container names and rendezvous
-ports then differ from the cases'); the probe number is their repeat."""
 
 
 def item_label(item: dict) -> str:
