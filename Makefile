@@ -6,10 +6,12 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test venv services images bench clean
 
-$(VENV)/.installed: requirements.lock pyproject.toml
+$(VENV)/.installed: requirements.lock docker/airflow/requirements-celery.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --no-deps -r requirements.lock
+	# the Celery executor, as in the Airflow image (node-routing test: one Celery worker per stand-in node)
+	$(PY) -m pip install -q --no-deps -r docker/airflow/requirements-celery.lock
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
@@ -27,6 +29,7 @@ services:
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-docker.sh
 	bash scripts/ensure-sshd.sh
+	bash scripts/ensure-redis.sh
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-compose.sh >/dev/null
 	bash scripts/build-images.sh

@@ -12,6 +12,13 @@ every node at once, wait, collect logs, remove the containers), one case run at 
 benchmarks share a device, also across DAG runs. ``search_max_batch`` holds the same pool while it tries
 batch after batch (``dlperf_core.maxbatch``) and stores what it found in ``max_batch_searches``. A failed training is stored as a failed row with its
 reason and fails only its own ``store_result``; ``finish_run`` then fails the DAG run.
+With per-node Celery workers (``DLPERF_CLUSTER_INVENTORY`` set to the cluster's inventory) a case run is
+instead the task group ``case_run``: ``on_<node>`` for each node of that inventory, on the node's queue and in
+its one-slot pool, starts that node's container (the nodes of a case gang up through XCom), ``collect_case``
+puts their shares together, ``store_result`` stores it; ``remove_containers_<node>`` tears down on each node:
+
+    plan_cases -> route_cases -> case_run[i](on_<node>... -> collect_case -> store_result) -> finish_run
+
 ``make_report`` writes the run's report (HTML, markdown, DLPerf JSON, PNG plots) after ``finish_run``
 whatever its outcome; it is a teardown so that it never decides the DAG run's state (a plain all_done
 leaf would turn a failed run green): ``finish_run`` stays the task that does.
@@ -21,9 +28,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import Param, dag, get_current_context, task, task_group
 
 from dlperf_airflow import steps
+from dlperf_airflow.node_step import GROUP_ID, node_task_id, routing_inventory
 from dlperf_core.form import discover_choices, topology_label
 from dlperf_core.jobs import RunIds
 
@@ -43,6 +51,9 @@ FRAMEWORKS = list(CHOICES.frameworks)
 MODELS = list(CHOICES.models)
 PRECISIONS = list(CHOICES.precisions)
 TOPOLOGIES = list(CHOICES.topologies)
+# Node routing ($DLPERF_CLUSTER_INVENTORY): one task per node of the deployment's inventory, on that node's
+# Celery queue and one-slot pool, for every case run (dlperf_airflow.node_step); else one run_case per case run.
+ROUTING = routing_inventory(steps.dlperf_home())
 
 
 def _ids() -> RunIds:
@@ -201,16 +212,78 @@ def dlperf_benchmark():
     def remove_containers(**context) -> list[str]:
         return steps.cleanup_step(dict(context["params"]), _ids())
 
+    @task
+    def route_cases(plan: list[dict]) -> list[dict]:
+        """Which node tasks each case run uses (the others skip it), logged once for the whole plan."""
+        from dlperf_airflow.node_step import route_step
+
+        return route_step(plan)
+
+    def on_node(node):
+        """The task of ``node`` in every case run: on its queue, in its one-slot pool."""
+
+        @task(
+            task_id=node_task_id(node.name), queue=node.queue, pool=node.airflow_id, max_active_tis_per_dagrun=1,
+            map_index_template="{{ dlperf_case }}", execution_timeout=ON_THE_CLUSTER["execution_timeout"],
+        )
+        def run_on_node(item: dict, health: dict) -> dict:
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            from dlperf_airflow.node_step import XComBoard, node_step
+
+            ctx = get_current_context()
+            ctx["dlperf_case"] = steps.item_label(item)  # type: ignore[typeddict-unknown-key]
+            share = node_step(item, _ids(), node.name, health, XComBoard(ctx["ti"]))
+            if "skipped" in share:
+                raise AirflowSkipException(share["skipped"])
+            return share
+
+        return run_on_node
+
+    @task(trigger_rule="all_done", map_index_template="{{ dlperf_case }}")
+    def collect_case(item: dict) -> dict:
+        """The case's outcome from its nodes' tasks (a node task that failed or never ran reads as None)."""
+        from dlperf_airflow.node_step import collect_step
+
+        ctx = get_current_context()
+        ctx["dlperf_case"] = steps.item_label(item)  # type: ignore[typeddict-unknown-key]
+        ti = ctx["ti"]
+        results = {
+            node.name: ti.xcom_pull(task_ids=f"{GROUP_ID}.{node_task_id(node.name)}", map_indexes=ti.map_index)
+            for node in ROUTING.nodes
+        }
+        return collect_step(item, results, _ids())
+
+    @task_group(group_id=GROUP_ID)
+    def case_run(item: dict, health: dict):
+        shares = [on_node(node)(item=item, health=health) for node in ROUTING.nodes]
+        executed = collect_case(item)
+        shares >> executed
+        return store_result(executed)
+
+    def remove_containers_on(node):
+        @task(task_id=f"remove_containers_{node.name}", queue=node.queue)
+        def remove_node_containers(**context) -> list[str]:
+            return steps.cleanup_node_step(dict(context["params"]), _ids(), node.name)
+
+        return remove_node_containers
+
     plan = plan_cases()
     searches = plan_searches(plan)
     health = preflight(plan, searches)
-    captured = capture_environment(plan)
-    stored = store_result.expand(executed=run_case.partial(health=health).expand(item=captured))
     found = search_max_batch.partial(health=health).expand(search=searches)
+    if ROUTING is None:
+        stored = store_result.expand(executed=run_case.partial(health=health).expand(item=capture_environment(plan)))
+        cleanups = [remove_containers()]
+    else:  # each node's container from a task on that node's worker; the environment is probed there too
+        stored = case_run.partial(health=health).expand(item=route_cases(plan))
+        stored >> found  # max batch probes (central) never share a node with a case run
+        cleanups = [remove_containers_on(node)() for node in ROUTING.nodes]
     done = finish_run()
     [stored, found] >> done
     detected = done >> detect_regressions()
-    done >> remove_containers().as_teardown(setups=plan)
+    for cleanup in cleanups:
+        done >> cleanup.as_teardown(setups=plan)
     [done, detected] >> make_report().as_teardown(setups=plan)  # after detection: the report shows its verdicts
 
 

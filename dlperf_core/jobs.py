@@ -12,7 +12,7 @@ from typing import Protocol
 from dlperf_core.frameworks import LaunchContext, get_adapter
 from dlperf_core.inventory import Inventory
 from dlperf_core.plan import CaseRun
-from dlperf_core.runtime.base import CaseJob, CaseOutcome
+from dlperf_core.runtime.base import CaseJob, CaseOutcome, NodeProcess
 from dlperf_core.sshkeys import case_ssh_files
 
 
@@ -26,6 +26,10 @@ class Runtime(Protocol):
     def cpu_threads_per_process(self, processes: int) -> int | None: ...
 
     def execute(self, job: CaseJob) -> CaseOutcome: ...
+
+    def start_node(self, job: CaseJob, i: int, files: tuple = ()) -> NodeProcess:
+        """Start only launch ``i`` of ``job`` (a node's own share, :mod:`dlperf_core.runtime.gang`)."""
+        ...
 
     def cleanup(self, labels: dict[str, str]) -> list[str]: ...
 
@@ -53,6 +57,12 @@ def default_log_root() -> Path:
 
 def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def case_log_dir(ids: RunIds, case_run: CaseRun, log_root: Path | None = None) -> Path:
+    """The folder of one case run's node logs."""
+    case = case_run.case
+    return (log_root or default_log_root()) / _safe(ids.dag_id) / _safe(ids.run_id) / _safe(case.key) / f"r{case_run.repeat}"
 
 
 def master_port_for(ids: RunIds, case_run: CaseRun) -> int:
@@ -91,7 +101,7 @@ def build_job(
         )
     run_label = f"dlperf-{ids.short}-{case_run.index:04d}-r{case_run.repeat}"
     labels = {**ids.labels, "dlperf.case": case.key, "dlperf.repeat": str(case_run.repeat)}
-    log_dir = (log_root or default_log_root()) / _safe(ids.dag_id) / _safe(ids.run_id) / _safe(case.key) / f"r{case_run.repeat}"
+    log_dir = case_log_dir(ids, case_run, log_root)
     containers = adapter.container_specs(case, launches, run_label=run_label, labels=labels)
     if mpi_multi_node:  # fresh keys for this case run only, put into its containers before they start
         files = case_ssh_files(ctx.ssh_dir, comment=run_label)

@@ -57,10 +57,11 @@ class AirflowStack:
             raise RuntimeError(f"airflow {' '.join(args)} failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
         return out
 
-    def start(self, name: str, *args: str) -> None:
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
+        """Start ``airflow ARGS`` in the background (``env``: added to the stack's environment)."""
         out = open(self.home / f"{name}.out", "wb")
         self.processes[name] = subprocess.Popen(
-            [*AIRFLOW, *args], env=self.env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
+            [*AIRFLOW, *args], env={**self.env, **(env or {})}, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stop() ends it and its workers, nothing else
         )
 
@@ -123,8 +124,11 @@ class AirflowStack:
             time.sleep(every)
 
 
-def prepare_stack(home: Path, metadata_url: str, results_url: str, username: str, password: str) -> AirflowStack:
-    """Configure (environment, passwords file), migrate the metadata DB and create the pool."""
+def prepare_stack(home: Path, metadata_url: str, results_url: str, username: str, password: str,
+                  extra_env: dict[str, str] | None = None) -> AirflowStack:
+    """Configure (environment, passwords file), migrate the metadata DB and create the pool.
+
+    ``extra_env`` overrides the defaults (another executor, node routing)."""
     home.mkdir(parents=True, exist_ok=True)
     port = free_port()
     passwords = home / "simple_auth_manager_passwords.json"
@@ -153,6 +157,7 @@ def prepare_stack(home: Path, metadata_url: str, results_url: str, username: str
         "DLPERF_HOME": str(REPO),
         "DLPERF_LOG_DIR": str(home / "dlperf-logs"),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), str(REPO / "plugins"), os.environ.get("PYTHONPATH")])),
+        **(extra_env or {}),
     })
     stack = AirflowStack(home=home, port=port, username=username, password=password, env=env)
     stack.airflow("db", "migrate")

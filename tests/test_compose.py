@@ -88,13 +88,17 @@ def test_compose_file_validates_with_the_example_env(compose, tmp_path):
 def test_node_worker_listens_on_its_queue_with_its_docker_socket(compose, tmp_path):
     env = _env_example(tmp_path)
     env.write_text(env.read_text() + "DLPERF_NODE_QUEUE=gpu-node-3\nDLPERF_NODE_DOCKER_SOCKET=/run/node3.sock\n"
-                   "DLPERF_CENTRAL_HOST=10.9.8.7\n")
+                   "DLPERF_CENTRAL_HOST=10.9.8.7\nDLPERF_NODE_NAME=gpu-node-3\n"
+                   "DLPERF_CLUSTER_INVENTORY=inventories/example-cluster.yaml\n")
     out = _config(compose, env, "--profile", "node-worker")
     assert out.returncode == 0, out.stderr
     worker = yaml.safe_load(out.stdout)["services"]["airflow-node-worker"]
     command = worker["command"] if isinstance(worker["command"], list) else shlex.split(worker["command"])
     assert command[:2] == ["celery", "worker"]
     assert command[command.index("--queues") + 1] == "gpu-node-3"
+    assert worker["environment"]["DLPERF_NODE"] == "gpu-node-3"  # a task for another node refuses to run here
+    assert worker["environment"]["DLPERF_CLUSTER_INVENTORY"] == "inventories/example-cluster.yaml"
+    assert worker["environment"]["DLPERF_DB_URL"].endswith("@postgres:5432/dlperf")  # the common environment too
     assert any(str(v).startswith("/run/node3.sock:/var/run/docker.sock") or
                (isinstance(v, dict) and v.get("source") == "/run/node3.sock") for v in worker["volumes"])
     assert sorted(worker["extra_hosts"]) == sorted(
@@ -162,6 +166,7 @@ def test_image_imports_the_dag_without_torch(airflow_image):
         "print(sorted(t.task_id for t in dag.tasks))\n"
         "print('torch' in sys.modules)\n"
         "import airflow.providers.celery, airflow.providers.ssh, airflow.providers.docker\n"
+        "from airflow.providers.celery.executors.celery_executor import CeleryExecutor  # the scheduler loads it\n"
     )
     out = _run(airflow_image, "python", "-c", script)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]

@@ -99,14 +99,15 @@ class LocalRuntime:
     def cpu_threads_per_process(self, processes: int) -> int:
         return max(1, (os.cpu_count() or 1) // max(1, processes))
 
-    def execute(self, job: CaseJob) -> CaseOutcome:
-        def start(i: int) -> LocalProcess:
-            launch = job.launches[i]
-            env = {**launch.env, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
-            argv = with_memory_limit(launch.argv, launch.node.device_memory_mb)
-            return LocalProcess(launch.node.name, argv, env, job.log_dir / f"node{launch.node_rank}.log")
+    def start_node(self, job: CaseJob, i: int, files: tuple = ()) -> LocalProcess:
+        """Start launch ``i`` of ``job`` as a process group (``files``: container-only, unused here)."""
+        launch = job.launches[i]
+        env = {**launch.env, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
+        argv = with_memory_limit(launch.argv, launch.node.device_memory_mb)
+        return LocalProcess(launch.node.name, argv, env, job.log_dir / f"node{launch.node_rank}.log")
 
-        return run_supervised(job, start)
+    def execute(self, job: CaseJob) -> CaseOutcome:
+        return run_supervised(job, lambda i: self.start_node(job, i))
 
     def cleanup(self, labels: dict[str, str]) -> list[str]:
         """Nothing outlives a local case: its process groups are killed when it ends."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import tarfile
 import threading
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from docker.errors import APIError, NotFound
@@ -84,6 +85,7 @@ class ContainerProcess:
         self._client = docker_client(docker_url)
         self._exit: int | None = None
         self.oom_killed = False  # the kernel's OOM killer ended it (memory limit of the container)
+        self.sampler: GpuMemorySampler | None = None  # set by DockerRuntime.start_node on nvidia nodes
         if spec.network != "host":
             ensure_network(self._client, spec.network)
         networking = None
@@ -144,6 +146,8 @@ class ContainerProcess:
 
     def close(self) -> None:
         self.kill()
+        if self.sampler is not None:
+            self.sampler.stop()
         self._log_thread.join(timeout=30)
         try:
             self._client.remove_container(self.id, force=True)
@@ -192,22 +196,20 @@ class DockerRuntime:
         ncpu = docker_client(self.inventory.nodes[0].docker_url).info().get("NCPU", 1)
         return max(1, int(ncpu) // max(1, processes))
 
+    def start_node(self, job: CaseJob, i: int, files: tuple | None = None, peak: GpuMemoryPeak | None = None):
+        """Start launch ``i`` of ``job`` as a container on its node's engine (``files``: replace the spec's ssh
+        files; ``peak``: sample nvidia-smi into it while it runs, on nvidia nodes)."""
+        launch, spec = job.launches[i], job.containers[i]
+        if files is not None:
+            spec = replace(spec, files=files)
+        proc = ContainerProcess(launch.node.docker_url, spec, job.log_dir / f"node{launch.node_rank}.log")
+        if spec.gpus and peak is not None:  # nvidia nodes: sample nvidia-smi in the container while it runs
+            proc.sampler = GpuMemorySampler(launch.node.docker_url, proc.id, peak)
+        return proc
+
     def execute(self, job: CaseJob) -> CaseOutcome:
         peak = GpuMemoryPeak()
-        samplers: list[GpuMemorySampler] = []
-
-        def start(i: int) -> ContainerProcess:
-            launch, spec = job.launches[i], job.containers[i]
-            proc = ContainerProcess(launch.node.docker_url, spec, job.log_dir / f"node{launch.node_rank}.log")
-            if spec.gpus:  # nvidia nodes: sample nvidia-smi in the container while the case runs
-                samplers.append(GpuMemorySampler(launch.node.docker_url, proc.id, peak))
-            return proc
-
-        try:
-            outcome = run_supervised(job, start, poll_s=0.5)
-        finally:
-            for sampler in samplers:
-                sampler.stop()
+        outcome = run_supervised(job, lambda i: self.start_node(job, i, peak=peak), poll_s=0.5)
         outcome.gpu_memory_peak_mb = peak.peak_mb
         return outcome
 

@@ -61,6 +61,12 @@ def _digest(client, image: str) -> str | None:
 
 def probe_in_container(node: Node, image: str, ids: RunIds) -> tuple[NodeProbe, str | None]:
     """Run the probe in a one-shot container of ``image`` on ``node``; (probe, image digest)."""
+    output, digest = probe_output(node, image, ids)
+    return parse_probe(output), digest
+
+
+def probe_output(node: Node, image: str, ids: RunIds) -> tuple[str, str | None]:
+    """The probe's raw output from a one-shot container of ``image`` on ``node``, and the image digest."""
     from docker.errors import NotFound
     from docker.types import DeviceRequest
 
@@ -90,7 +96,7 @@ def probe_in_container(node: Node, image: str, ids: RunIds) -> tuple[NodeProbe, 
             client.remove_container(container["Id"], force=True)
         except NotFound:
             pass
-    return parse_probe(output), _digest(client, image)
+    return output, _digest(client, image)
 
 
 def _joined(values: list[str | None]) -> str | None:

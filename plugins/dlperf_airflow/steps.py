@@ -25,6 +25,8 @@ from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore, d
 from dlperf_core.storage.spool import ResultSpool, store_or_spool
 from dlperf_core.suite import Suite, load_suite
 
+from dlperf_airflow.node_step import check_routed, routing_inventory
+
 log = logging.getLogger("dlperf")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -92,6 +94,14 @@ def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None 
     settings, suite, inventory = resolve_settings(params)
     searches = plan_searches(suite, inventory, settings.filters)  # refused here too if one does not fit
     runs = plan_suite(suite, inventory, settings.filters, allow_empty=bool(searches))
+    if (routing := routing_inventory(dlperf_home())) is not None:
+        check_routed(inventory, routing, str(settings.inventory_path))
+        local = sorted({n.name for s in searches for n in inventory.first(s.case.nodes) if n.docker_url.startswith("unix:")})
+        if searches and settings.runtime == "docker" and local:
+            raise ConfigError("max_batch_search", [
+                f"nodes {', '.join(local)} are reached through their own Docker socket (per-node workers), but a "
+                "max batch search runs from the central worker: give those nodes a tcp:// docker_url, or leave "
+                "the search out of this trigger"])
     store = ResultStore(default_db_url())
     store.ensure_schema()  # Alembic upgrade to head: a new database is created, an old one migrated
     store.upsert_run(
@@ -289,6 +299,20 @@ def cleanup_step(params: dict, ids: RunIds) -> list[str]:
     removed = make_runtime(settings.runtime, inventory).cleanup(ids.labels)
     if removed:
         log.warning("removed leftover containers: %s", ", ".join(removed))
+    return removed
+
+
+def cleanup_node_step(params: dict, ids: RunIds, node_name: str) -> list[str]:
+    """Node routing: remove this DAG run's containers on one node, through that node's own Docker socket."""
+    settings, _, inventory = resolve_settings(params)
+    if settings.runtime != "docker":
+        return []
+    here = [n for n in inventory.nodes if n.name == node_name]
+    if not here:
+        return []
+    removed = make_runtime("docker", Inventory(name=inventory.name, nodes=tuple(here))).cleanup(ids.labels)
+    if removed:
+        log.warning("removed leftover containers on %s: %s", node_name, ", ".join(removed))
     return removed
 
 

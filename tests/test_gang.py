@@ -1,0 +1,160 @@
+"""A case run as one share per node (node routing): real local processes, one thread per node standing in for
+each node's task, meeting on a board. The real board (XCom between tasks on different Celery workers) is
+exercised in tests/test_node_routing.py; here the board is a dict, the processes and the supervisor are real."""
+
+import sys
+import threading
+import time
+
+from dlperf_core.container import ContainerSpec
+from dlperf_core.frameworks import NodeLaunch
+from dlperf_core.inventory import Node
+from dlperf_core.runtime.base import CaseJob
+from dlperf_core.runtime.gang import GangSettings, NodeShare, case_failure, run_node_share
+from dlperf_core.runtime.local import LocalRuntime
+from dlperf_core.sshkeys import ContainerFile
+
+FAST = GangSettings(join_s=3.0, poll_s=0.1)
+
+
+class DictBoard:
+    """Every node's latest state in one dict; a view per node."""
+
+    def __init__(self):
+        self.states: dict[str, dict] = {}
+        self.lock = threading.Lock()
+        self.history: list[tuple[str, dict]] = []
+
+    def view(self, node: str) -> "NodeView":
+        return NodeView(self, node)
+
+
+class NodeView:
+    def __init__(self, board: DictBoard, node: str):
+        self.board, self.node = board, node
+
+    def post(self, state: dict) -> None:
+        with self.board.lock:
+            self.board.states[self.node] = dict(state)
+            self.board.history.append((self.node, dict(state)))
+
+    def read(self, node: str) -> dict | None:
+        with self.board.lock:
+            return self.board.states.get(node)
+
+
+def job(tmp_path, *scripts, roles=None, timeout_s=60.0, watchdog_s=None, containers=()) -> CaseJob:
+    launches = tuple(
+        NodeLaunch(node=Node(name=f"node{i}"), node_rank=i, argv=(sys.executable, "-c", s), role=(roles or {}).get(i, "launcher"))
+        for i, s in enumerate(scripts)
+    )
+    return CaseJob("t", launches, tuple(containers), tmp_path / "logs", timeout_s, watchdog_s)
+
+
+def run_gang(j: CaseJob, nodes: list[str], board: DictBoard | None = None, delays: dict[str, float] | None = None,
+             start=None) -> dict[str, NodeShare]:
+    """Each node's share in its own thread (a node in ``delays`` joins late)."""
+    board = board or DictBoard()
+    shares: dict[str, NodeShare] = {}
+    runtime = LocalRuntime()
+
+    def one(node: str) -> None:
+        time.sleep((delays or {}).get(node, 0))
+        shares[node] = run_node_share(j, node, board.view(node), start or (lambda i, files: runtime.start_node(j, i, files)), FAST)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return shares
+
+
+def test_every_node_starts_after_all_joined_and_the_case_succeeds(tmp_path):
+    stamp = "import time; print(time.time(), flush=True)"
+    shares = run_gang(job(tmp_path, stamp, stamp), ["node0", "node1"], delays={"node1": 1.0})
+    assert [shares[n].failure for n in ("node0", "node1")] == [None, None]
+    assert [shares[n].exit_code for n in ("node0", "node1")] == [0, 0]
+    assert case_failure(shares) is None
+    # node0 joined a second early and waited: both processes started within a poll or two of each other
+    t0, t1 = (float((tmp_path / "logs" / f"node{i}.log").read_text()) for i in (0, 1))
+    assert abs(t0 - t1) < 0.8
+
+
+def test_the_first_failure_on_any_node_stops_every_node(tmp_path):
+    sleeper = "import time; time.sleep(300)"
+    failing = "import time; time.sleep(0.5); raise SystemExit(3)"
+    t0 = time.monotonic()
+    shares = run_gang(job(tmp_path, sleeper, failing), ["node0", "node1"])
+    assert time.monotonic() - t0 < 30
+    assert shares["node1"].own and shares["node1"].failure == "node1 exited with code 3"
+    assert not shares["node0"].own and shares["node0"].failure == "node1 exited with code 3"
+    assert shares["node0"].exit_code not in (None, 0)  # node0's own process was stopped
+    assert case_failure(shares) == "node1 exited with code 3"
+
+
+def test_a_node_whose_task_never_runs_fails_the_case_by_name(tmp_path):
+    shares = run_gang(job(tmp_path, "print(1)", "print(2)"), ["node0"])
+    assert shares["node0"].failure == (
+        "node1 did not join within 3 s (is a worker listening on that node's queue?)"
+    )
+    assert case_failure({**shares, "node1": None}) == shares["node0"].failure
+    assert not (tmp_path / "logs" / "node0.log").exists()  # nothing started
+
+
+def test_a_late_node_sees_that_the_case_was_given_up(tmp_path):
+    board = DictBoard()
+    shares = run_gang(job(tmp_path, "print(1)", "print(2)"), ["node0", "node1"], board, delays={"node1": 4.5})
+    assert shares["node0"].failure.startswith("node1 did not join")
+    assert shares["node1"].failure.startswith("node0 gave up before this node started: node1 did not join")
+    assert case_failure(shares) == shares["node0"].failure
+
+
+def test_a_node_that_cannot_start_stops_the_others(tmp_path):
+    j = job(tmp_path, "import time; time.sleep(300)", "print(1)")
+    runtime = LocalRuntime()
+
+    def start(i, files):
+        if i == 1:
+            raise OSError("no such engine")
+        return runtime.start_node(j, i, files)
+
+    shares = run_gang(j, ["node0", "node1"], start=start)
+    assert case_failure(shares) == "could not start node node1: OSError: no such engine"
+    assert shares["node0"].failure is not None
+
+
+def test_timeout_and_watchdog_hold_on_every_node(tmp_path):
+    silent = "import time; time.sleep(300)"
+    shares = run_gang(job(tmp_path, silent, silent, watchdog_s=1.5), ["node0", "node1"])
+    assert case_failure(shares) == "watchdog: no log progress for 1.5 s"  # node 0's log, node 0's watchdog
+    shares = run_gang(job(tmp_path, silent, silent, timeout_s=1.5), ["node0", "node1"])
+    assert case_failure(shares) == "timeout: the case ran longer than 1.5 s"
+
+
+def test_sshd_node_serves_until_the_launcher_is_done_and_keys_stay_on_their_node(tmp_path):
+    """mpirun: the sshd starts first; each node makes its own keys and only public halves go on the board."""
+    order = tmp_path / "order.txt"
+    sshd = f"open({str(order)!r}, 'a').write('sshd\\n'); import time; time.sleep(300)"
+    launcher = f"import time; time.sleep(0.3); open({str(order)!r}, 'a').write('launcher\\n')"
+    placeholder = (ContainerFile("/root/.ssh/id_ed25519", b"x"),)
+    specs = [ContainerSpec(f"c{i}", "i", (), {}, {}, "host", None, False, files=placeholder) for i in range(2)]
+    j = job(tmp_path, launcher, sshd, roles={1: "sshd"}, containers=specs)
+    given: dict[int, tuple] = {}
+    runtime = LocalRuntime()
+
+    def start(i, files):
+        given[i] = files
+        return runtime.start_node(j, i, files)
+
+    board = DictBoard()
+    shares = run_gang(j, ["node0", "node1"], board, start=start)
+    assert case_failure(shares) is None and shares["node1"].failure is None
+    assert order.read_text() == "sshd\nlauncher\n"
+    files = {i: {f.path.rsplit("/", 1)[1]: f.content for f in given[i]} for i in (0, 1)}
+    assert files[0]["authorized_keys"] == files[1]["authorized_keys"]  # both nodes' client keys, on both
+    assert files[0]["authorized_keys"].count(b"ssh-ed25519") == 2
+    assert files[0]["known_hosts"].count(b"* ssh-ed25519 ") == 2
+    assert files[0]["id_ed25519"] != files[1]["id_ed25519"]  # each node its own private key
+    posted = repr(board.history)
+    assert "PRIVATE KEY" not in posted and "ssh-ed25519" in posted
