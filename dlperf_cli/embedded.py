@@ -56,8 +56,14 @@ def load_dag():
 
 
 def run_dag(conf: dict, logical_date=None):
-    """Run dlperf_benchmark once with ``conf`` as its params; return the DagRun."""
+    """Run dlperf_benchmark once with ``conf`` as its params; return the DagRun.
+
+    ``dag.test()`` runs one task at a time in this process, so the per-node tasks of node routing could never
+    meet: the in-process run always drives every node from one task (``DLPERF_CLUSTER_INVENTORY`` ignored)."""
     prepare_environment()
+    if os.environ.pop("DLPERF_CLUSTER_INVENTORY", None):
+        print("dlperf: DLPERF_CLUSTER_INVENTORY ignored: an in-process run drives every node from one task",
+              file=sys.stderr, flush=True)
     import warnings
 
     warnings.filterwarnings("ignore", category=DeprecationWarning)  # Airflow's own, not the user's business

@@ -85,21 +85,29 @@ def pg_server():
     return base, admin
 
 
+def _fresh_database(pg_server, prefix: str) -> Iterator[str]:
+    base, admin = pg_server
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield base.set(drivername="postgresql+psycopg2", database=name).render_as_string(hide_password=False)
+    finally:
+        admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 def pg_url(pg_server) -> Iterator[str]:
     """SQLAlchemy URL of a fresh, empty PostgreSQL database for this one test (dropped after)."""
-    base, admin = pg_server
-    name = f"dlperf_test_{uuid.uuid4().hex[:12]}"
-    admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.set(drivername="postgresql+psycopg2", database=name).render_as_string(
-            hide_password=False
-        )
-    finally:
-        admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    yield from _fresh_database(pg_server, "dlperf_test")
 
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     """SQLAlchemy URL of a SQLite file in this test's tmp_path (not created yet)."""
     return f"sqlite:///{tmp_path / 'dlperf.db'}"
+
+
+@pytest.fixture
+def metadata_url(pg_server) -> Iterator[str]:
+    """A fresh PostgreSQL database for Airflow's metadata (a real api-server and scheduler; dropped after)."""
+    yield from _fresh_database(pg_server, "dlperf_airflow")

@@ -163,10 +163,10 @@ def test_image_imports_the_dag_without_torch(airflow_image):
         "bag = DagBag(dag_folder='/opt/airflow/dags')\n"
         "assert not bag.import_errors, bag.import_errors\n"
         "dag = bag.dags['dlperf_benchmark']\n"
-        "print(sorted(t.task_id for t in dag.tasks))\n"
-        "print('torch' in sys.modules)\n"
         "import airflow.providers.celery, airflow.providers.ssh, airflow.providers.docker\n"
         "from airflow.providers.celery.executors.celery_executor import CeleryExecutor  # the scheduler loads it\n"
+        "print(sorted(t.task_id for t in dag.tasks))\n"
+        "print('torch' in sys.modules)\n"
     )
     out = _run(airflow_image, "python", "-c", script)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]

@@ -40,17 +40,6 @@ def redis_url() -> str:
 
 
 @pytest.fixture
-def metadata_url(pg_server):
-    base, admin = pg_server
-    name = f"dlperf_airflow_{uuid.uuid4().hex[:12]}"
-    admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.set(drivername="postgresql+psycopg2", database=name).render_as_string(hide_password=False)
-    finally:
-        admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
 def cluster(tmp_path) -> str:
     """docker-local's two stand-in nodes, each with a queue of its own."""
     inventory = yaml.safe_load((REPO / "inventories/docker-local.yaml").read_text())

@@ -29,18 +29,6 @@ RUN_TIMEOUT_S = 900
 
 
 @pytest.fixture
-def metadata_url(pg_server):
-    """A fresh PostgreSQL database for Airflow's metadata (dropped after)."""
-    base, admin = pg_server
-    name = f"dlperf_airflow_{uuid.uuid4().hex[:12]}"
-    admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.set(drivername="postgresql+psycopg2", database=name).render_as_string(hide_password=False)
-    finally:
-        admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
 def browser():
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing and scripts/ensure-chromium.sh could not install Debian's chromium")
