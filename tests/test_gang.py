@@ -158,3 +158,19 @@ def test_sshd_node_serves_until_the_launcher_is_done_and_keys_stay_on_their_node
     assert files[0]["id_ed25519"] != files[1]["id_ed25519"]  # each node its own private key
     posted = repr(board.history)
     assert "PRIVATE KEY" not in posted and "ssh-ed25519" in posted
+
+
+def test_a_peer_whose_task_stops_reporting_is_lost(tmp_path):
+    """node1's task joined and started, then its worker died: its posts stop, node0 gives up on it."""
+    board = DictBoard()
+    board.view("node1").post({"phase": "started", "beat": 1})  # and nothing more, ever
+    j = job(tmp_path, "import time; time.sleep(300)", "import time; time.sleep(300)")
+    runtime = LocalRuntime()
+    settings = GangSettings(join_s=3.0, poll_s=0.1, beat_s=0.2, stale_s=1.5)
+    t0 = time.monotonic()
+    share = run_node_share(j, "node0", board.view("node0"), lambda i, files: runtime.start_node(j, i, files), settings)
+    assert 1.5 < time.monotonic() - t0 < 30
+    assert share.failure == "node1: its task stopped reporting (worker lost?)" and not share.own
+    assert case_failure({"node0": share, "node1": None}) == share.failure
+    beats = [s["beat"] for n, s in board.history if n == "node0"]
+    assert len(beats) >= 5 and beats == sorted(beats)  # node0 kept posting while it ran

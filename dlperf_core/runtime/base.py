@@ -84,12 +84,15 @@ class CaseOutcome:
 
 
 SSH_SETUP_EXIT = 97  # dlperf_core.frameworks.mpi: node 0 could not reach a peer's sshd
+PEER_LOST_EXIT = -1000  # dlperf_core.runtime.gang: a peer node's task stopped reporting (its worker is gone)
 
 
 def describe_exit(node: str, code: int, oom_killed: bool = False) -> str:
     """A human reason for a non-zero exit (``oom_killed``: the runtime saw the kernel's OOM killer end it)."""
     if oom_killed:
         return f"{node}: out of memory: killed by the kernel's OOM killer (exit code {code})"
+    if code == PEER_LOST_EXIT:
+        return f"{node}: its task stopped reporting (worker lost?)"
     if code == SSH_SETUP_EXIT:
         return f"{node}: ssh setup failed: another node's sshd did not answer (exit code {code})"
     if code in (137, -9):

@@ -12,7 +12,8 @@ Every node then runs the shared supervisor (:func:`~dlperf_core.runtime.base.sup
 container and a view of each peer read off the board (:class:`PeerProcess`): the first non-zero exit anywhere
 stops every node, the case's timeout holds on every node, node 0 (whose log the parser reads) keeps the
 no-progress watchdog, and an sshd node is done when the launchers exited 0. A peer that does not join within
-``join_s`` fails the case with its name instead of hanging it.
+``join_s`` fails the case with its name instead of hanging it; every node re-posts its state every ``beat_s``,
+and a peer whose posts stop for ``stale_s`` (its worker died) fails the case as lost.
 
 mpirun's per-case ssh keys are made where they are used: each node makes its own client and host key and
 posts only the public halves; no private key leaves its node (:func:`dlperf_core.sshkeys.mesh_files`).
@@ -27,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol
 
-from dlperf_core.runtime.base import CaseJob, NodeProcess, supervise
+from dlperf_core.runtime.base import PEER_LOST_EXIT, CaseJob, NodeProcess, supervise
 from dlperf_core.sshkeys import ContainerFile, mesh_files, node_keys
 
 JOINED, STARTED, EXITED, GAVE_UP = "joined", "started", "exited", "gave_up"
@@ -49,6 +50,8 @@ class Board(Protocol):
 class GangSettings:
     join_s: float = 600.0  # how long a node waits for its peers to join (their tasks to start)
     poll_s: float = 1.0
+    beat_s: float = 10.0  # a node re-posts its state this often while it waits or runs
+    stale_s: float = 120.0  # a peer that posted nothing new for this long is lost
 
 
 @dataclass
@@ -73,13 +76,17 @@ class NodeShare:
 
 
 class PeerProcess:
-    """A peer node as the supervisor sees it: its exit as posted on the board (it stops itself)."""
+    """A peer node as the supervisor sees it: its exit as posted on the board (it stops itself), or lost when
+    its posts stop for ``stale_s``."""
 
-    def __init__(self, board: Board, node_name: str):
+    def __init__(self, board: Board, node_name: str, stale_s: float = GangSettings.stale_s):
         self.node_name = node_name
         self.log_path = Path(os.devnull)  # its log grows on its own node; node 0 keeps the watchdog
         self.oom_killed = False
         self._board = board
+        self._stale_s = stale_s
+        self._beat: object = None
+        self._beat_seen = time.monotonic()
 
     def poll(self) -> int | None:
         state = self._board.read(self.node_name) or {}
@@ -88,7 +95,35 @@ class PeerProcess:
             return 0 if state.get("done") else int(state["exit_code"])
         if state.get("phase") == GAVE_UP:
             return GAVE_UP_EXIT
+        now = time.monotonic()
+        if state.get("beat") != self._beat:
+            self._beat, self._beat_seen = state.get("beat"), now
+        elif now - self._beat_seen > self._stale_s:
+            return PEER_LOST_EXIT
         return None
+
+
+class _Poster:
+    """Posts this node's state (with its public keys) and re-posts it every ``beat_s`` (``tick``)."""
+
+    def __init__(self, board: Board, keys: dict, beat_s: float):
+        self._board, self._keys, self._beat_s = board, keys, beat_s
+        self._state: dict = {}
+        self._beat = 0
+        self._sent = time.monotonic()
+
+    def __call__(self, **state) -> None:  # every state keeps the public keys: a late peer still finds them
+        self._state = {**self._keys, **state}
+        self._send()
+
+    def _send(self) -> None:
+        self._beat += 1
+        self._board.post({**self._state, "beat": self._beat})
+        self._sent = time.monotonic()
+
+    def tick(self) -> None:
+        if time.monotonic() - self._sent >= self._beat_s:
+            self._send()
 
     def kill(self) -> None:
         """Each node stops its own container when it sees the failure."""
@@ -101,7 +136,7 @@ class _Published:
     """This node's own process, its exit posted on the board the moment the supervisor sees it (the peers wait
     for it: a launcher that is done must say so before its supervisor waits for theirs)."""
 
-    def __init__(self, proc: NodeProcess, post: Callable[..., None]):
+    def __init__(self, proc: NodeProcess, post: _Poster):
         self.proc, self._post, self._posted = proc, post, False
         self.node_name, self.log_path = proc.node_name, proc.log_path
 
@@ -114,6 +149,7 @@ class _Published:
         if code is not None and not self._posted:
             self._posted = True
             self._post(phase=EXITED, exit_code=code, oom_killed=self.proc.oom_killed)
+        self._post.tick()  # the supervisor polls every node each round: this node's heartbeat rides on it
         return code
 
     def kill(self) -> None:
@@ -128,11 +164,12 @@ def _now() -> str:
 
 
 def _wait_for(
-    board: Board, peers: list[str], phases: set[str], settings: GangSettings, what: str
+    board: Board, peers: list[str], phases: set[str], settings: GangSettings, what: str, post: _Poster
 ) -> tuple[dict[str, dict], str | None]:
     """Wait until every peer reached one of ``phases``; (their states, None) or ({}, the reason it cannot)."""
     deadline = time.monotonic() + settings.join_s
     while True:
+        post.tick()
         states = {p: board.read(p) or {} for p in peers}
         quit_ = [(p, s) for p, s in states.items() if s.get("phase") in (GAVE_UP, EXITED) and s.get("phase") not in phases]
         if quit_:
@@ -182,23 +219,20 @@ def run_node_share(
     mpi = bool(job.containers and job.containers[me].files)
     mine = node_keys(job.run_label) if mpi else None
     keys = {} if mine is None else {"client_pub": mine.client_public.decode(), "host_pub": mine.host_public.decode()}
-
-    def post(**state) -> None:  # every state keeps the public keys: a late peer still finds them
-        board.post({**keys, **state})
-
+    post = _Poster(board, keys, settings.beat_s)
     post(phase=JOINED)
 
     def give_up(reason: str) -> NodeShare:
         post(phase=GAVE_UP, reason=reason)
         return NodeShare(node_name, launch.node_rank, None, str(log_path), reason, True, started_at, _now())
 
-    states, why = _wait_for(board, names, {JOINED, STARTED, EXITED}, settings, "join")
+    states, why = _wait_for(board, names, {JOINED, STARTED, EXITED}, settings, "join", post)
     if why:
         return give_up(why)
     files = _ssh_files(job, me, mine, states) if mine is not None else ()
     if launch.role != "sshd":  # mpirun reaches the sshds as soon as it starts: they go first
         sshds = [l.node.name for l in peers if l.role == "sshd"]
-        _, why = _wait_for(board, sshds, {STARTED, EXITED}, settings, "start its sshd")
+        _, why = _wait_for(board, sshds, {STARTED, EXITED}, settings, "start its sshd", post)
         if why:
             return give_up(why)
     job.log_dir.mkdir(parents=True, exist_ok=True)
@@ -207,7 +241,7 @@ def run_node_share(
     except Exception as exc:  # noqa: BLE001 - a node that cannot start fails the case, with the reason
         return give_up(f"could not start node {node_name}: {type(exc).__name__}: {exc}")
     post(phase=STARTED)
-    procs: list[NodeProcess] = [_Published(proc, post), *(PeerProcess(board, n) for n in names)]
+    procs: list[NodeProcess] = [_Published(proc, post), *(PeerProcess(board, n, settings.stale_s) for n in names)]
     services = frozenset(k for k, l in enumerate([launch, *peers]) if l.role == "sshd")
     own_code = None
     try:
