@@ -27,8 +27,9 @@ class Runtime(Protocol):
 
     def execute(self, job: CaseJob) -> CaseOutcome: ...
 
-    def start_node(self, job: CaseJob, i: int, files: tuple = ()) -> NodeProcess:
-        """Start only launch ``i`` of ``job`` (a node's own share, :mod:`dlperf_core.runtime.gang`)."""
+    def start_node(self, job: CaseJob, i: int, files: tuple | None = None) -> NodeProcess:
+        """Start only launch ``i`` of ``job`` (a node's own share, :mod:`dlperf_core.runtime.gang`);
+        ``files`` replace the container's ssh files (None: the job's own)."""
         ...
 
     def cleanup(self, labels: dict[str, str]) -> list[str]: ...

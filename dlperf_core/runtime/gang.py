@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol
@@ -186,13 +186,10 @@ def _wait_for(
         time.sleep(settings.poll_s)
 
 
-def _ssh_files(job: CaseJob, me: int, mine, states: dict[str, dict]) -> tuple[ContainerFile, ...]:
-    """This node's ssh files from its own keys and its peers' public halves (mpirun cases only)."""
-    spec = job.containers[me] if job.containers else None
-    if spec is None or not spec.files:
-        return ()
-    ssh_dir = str(Path(spec.files[0].path).parent)
-    own = {"client_pub": mine.client_public.decode(), "host_pub": mine.host_public.decode()}
+def _ssh_files(job: CaseJob, me: int, mine, own: dict, states: dict[str, dict]) -> tuple[ContainerFile, ...]:
+    """This node's ssh files (mpirun cases) from its own keys and its peers' public halves, in place of the
+    files the job was built with."""
+    ssh_dir = str(Path(job.containers[me].files[0].path).parent)
     ranked = [own if i == me else states[l.node.name] for i, l in enumerate(job.launches)]  # same on every node
     clients = [s["client_pub"].encode() for s in ranked]
     hosts = [s["host_pub"].encode() for s in ranked]
@@ -203,11 +200,11 @@ def run_node_share(
     job: CaseJob,
     node_name: str,
     board: Board,
-    start: Callable[[int, tuple[ContainerFile, ...]], NodeProcess],
+    start: Callable[[int, tuple[ContainerFile, ...] | None], NodeProcess],
     settings: GangSettings = GangSettings(),
 ) -> NodeShare:
-    """Run ``node_name``'s part of ``job`` (``start(i, ssh_files)`` starts launch i here); always posts how it
-    ended, and always stops and removes what it started."""
+    """Run ``node_name``'s part of ``job`` (``start(i, ssh_files)`` starts launch i here; ssh_files None: the
+    job's own); always posts how it ended, and always stops and removes what it started."""
     me = next((i for i, l in enumerate(job.launches) if l.node.name == node_name), None)
     if me is None:
         raise ValueError(f"{job.run_label}: node {node_name} is not one of this case's nodes")
@@ -229,7 +226,7 @@ def run_node_share(
     states, why = _wait_for(board, names, {JOINED, STARTED, EXITED}, settings, "join", post)
     if why:
         return give_up(why)
-    files = _ssh_files(job, me, mine, states) if mine is not None else ()
+    files = _ssh_files(job, me, mine, keys, states) if mine is not None else None
     if launch.role != "sshd":  # mpirun reaches the sshds as soon as it starts: they go first
         sshds = [l.node.name for l in peers if l.role == "sshd"]
         _, why = _wait_for(board, sshds, {STARTED, EXITED}, settings, "start its sshd", post)
@@ -283,7 +280,3 @@ def case_failure(shares: dict[str, NodeShare | None]) -> str | None:
         return f"{', '.join(missing)}: the node's task did not report (worker lost, or the task never ran)"
     return None
 
-
-def with_files(job: CaseJob, i: int, files: tuple[ContainerFile, ...]):
-    """Launch i's container spec with this node's ssh files (replacing any the job was built with)."""
-    return replace(job.containers[i], files=files)

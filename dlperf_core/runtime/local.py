@@ -99,7 +99,7 @@ class LocalRuntime:
     def cpu_threads_per_process(self, processes: int) -> int:
         return max(1, (os.cpu_count() or 1) // max(1, processes))
 
-    def start_node(self, job: CaseJob, i: int, files: tuple = ()) -> LocalProcess:
+    def start_node(self, job: CaseJob, i: int, files: tuple | None = None) -> LocalProcess:
         """Start launch ``i`` of ``job`` as a process group (``files``: container-only, unused here)."""
         launch = job.launches[i]
         env = {**launch.env, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}

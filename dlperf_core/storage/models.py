@@ -68,6 +68,11 @@ SEARCH_STATUSES: tuple[str, ...] = ("found", "limit_reached", "none_fit", "faile
 DIRECTIONS: tuple[str, ...] = ("slower", "faster")
 """Allowed values of ``regressions.direction``."""
 
+
+def one_of(column: str, values: tuple[str, ...]) -> CheckConstraint:
+    """The CHECK that keeps ``column`` to ``values`` (the tuples above), named after the column."""
+    return CheckConstraint(f"{column} IN ({', '.join(repr(v) for v in values)})", name=column)
+
 CONFIGURATION_COLUMNS: tuple[str, ...] = (
     "framework",
     "model",
@@ -96,7 +101,7 @@ class BenchmarkRun(Base):
     __tablename__ = "benchmark_runs"
     __table_args__ = (
         UniqueConstraint("dag_id", "run_id"),
-        CheckConstraint("status IN ('running', 'success', 'failed')", name="status"),
+        one_of("status", RUN_STATUSES),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -150,7 +155,7 @@ class Result(Base):
     __tablename__ = "results"
     __table_args__ = (
         UniqueConstraint("dag_id", "run_id", "case_key", "repeat"),
-        CheckConstraint("status IN ('ok', 'failed')", name="status"),
+        one_of("status", RESULT_STATUSES),
         CheckConstraint(
             "status = 'failed' OR (throughput IS NOT NULL AND throughput > 0)",
             name="ok_throughput",
@@ -216,8 +221,8 @@ class Regression(Base):
     __tablename__ = "regressions"
     __table_args__ = (
         UniqueConstraint("benchmark_run_id", "case_key"),
-        CheckConstraint("status IN ('open', 'closed')", name="status"),
-        CheckConstraint("direction IN ('slower', 'faster')", name="direction"),
+        one_of("status", REGRESSION_STATUSES),
+        one_of("direction", DIRECTIONS),
         Index("ix_regressions_configuration_status", *CONFIGURATION_COLUMNS, "status"),
     )
 
@@ -262,7 +267,7 @@ class MaxBatchSearchResult(Base):
     __tablename__ = "max_batch_searches"
     __table_args__ = (
         UniqueConstraint("dag_id", "run_id", "search_key"),
-        CheckConstraint("status IN ('found', 'limit_reached', 'none_fit', 'failed')", name="status"),
+        one_of("status", SEARCH_STATUSES),
         Index(None, "benchmark_run_id"),
         Index(None, "search_key", "started_at"),  # one search's history, newest first
     )
