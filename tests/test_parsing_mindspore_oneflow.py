@@ -706,3 +706,94 @@ def test_huge_lines_never_crash() -> None:
     ):
         for fmt in FMTS:
             parse(text, fmt)
+
+
+# ---- oneflow CPU: real logs of dlperf/oneflow:cpu (OneFlow 0.9.0 eager DDP, flowvision ResNet-50 at 32x32,
+# batch 4 per process, 2 processes; the argument block and train lines are printed by dlperf's CPU driver,
+# imitating OneFlow-Benchmark; only rank 0 prints; printed every 5 iterations; OneFlow's glog lines around).
+OF_CPU_LOGS = Path(__file__).resolve().parent / "data" / "cpu_logs"
+
+
+def _of_cpu_stamps(path: Path) -> dict[int, float]:
+    """iter -> trailing unix time of the train lines (read independently of the parser)."""
+    found = re.findall(r"^train: epoch 0, iter (\d+), .* samples/s: \S+ (\S+)$", path.read_text(), re.MULTILINE)
+    return {int(it): float(stamp) for it, stamp in found}
+
+
+@pytest.mark.parametrize("name", ["oneflow_1n2g.log", "oneflow_2n1g.log"])
+def test_oneflow_cpu_real_log_two_processes(name: str) -> None:
+    """15 iterations (5 warm-up + 10 measured) of 2 processes x 4: gpus from num_nodes x gpu_num_per_node,
+    the window 6..15 timed by the trailing timestamps of iterations 5 and 15."""
+    path = OF_CPU_LOGS / name
+    (run,) = parse(path.read_text(), OF, warmup=5, measured=10)
+    assert run.format == OF and run.status == "ok" and run.gpus == 2 and run.batch_size_per_device == 4
+    assert run.window == (6, 15) and run.iterations == 10 and run.method == "timestamps"
+    assert [r.iteration for r in run.records] == [5, 10, 15]
+    stamps = _of_cpu_stamps(path)
+    assert run.throughput == pytest.approx(10 * 2 * 4 / (stamps[15] - stamps[5]))
+    assert run.reported_throughput is not None and run.reported_throughput > 0  # the seed's mean of prints 2..
+    assert all(r.loss is not None and 0 < r.loss < 10 for r in run.records)
+    # the seed's default window (warm-up 20) does not fit 15 iterations
+    (short,) = parse(path.read_text(), OF)
+    assert short.status == "failed" and short.reason.startswith("too few iterations")
+
+
+def test_oneflow_cpu_real_log_nan_loss() -> None:
+    """--learning_rate 1e12: the driver prints loss: nan from the first train line on."""
+    (run,) = parse((OF_CPU_LOGS / "oneflow_nan.log").read_text(), OF, warmup=2, measured=4)
+    assert run.status == "failed" and run.reason == "loss is NaN/inf at iteration 2" and run.throughput is None
+    assert run.gpus == 1 and run.batch_size_per_device == 4
+
+
+# ---- mindspore CPU: real logs of dlperf/mindspore:cpu (MindSpore 2.10 Model.train + TimeMonitor/LossMonitor,
+# MindCV ResNet-50 at 64x64, 10 classes, batch 8, 20 steps in sinks of 5; 1n2g under mpirun --tag-output,
+# MindSpore's dynamic-cluster warnings around; the unbuffered prints run lines of two ranks together).
+MS_CPU_LOGS = Path(__file__).resolve().parent / "data" / "cpu_logs"
+
+
+def _ms_cpu_rank_epoch_ms(path: Path, rank: int | None) -> list[float]:
+    """The epoch times one rank printed (rank None: an untagged log), read independently of the parser."""
+    tag = "" if rank is None else re.escape(f"[1,{rank}]<stdout>:")
+    return [float(ms) for ms in re.findall(tag + r"Train epoch time: ([\d.]+) ms", path.read_text())]
+
+
+def test_mindspore_cpu_real_log_standalone() -> None:
+    path = MS_CPU_LOGS / "mindspore_1n1g.log"
+    (run,) = parse(path.read_text(), MS, warmup=10, measured=10)
+    assert run.status == "ok" and run.gpus == 1 and run.batch_size_per_device == 8
+    assert run.window == (11, 20) and [r.iteration for r in run.records] == [5, 10, 15, 20]
+    ms = _ms_cpu_rank_epoch_ms(path, None)
+    assert run.throughput == pytest.approx(8 * 10 * 1000 / (ms[2] + ms[3]))
+    assert all(r.loss is not None and 0 < r.loss < 10 for r in run.records)
+
+
+def test_mindspore_cpu_real_log_two_ranks_run_together() -> None:
+    """Both ranks' TimeMonitor lines, some glued behind the other rank's loss line; rank 0's are used and
+    the device count is the two tagged ranks: 2 x 8 x 10 samples over rank 0's epochs 3 and 4."""
+    path = MS_CPU_LOGS / "mindspore_1n2g.log"
+    text = path.read_text()
+    assert "loss is 2.4731128215789795[1,1]<stdout>:Train epoch time" in text
+    (run,) = parse(text, MS, warmup=10, measured=10)
+    assert run.status == "ok" and run.gpus == 2 and run.batch_size_per_device == 8
+    assert {r.rank for r in run.records} == {0} and [r.iteration for r in run.records] == [5, 10, 15, 20]
+    ms0 = _ms_cpu_rank_epoch_ms(path, 0)
+    assert len(ms0) == 4 and len(_ms_cpu_rank_epoch_ms(path, 1)) == 4
+    assert run.throughput == pytest.approx(2 * 8 * 10 * 1000 / (ms0[2] + ms0[3]))
+    assert run.records[0].loss == pytest.approx(2.4731128215789795)  # not swallowing rank 1's line
+
+
+def test_mindspore_cpu_real_log_two_nodes() -> None:
+    """2n1g through dlperf (mpirun over the case's sshd, the scheduler on node0): ranks 0 and 1 tagged."""
+    path = MS_CPU_LOGS / "mindspore_2n1g.log"
+    (run,) = parse(path.read_text(), MS, file="r0/node0.log", warmup=10, measured=10)
+    assert run.status == "ok" and run.gpus == 2 and run.window == (11, 20)
+    ms0 = _ms_cpu_rank_epoch_ms(path, 0)
+    assert run.throughput == pytest.approx(2 * 8 * 10 * 1000 / (ms0[2] + ms0[3]))
+
+
+def test_mindspore_cpu_real_log_nan_loss() -> None:
+    """--lr 1e12: MindSpore's LossMonitor raises "In epoch: 1 step: 2, loss is NAN or INF, ..." (no line printed
+    before it: the loss is printed once per sink of 5)."""
+    (run,) = parse((MS_CPU_LOGS / "mindspore_nan.log").read_text(), MS, warmup=10, measured=10)
+    assert run.status == "failed" and run.reason == "loss is NaN/inf at iteration 2" and run.throughput is None
+    assert run.gpus == 1 and run.batch_size_per_device == 8

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from parsing_checks import check_all
@@ -629,3 +630,39 @@ def test_huge_lines_never_crash() -> None:
         check_all(text)
         check_all(text, format=MX)
         check_all(text, format=TF)
+
+
+# ---- ngc_mxnet CPU: real logs of dlperf/ngc-mxnet:cpu (MXNet 1.9.1 Module.fit + stock Speedometer, dist_sync
+# workers under mpirun, a Speed line every batch: "Batch [k-1-k]" = iteration k+1, the job's samples/sec).
+CPU_LOGS = Path(__file__).resolve().parent / "data" / "cpu_logs"
+
+
+def _cpu_stamp(path: Path, rank: int, batch: int) -> float:
+    """Seconds of rank ``rank``'s Speed line ending at batch index ``batch`` (read independently of the parser)."""
+    for line in path.read_text().splitlines():
+        if line.startswith(f"[1,{rank}]<stderr>:") and f"Batch [{batch - 1}-{batch}]\t" in line:
+            stamp = line.split("<stderr>:", 1)[1][:23]
+            return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc).timestamp()
+    raise AssertionError(f"no Batch [{batch - 1}-{batch}] line of rank {rank} in {path.name}")
+
+
+@pytest.mark.parametrize("name", ["ngc_mxnet_1n2g.log", "ngc_mxnet_2n1g.log"])
+def test_mxnet_cpu_real_log_two_workers(name: str) -> None:
+    """25 iterations (5 warm-up + 20 measured) of 2 workers x 8: the total batch 16 comes from the arguments,
+    the GPU count from the two ranks; the window is exactly iterations 6..25 of rank 0's lines."""
+    path = CPU_LOGS / name
+    (run,) = check_all(path.read_text(), warmup=5, measured=20)
+    assert run.format == MX and run.status == "ok" and run.gpus == 2 and run.batch_size_per_device == 8
+    assert run.window == (6, 25) and run.iterations == 20 and run.method == "timestamps"
+    assert run.reported_throughput is None and {r.rank for r in run.records} == {0}
+    assert [r.iteration for r in run.records] == list(range(2, 26))  # Batch [0-1] .. [23-24]
+    seconds = _cpu_stamp(path, 0, 24) - _cpu_stamp(path, 0, 4)  # iteration 25 - iteration 5
+    assert run.throughput == pytest.approx(20 * 16 / seconds)
+    assert all(r.loss is not None and 0 < r.loss < 100 for r in run.records)  # cross-entropy=...
+
+
+def test_mxnet_cpu_real_log_nan_loss() -> None:
+    """--lr 1e30: MXNet's CrossEntropy metric prints cross-entropy=nan from the first Speed line on."""
+    (run,) = check_all((CPU_LOGS / "ngc_mxnet_nan.log").read_text(), warmup=2, measured=3)
+    assert run.status == "failed" and run.reason == "loss is NaN/inf at iteration 2" and run.throughput is None
+    assert run.gpus == 1 and run.batch_size_per_device == 8

@@ -784,3 +784,34 @@ def test_huge_lines_never_crash() -> None:
             fmt.detect(text)
             parse_with(fmt, text)
             parse_with(fmt, text, warmup=0, measured=None)
+
+
+# ---- PLSC 2.4 engine lines (dlperf/paddle:cpu, docker/paddle-cpu): real CPU log of a 2n1g run
+CPU_PLSC = Path(__file__).parent / "data" / "cpu_logs" / "paddle_plsc_2n1g.log"
+
+
+def test_plsc24_engine_cpu_log_reads_global_ips_per_step() -> None:
+    text = CPU_PLSC.read_text()
+    assert formats.detect_format(text) == PLSC
+    (run,) = parse_with(plsc.FORMAT, text, 3, 6, str(CPU_PLSC))
+    assert run.status == "ok" and run.gpus == 2 and run.batch_size_per_device == 4
+    assert [r.iteration for r in run.records] == list(range(1, 10))  # Iter 0..8 of epoch 1
+    assert run.records[3].samples_per_sec == pytest.approx(4.01293) and run.records[3].loss == pytest.approx(39.32742)
+    rates = [4.01293, 3.97558, 3.00356, 3.00306, 3.42503, 3.84153]  # ips is global: printed as is
+    assert run.window == (4, 9) and run.method == "printed_rates"
+    assert run.throughput == pytest.approx(len(rates) / sum(1 / r for r in rates))
+
+
+def test_plsc24_engine_cpu_log_truncated_nan_and_epochs() -> None:
+    text = CPU_PLSC.read_text()
+    cut = text[: text.index("[Iter: 7/6400]")]
+    cut = cut[: cut.rindex("\n") + 1]  # whole lines up to step 7: no "training stops early", 7 of 9 steps
+    (run,) = parse_with(plsc.FORMAT, cut, 3)
+    assert run.status == "failed" and run.reason == "truncated log: 7 of 9 iterations"
+    nan = text.replace("MarginLoss: 43.39571, loss: 43.39571", "MarginLoss: nan, loss: nan")
+    (run,) = parse_with(plsc.FORMAT, nan, 3)
+    assert run.status == "failed" and "loss is NaN/inf" in run.reason
+    # a second epoch continues the iteration count (Iter restarts at 0)
+    two = text.replace("[Epoch 1/1][Iter: 8/6400]", "[Epoch 2/2][Iter: 0/6400]")
+    (run,) = parse_with(plsc.FORMAT, two, 3)
+    assert run.records[-1].iteration == 6401 and run.records[-2].iteration == 8

@@ -15,7 +15,8 @@ Verbatim lines, possibly behind an mpirun prefix such as ``[1,3]<stdout>:``::
   lines carry no timestamp, and the printed epoch times ARE exact wall times, so the printed-rate rule
   (sum of samples / sum of epoch times) is the exact "samples over wall time" of the window.
 * ALL ranks' lines are interleaved in one file. With mpirun prefixes only the lowest rank that printed
-  epoch times is kept. Without prefixes the lines cannot be told apart: every epoch-time line is given the
+  epoch times is kept. A line may run on into another rank's tagged line (``loss is 2.47[1,1]<stdout>:Train
+  epoch time: ...``: Python's unbuffered print() writes text and newline apart, MindSpore 2.x on CPU). Without prefixes the lines cannot be told apart: every epoch-time line is given the
   epoch of the latest loss line (a rank cannot print epoch e+1 before every rank finished epoch e, training
   being synchronous), and an epoch's time is the mean over the ranks that printed it (DLPerf's sum over all
   lines / lines, without its double counting). A log without loss lines is read as one rank's.
@@ -61,7 +62,9 @@ BATCH_UNKNOWN = "batch size unknown"
 _NUM = r"(\d{1,15}(?:\.\d{0,30})?(?:[eE][-+]?\d{1,3})?)"
 _EVENT = re.compile(
     r"epoch:[ \t]{0,8}(\d{1,9})[ \t]{1,8}step:[ \t]{0,8}(\d{1,12})"
-    r"(?:,[ \t]{0,8}loss is[ \t]{0,8}([^\r\n]{0,300})|\.[ \t]{0,8}(Invalid loss))"
+    # the loss text ends at the line's end or at an mpirun tag: an unbuffered print() writes its text and its
+    # newline apart, so ``--tag-output`` may put another rank's line right after the value
+    r"(?:,[ \t]{0,8}loss is[ \t]{0,8}((?:(?!\[\d{1,9},\d{1,9}\]<std)[^\r\n]){0,300})|\.[ \t]{0,8}(Invalid loss))"
     r"|epoch time:[ \t]{0,8}" + _NUM + r"[ \t]{0,8}(?:ms)?[ \t]{0,8},[ \t]{0,8}per step time:[ \t]{0,8}"
     + _NUM + r"([ \t]{0,8}ms)?"
     r"|args_opt:[ \t]{0,8}Namespace\(([^\r\n]{0,20000})"
@@ -74,7 +77,8 @@ _DETECT = re.compile(
     re.IGNORECASE,
 )
 _KV = re.compile(r"(\w{1,60})=('[^']{0,2000}'|\"[^\"]{0,2000}\"|[^,()\s]{0,100})")
-_RANK = re.compile(r"\[\d{1,9},(\d{1,9})\]<std(?:out|err)>:[ \t]{0,4}\Z")
+# the tag right before a match, or before 2.x's ``Train epoch time`` (TimeMonitor's mode word)
+_RANK = re.compile(r"\[\d{1,9},(\d{1,9})\]<std(?:out|err)>:[ \t]{0,4}(?:train[ \t]{1,4})?\Z", re.IGNORECASE)
 _LOSS_VALUE = re.compile(r"[-+]?(?:nan|inf(?:inity)?|\d{1,40}(?:\.\d{0,40})?(?:e[-+]?\d{1,4})?)", re.IGNORECASE)
 _OOM = re.compile(r"memory isn't enough|memory not enough", re.IGNORECASE)
 _CASE = re.compile(r"(?:^|[/\\])(\d{1,4})n(\d{1,4})g(?=[/\\])")

@@ -13,6 +13,11 @@ older ``plsc/entry.py``. Verbatim lines::
     Training: 2021-09-28 11:18:55,856 - Save model to MS1M_v3_arcface_static_0.1/FresResNet50/0.
     (newer)  ... step: 1000, eta: 4.72 hours, avg_reader_cost: 0.01 sec, avg_batch_cost: 0.10 sec, avg_samples: 1024.0, ips: 9729.78 images/sec
     (entry.py)  Pass:0 batch:50 lr:0.1 loss:45.3 qps:2607.10
+    (PLSC 2.x engine, plsc.engine.Engine: logger "plsc", config printed first)
+    [2026/11/23 01:35:11] plsc INFO:     world_size : 2
+    [2026/11/23 01:35:11] plsc INFO:             batch_size : 8
+    [2026/11/23 01:35:15] plsc INFO: [Train][Epoch 1/1][Iter: 3/6400]lr: 0.099875, MarginLoss: 41.83540, loss: 41.83540, batch_cost: 4.24047s, reader_cost: 0.00254, ips: 1.88658 images/sec, eta: 7:32:06
+    [2026/11/23 01:36:03] plsc INFO: global_step(10) >= max_train_step(10), training stops early.
 
 * ``step`` is the global step; a line every ``log_interval_step`` steps (100). ``throughput`` is GLOBAL over
   the last log interval: log_interval x batch_size x world_size / wall time since the previous line (from
@@ -20,6 +25,14 @@ older ``plsc/entry.py``. Verbatim lines::
   ``avg_samples`` samples per step: it is scaled by total_batch_size / avg_samples (world_size when
   avg_samples is the per-card batch, 1 when it is already the total). entry.py's ``qps`` is global (global
   batch x batches / executor time since the previous line).
+* PLSC 2.x engine lines (plsc 2.4, ``plsc/engine/recognition/train.py``): ``ips`` is GLOBAL (the per-card
+  batch x world_size over the mean ``batch_cost`` of the iterations since the previous line: the engine resets
+  its timers after every line and at iteration 5) and covers the interval since the previous line, like
+  ``throughput``. The iteration is (epoch - 1) x iterations per epoch + Iter + 1 (Iter counts from 0 in
+  each epoch). Their timestamps have whole seconds only, so the window uses the printed rates. world_size,
+  batch_size (the first: the training sampler's) and max_train_step come from the printed config
+  (``plsc INFO: <indent>key : value``); the engine's ``training stops early`` line after max_train_step
+  marks a finished run, and a run without it that printed max_train_step stopped short of it is truncated.
 * Excluded intervals: an interval whose two training lines have validation lines between them
   (``[target][step]XNorm/Accuracy...``, ``test time:``) or a checkpoint save (``Save model to``) timed
   evaluation or saving, not training (1/5 and 2/3 of the speed on the real logs): its record keeps its printed rate
@@ -69,6 +82,13 @@ _TRAIN = re.compile(
     r"(?:throughput: ([^\s,]{1,64}) imgs/sec|ips: ([^\s,]{1,64}) images/sec)"
 )
 _SAMPLES = re.compile(r"avg_samples: ([^\s,]{1,64})")
+_ENGINE = re.compile(  # PLSC 2.x engine: epoch, epochs, iter, iters per epoch, middle, ips
+    r"\[Train\]\[Epoch (\d{1,9})/\d{1,9}\]\[Iter: (\d{1,12})/(\d{1,12})\]([^\n]*?)\bips: ([^\s,]{1,64}) images/sec"
+)
+_ENGINE_LOSS = re.compile(r"(?:^|, )loss: ([^\s,]{1,64})")
+_ENGINE_CONF = re.compile(r"plsc INFO: {1,80}([A-Za-z_]\w{0,60}) : ([^\s]{1,200})$")
+_ENGINE_KEYS = ("world_size", "batch_size", "max_train_step")
+_ENGINE_STOP = re.compile(r"global_step\((\d{1,12})\) >= max_train_step\(\d{1,12}\), training stops early")
 _OLD = re.compile(r"Pass:\s?(\d{1,9}),? batch:\s?(\d{1,12})(?!\d)")
 _OLD_LOSS = re.compile(r"\bloss:\s?([^\s,]{1,64})")
 _QPS = re.compile(r"\bqps:\s?([^\s,]{1,64})")
@@ -92,6 +112,8 @@ def detect(text: str) -> bool:
         for m, end in anchored_matches(text, needle, rx, _DETECT_TRIES):
             if rx is _TRAIN or _QPS.search(text, m.end(), end) is not None:
                 return True
+    if "plsc INFO: " in text:  # the PLSC 2.x engine's logger (PaddleClas's engine prints "ppcls INFO:")
+        return next(anchored_matches(text, "[Train][Epoch ", _ENGINE, _DETECT_TRIES), None) is not None
     return False
 
 
@@ -130,6 +152,7 @@ class _Run:
     lines: list[_Line] = field(default_factory=list)
     header: dict[str, str] = field(default_factory=dict)
     trainers: int | None = None
+    stopped: bool = False  # the PLSC 2.x engine's "training stops early" line (max_train_step reached)
 
 
 def _split(text: str) -> list[_Run]:
@@ -164,6 +187,26 @@ def _split(text: str) -> list[_Run]:
                 run.lines.append(_Line(rank, n, int(epoch), *_stamp(line), _float(loss), _float(thr or ips),
                                        _float(sm.group(1)) if sm else None, pauses))
                 continue
+        if "[Train][Epoch " in line:
+            m = _at(line, "[Train][Epoch ", _ENGINE)
+            if m is not None:
+                epoch, it, per_epoch, middle, ips = m.groups()
+                n = (int(epoch) - 1) * int(per_epoch) + int(it) + 1
+                if run.lines and n < run.lines[-1].step and (rank is None or rank == run.lines[-1].rank):
+                    run.end, run = here, _Run(here, header=dict(run.header), trainers=run.trainers)
+                    runs.append(run)
+                lm = _ENGINE_LOSS.search(middle)
+                run.lines.append(_Line(rank, n, int(epoch), *_stamp(line), _float(lm.group(1)) if lm else None,
+                                       _float(ips), None, pauses))
+                continue
+        if "training stops early" in line and _ENGINE_STOP.search(line) is not None:
+            run.stopped = True
+            continue
+        if "plsc INFO: " in line and " : " in line:
+            m = _ENGINE_CONF.search(line)
+            if m is not None and m.group(1) in _ENGINE_KEYS:
+                run.header.setdefault(m.group(1), m.group(2))
+            continue
         if "qps:" in line:
             m = _at(line, "Pass:", _OLD)
             q = _QPS.search(line, m.end()) if m is not None else None
@@ -241,11 +284,14 @@ def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions) -> Parse
     steps, interval = _int(h.get("total_steps")), _int(h.get("log_interval_step"))
     if steps and interval and stored:
         progress.append(("iterations", stored[-1].iteration, steps - steps % interval))
+    max_train_step = _int(h.get("max_train_step"))
+    if max_train_step and stored:
+        progress.append(("iterations", stored[-1].iteration, max_train_step))
     # A run stopped on purpose (the seed's entry.py exit at batch 150) is complete once it reached the
     # window the caller asked for, even though it never reached total_steps.
     planned = options.warmup + options.measured if options.measured is not None else None
     stopped_as_planned = planned is not None and bool(stored) and stored[-1].iteration >= planned
-    why = truncation(chunk, finished=stopped_as_planned, progress=progress)
+    why = truncation(chunk, finished=stopped_as_planned or run.stopped, progress=progress)
     failing = why or not stored or loss_failure(stored) or text_failure(chunk)
     result = conclude(
         text=chunk, file=file, format=NAME, records=stored if failing else measured, options=options,
