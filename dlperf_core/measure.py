@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.parsing import parse_file
+from dlperf_core.parsing.failures import ERROR_TAIL_CHARS, error_line
 from dlperf_core.plan import Case
 from dlperf_core.runtime.base import CaseOutcome
 
@@ -26,6 +27,14 @@ class Measurement:
         return dict(vars(self))
 
 
+def _tail(path: Path) -> str:
+    """The end of a log file (where a failed process's last words are)."""
+    with path.open("rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - ERROR_TAIL_CHARS))
+        return f.read().decode(errors="replace")
+
+
 def judge(case: Case, outcome: CaseOutcome) -> Measurement:
     """Combine how the processes ended with what the log says."""
     adapter = get_adapter(case.framework)
@@ -36,8 +45,12 @@ def judge(case: Case, outcome: CaseOutcome) -> Measurement:
         runs = parse_file(log, format=adapter.log_format, warmup=warmup, measured=measured)
         parsed = runs[0] if runs else None
     if outcome.failure:
-        detail = f"; log: {parsed.reason}" if parsed is not None and parsed.status != "ok" else ""
-        return Measurement("failed", outcome.failure + detail, None, None, None)
+        details = [outcome.failure]
+        if parsed is not None and parsed.status != "ok":
+            details.append(f"log: {parsed.reason}")
+        if log is not None and log.exists() and (error := error_line(_tail(log))):
+            details.append(f"error: {error}")
+        return Measurement("failed", "; ".join(details), None, None, None)
     if parsed is None:
         return Measurement("failed", "no log was collected from node 0", None, None, None)
     if parsed.status != "ok":

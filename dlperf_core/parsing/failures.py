@@ -62,6 +62,33 @@ def text_failure(text: str) -> str | None:
     return None
 
 
+# The last words of a process that failed: argparse's usage error, else a Python exception's final line,
+# optionally behind mpirun's --tag-output prefix. Checked on the tail of the log only.
+_TAG = r"^(?:\[\d+,\d+\]<std(?:out|err)>:)?[ \t]*"
+# argparse: "<prog>: error: unrecognized arguments: --x"; a prog may hold spaces ("generic-image-rec train script")
+_USAGE_ERROR = re.compile(_TAG + r"([^\s:][^:\n]{0,80}?: error: \S.*?)[ \t]*$", re.MULTILINE)
+_EXCEPTION = re.compile(_TAG + r"([A-Za-z_][\w.]*(?:Error|Exception)(?::[ \t]*\S.*?)?)[ \t]*$", re.MULTILINE)
+ERROR_TAIL_CHARS = 65536
+ERROR_LINE_MAX = 240
+
+
+def error_line(text: str) -> str | None:
+    """The error a failed process printed, else None: the last argparse usage error if there is one (the
+    cause: a launcher's traceback about its failed child comes after it), else the last Python exception.
+
+    Used to name the cause of a non-zero exit: ``node0 exited with code 2; error: train.py: error:
+    unrecognized arguments: --no-such-flag``."""
+    tail = text[-ERROR_TAIL_CHARS:]
+    for pattern in (_USAGE_ERROR, _EXCEPTION):
+        found = None
+        for found in pattern.finditer(tail):
+            pass
+        if found is not None:
+            line = found.group(1).strip()
+            return line if len(line) <= ERROR_LINE_MAX else line[: ERROR_LINE_MAX - 3] + "..."
+    return None
+
+
 def loss_failure(records: Sequence[IterationRecord]) -> str | None:
     """"loss is NaN/inf at iteration N" for the first record whose loss is not finite, else None."""
     for r in records:
