@@ -141,7 +141,10 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
 
 
 def check_fits(cases: list[tuple[Case, int]], inventory: Inventory, source: str) -> None:
-    """Refuse, before anything runs, cases that need more nodes or devices than the inventory has."""
+    """Refuse, before anything runs, cases that need more nodes or devices than the inventory has, or that
+    the adapter cannot run on those nodes (a precision its CPU image does not train)."""
+    from dlperf_core.frameworks import get_adapter  # frameworks import Case from here
+
     problems = []
     for case, _ in cases:
         if case.nodes > len(inventory.nodes):
@@ -152,6 +155,10 @@ def check_fits(cases: list[tuple[Case, int]], inventory: Inventory, source: str)
         short = [n.name for n in inventory.first(case.nodes) if n.gpus < case.gpus_per_node]
         if short:
             problems.append(f"{case.key}: needs {case.gpus_per_node} devices per node; too few on {', '.join(short)}")
+            continue
+        refusal = get_adapter(case.framework).refuses(case, inventory.first(case.nodes))
+        if refusal:
+            problems.append(refusal)
     if problems:
         raise ConfigError(source, problems)
 

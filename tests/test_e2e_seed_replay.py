@@ -62,7 +62,8 @@ SEEDS = {
 
 
 def stand_in(job, log: Path):
-    """The adapter's job with each container's command replaced: node 0 prints ``log``, sshd nodes idle."""
+    """The adapter's job with each container's command replaced: node 0 prints ``log``, sshd nodes idle; no
+    GPU is asked of the engine (the only part of the spec that cannot exist here)."""
     containers = []
     for launch, spec in zip(job.launches, job.containers):
         if launch.role == "sshd":
@@ -72,7 +73,7 @@ def stand_in(job, log: Path):
         else:
             command = ("true",)
         mounts = spec.mounts + (Mount(source=str(log.resolve()), target="/replay/node0.log"),)
-        containers.append(replace(spec, image=IMAGE, command=command, mounts=mounts))
+        containers.append(replace(spec, image=IMAGE, command=command, mounts=mounts, gpus=False))
     return replace(job, containers=tuple(containers))
 
 
@@ -85,12 +86,16 @@ def test_seed_framework_from_case_to_stored_row(framework, tmp_path, pg_url, mon
     ResultStore(pg_url).ensure_schema()  # plan_cases does this in the DAG
     the_case, log_of = SEEDS[framework]
     log = log_of(tmp_path)
-    inventory = Inventory(name="replay", nodes=tuple(Node(name=f"node{i}", gpus=8) for i in range(4)))
+    # GPU nodes: the adapter's GPU job (its CPU-node job trains for real in tests/test_seeds_cpu.py)
+    nodes = tuple(Node(name=f"node{i}", gpus=8, accelerator="nvidia") for i in range(4))
+    inventory = Inventory(name="replay", nodes=nodes)
     ids = RunIds("dlperf_seed_replay", f"replay__{framework}_{uuid.uuid4().hex[:8]}")
     run = CaseRun(the_case, 0, 0, 1)
     runtime = DockerRuntime(inventory)
     job = build_job(run, inventory, runtime, ids, timeout_s=120, watchdog_s=60, log_root=tmp_path / "logs")
     adapter = get_adapter(framework)
+    assert {spec.image for spec in job.containers} == {adapter.default_image}  # the GPU image, not the CPU one
+    assert all(spec.gpus for spec in job.containers)
     if adapter.launcher == "mpirun" and the_case.nodes > 1:  # per-case keys went into every container
         assert {lc.role for lc in job.launches} == {"launcher", "sshd"}
         assert all(spec.files for spec in job.containers)

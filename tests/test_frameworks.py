@@ -1,11 +1,13 @@
 """Framework adapter and container spec: exact commands per node, container needs from the inventory."""
 
+from dataclasses import replace
 from pathlib import Path
 
+from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import LaunchContext, get_adapter
 from dlperf_core.inventory import load_inventory
 from dlperf_core.jobs import RunIds, build_job
-from dlperf_core.plan import Case, CaseRun
+from dlperf_core.plan import Case, CaseRun, check_fits
 
 REPO = Path(__file__).resolve().parents[1]
 CASE = Case("pytorch_reference", "resnet50_v1.5", "amp", 256, 2, 8, 20, 100, extra_args=("--device", "cuda"))
@@ -57,3 +59,182 @@ def test_cpu_standin_nodes_use_their_network_and_hostnames(tmp_path):
     assert not a.gpus and not a.devices and not a.memlock_unlimited and not a.ipc_host and a.shm_size == "1g"
     assert "--master_addr" in a.command and a.command[a.command.index("--master_addr") + 1] == "node0"
     assert "--threads" in a.command
+
+
+# ---- ngc_mxnet CPU
+def test_ngc_mxnet_cpu_launch_is_mpirun_of_dist_sync_workers():
+    """CPU nodes: the CPU image, mpirun as on GPUs, each rank a ps-lite worker (mpi-dmlc.sh), DLE's flags with
+    the job's total batch, synthetic data and a Speed line every batch."""
+    inv = load_inventory(REPO / "inventories/docker-local.yaml")
+    case = Case("ngc_mxnet", "resnet50_v1.5", "fp32", 8, 2, 1, 5, 20, extra_args=("--image-shape", "3,64,64"))
+    adapter = get_adapter("ngc_mxnet")
+    ctx = LaunchContext(python="python3", workload_dir="/w", master_port=29555, cpu_threads_per_process=1)
+    head, peer = adapter.launches(case, inv.first(2), ctx)
+    assert adapter.image(case, inv.first(2)) == "dlperf/ngc-mxnet:cpu"
+    assert peer.role == "sshd" and peer.node.name == "node1" and peer.argv[0] == "/usr/sbin/sshd"
+    assert head.env == {"PYTHONUNBUFFERED": "1", "DMLC_PS_ROOT_URI": "node0", "DMLC_PS_ROOT_PORT": "29555",
+                        "OMP_NUM_THREADS": "1"}
+    script = head.argv[2]
+    assert "ssh -p 2222" in script and "cd /workspace/rn50" in script
+    assert script.splitlines()[-1].endswith(
+        "-np 2 -H node0:1,node1:1 --bind-to none --map-by slot -mca plm_rsh_args '-p 2222 -i "
+        "/etc/dlperf-ssh/id_ed25519 -o UserKnownHostsFile=/etc/dlperf-ssh/known_hosts -o "
+        "StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=5' -x DMLC_PS_ROOT_PORT -x DMLC_PS_ROOT_URI "
+        "-x OMP_NUM_THREADS -x PYTHONUNBUFFERED -x PATH /workspace/rn50/mpi-dmlc.sh python "
+        "/workspace/rn50/train.py --arch resnetv15 --num-layers 50 --mode train --kv-store dist_sync "
+        "--batch-size 16 --dtype float32 --input-layout NCHW --conv-layout NCHW --batchnorm-layout NCHW "
+        "--pooling-layout NCHW --num-epochs 1 --benchmark-iters 25 --disp-batches 1 --no-metrics "
+        "--data-backend synthetic --image-shape 3,64,64"
+    )
+    assert adapter.parse_window(case) == (5, 20)
+
+
+def test_ngc_mxnet_cpu_single_node_options_and_gpu_branch_untouched():
+    inv = load_inventory(REPO / "inventories/docker-local.yaml")
+    adapter = get_adapter("ngc_mxnet")
+    case = Case("ngc_mxnet", "resnet50_v1.5", "amp", 4, 1, 2, 3, 10, options=(("display_batches", 5),))
+    (launch,) = adapter.launches(case, inv.first(1), LaunchContext(python="python3", workload_dir="/w"))
+    line = launch.argv[2].splitlines()[-1]
+    assert "-np 2 -H node0:2 " in line and "plm_rsh_args" not in line and "OMP_NUM_THREADS" not in launch.env
+    assert "--batch-size 8 --dtype float16 " in line and "--disp-batches 5 " in line  # the driver refuses fp16
+    gpu = load_inventory(REPO / "inventories/example-cluster.yaml")
+    (gpu_launch, *_) = adapter.launches(case, gpu.first(1), LaunchContext(python="python3", workload_dir="/w"))
+    assert adapter.image(case, gpu.first(1)) == "dlperf/ngc-mxnet:19.07"
+    assert "--kv-store horovod" in gpu_launch.argv[2] and "mpi-dmlc.sh" not in gpu_launch.argv[2]
+
+
+# ---- paddle_plsc CPU
+def test_paddle_plsc_cpu_launch_is_paddle3_launcher_with_plsc_engine():
+    """CPU nodes: the CPU image, paddle.distributed.launch on every node with PaddlePaddle 3's flags (node 0
+    the master), one process per "GPU", PLSC 2.4's train.py + config, batch and max_train_step as -o flags."""
+    inv = load_inventory(REPO / "inventories/docker-local.yaml")
+    case = Case("paddle_plsc", "arcface_resnet50", "fp32", 8, 2, 1, 5, 20,
+                extra_args=("-o", "Model.class_num=100"))
+    adapter = get_adapter("paddle_plsc")
+    ctx = LaunchContext(python="python3", workload_dir="/w", master_port=29555, cpu_threads_per_process=1)
+    launches = adapter.launches(case, inv.first(2), ctx)
+    assert adapter.image(case, inv.first(2)) == "dlperf/paddle:cpu"
+    assert [x.node_rank for x in launches] == [0, 1] and all(x.role == "launcher" for x in launches)
+    for rank, launch in enumerate(launches):
+        assert launch.env == {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+        assert launch.argv == (
+            "python", "-m", "paddle.distributed.launch", f"--master={('127.0.0.1', 'node0')[rank]}:29555",
+            "--nnodes=2", f"--rank={rank}",
+            "--nproc_per_node=1", "--max_restart=0", "--log_dir=/tmp/paddle-launch-log",
+            "/workspace/plsc/train.py", "-c", "/workspace/plsc/configs/IResNet50_arcface_synthetic_cpu.yaml",
+            "-o", "DataLoader.Train.sampler.batch_size=8", "-o", "Global.max_train_step=25",
+            "-o", "Model.class_num=100",
+        )
+    assert adapter.parse_window(case) == (5, 20)
+
+
+def test_paddle_plsc_cpu_single_node_amp_refused_and_gpu_branch_untouched():
+    import pytest
+
+    inv = load_inventory(REPO / "inventories/docker-local.yaml")
+    adapter = get_adapter("paddle_plsc")
+    ctx = LaunchContext(python="python3", workload_dir="/w")
+    (launch,) = adapter.launches(Case("paddle_plsc", "arcface_resnet50", "fp32", 4, 1, 2, 3, 10), inv.first(1), ctx)
+    assert "--nproc_per_node=2" in launch.argv and "--nnodes=1" in launch.argv and "OMP_NUM_THREADS" not in launch.env
+    amp = Case("paddle_plsc", "arcface_resnet50", "amp", 4, 1, 2, 3, 10)
+    # PaddlePaddle's CPU AMP is a no-op: not a real amp row, so planning refuses it before anything runs
+    assert "trains fp32 only, not amp" in adapter.refuses(amp, inv.first(1))
+    with pytest.raises(ConfigError, match="paddle_plsc on CPU nodes .* trains fp32 only, not amp"):
+        check_fits([(amp, 1)], inv, "suite.yaml")
+    assert adapter.refuses(replace(amp, image="my/paddle:amp-cpu"), inv.first(1)) is None  # the suite's image wins
+    gpu = load_inventory(REPO / "inventories/example-cluster.yaml")
+    assert adapter.refuses(amp, gpu.first(1)) is None
+    (gpu_launch, *_) = adapter.launches(amp, gpu.first(1), ctx)
+    assert adapter.image(amp, gpu.first(1)) == "dlperf/paddle-plsc:1.8.5"
+    assert any(a.startswith("--selected_gpus=") for a in gpu_launch.argv) and "--max_restart=0" not in gpu_launch.argv
+
+
+# ---- oneflow CPU
+
+
+def test_oneflow_cpu_launch_is_one_oneflow_launcher_per_node():
+    inv = load_inventory(REPO / "inventories/docker-local.yaml")
+    case = Case("oneflow", "resnet50_v1.5", "fp32", 4, 2, 2, 5, 10, extra_args=("--image_size", "32"))
+    ctx = LaunchContext(python="python3", workload_dir="/opt/dlperf/workload", master_port=29611,
+                        cpu_threads_per_process=1)
+    adapter = get_adapter("oneflow")
+    launches = adapter.launches(case, inv.first(2), ctx)
+    assert adapter.image(case, inv.first(2)) == "dlperf/oneflow:cpu"
+    assert [(l.node.name, l.node_rank, l.role) for l in launches] == [("node0", 0, "launcher"), ("node1", 1, "launcher")]
+    assert " ".join(launches[1].argv) == (
+        "python3 -m oneflow.distributed.launch --nproc_per_node 2 --nnodes 2 --node_rank 1 "
+        "--master_addr node0 --master_port 29611 /workspace/cnns/of_cnn_train_val.py --num_examples=240 "
+        "--num_nodes=2 --gpu_num_per_node=2 --model_update=momentum --learning_rate=0.001 "
+        "--loss_print_every_n_iter=5 --batch_size_per_device=4 --val_batch_size_per_device=125 --num_epoch=1 "
+        "--log_dir=/tmp/oneflow-log --node_ips=node0,node1 --model=resnet50 --image_size 32"
+    )
+    assert launches[0].argv[:8] == launches[1].argv[:8] and launches[0].argv[9:] == launches[1].argv[9:]
+    assert launches[0].argv[7:9] == ("--node_rank", "0")
+    assert launches[0].env == {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    assert not any("data_dir" in a for a in launches[0].argv)  # synthetic data on CPU
+
+
+def test_oneflow_cpu_print_interval_follows_the_window():
+    inv = load_inventory(REPO / "inventories/docker-local.yaml")
+    ctx = LaunchContext(python="python3", workload_dir="/opt/dlperf/workload")
+    adapter = get_adapter("oneflow")
+
+    def every(warmup, measured):
+        case = Case("oneflow", "resnet50_v1.5", "fp32", 4, 1, 1, warmup, measured)
+        (launch,) = adapter.launches(case, inv.first(1), ctx)
+        assert "OMP_NUM_THREADS" not in launch.env
+        return [a for a in launch.argv if a.startswith("--loss_print_every_n_iter=")]
+
+    assert every(20, 180) == ["--loss_print_every_n_iter=20"]
+    assert every(4, 6) == ["--loss_print_every_n_iter=2"]
+    assert every(0, 10) == ["--loss_print_every_n_iter=1"]
+
+
+def test_oneflow_gpu_nodes_keep_the_gpu_image_and_seed_command():
+    inv = load_inventory(REPO / "inventories/example-cluster.yaml")
+    case = Case("oneflow", "resnet50_v1.5", "fp32", 128, 1, 8, 20, 180)
+    ctx = LaunchContext(python="python3", workload_dir="/opt/dlperf/workload")
+    adapter = get_adapter("oneflow")
+    (launch,) = adapter.launches(case, inv.first(1), ctx)
+    assert adapter.image(case, inv.first(1)) == "dlperf/oneflow:0.1.8"
+    assert launch.argv[:2] == ("python3", "/workspace/cnns/of_cnn_train_val.py")
+    assert "--train_data_dir=/data/ofrecord/train" in launch.argv
+
+
+# ---- mindspore CPU
+def test_mindspore_cpu_standalone_and_mpirun_launches():
+    """CPU nodes: the CPU image; 1 device runs train.py directly, more under mpirun with the dynamic
+    cluster's scheduler address (node 0, the case's port); the seed's flags with CPU and no dataset path."""
+    inv = load_inventory(REPO / "inventories/docker-local.yaml")
+    adapter = get_adapter("mindspore")
+    ctx = LaunchContext(python="python3", workload_dir="/w", master_port=29577, cpu_threads_per_process=1)
+    one = Case("mindspore", "resnet50_v1.5", "fp32", 8, 1, 1, 10, 10, extra_args=("--image_size", "64"),
+               options=(("data_sink_steps", 5),))
+    (launch,) = adapter.launches(one, inv.first(1), ctx)
+    assert adapter.image(one, inv.first(1)) == "dlperf/mindspore:cpu"
+    assert launch.env == {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    assert launch.argv == ("bash", "-c", "cd /workspace/resnet && exec python /workspace/resnet/train.py "
+                           "--net=resnet50 --dataset=imagenet2012 --device_target=CPU --batch_size=8 "
+                           "--train_steps=20 --data_sink_steps=5 --dtype=fp32 --image_size 64")
+    two = Case("mindspore", "resnet50_v1.5", "amp", 4, 2, 1, 3, 7)
+    head, peer = adapter.launches(two, inv.first(2), ctx)
+    assert peer.role == "sshd" and peer.node.name == "node1"
+    assert head.env == {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MS_SCHED_HOST": "node0",
+                        "MS_SCHED_PORT": "29577"}
+    line = head.argv[2].splitlines()[-1]
+    assert line.startswith("exec mpirun --allow-run-as-root --tag-output -np 2 -H node0:1,node1:1 ")
+    assert line.endswith(
+        "-x MS_SCHED_HOST -x MS_SCHED_PORT -x OMP_NUM_THREADS -x PYTHONUNBUFFERED -x PATH python "
+        "/workspace/resnet/train.py --net=resnet50 --run_distribute=True --dataset=imagenet2012 "
+        "--device_target=CPU --batch_size=4 --train_steps=10 --data_sink_steps=10 --dtype=fp16")
+    assert adapter.parse_window(two) == (3, 7)
+
+
+def test_mindspore_gpu_branch_untouched_by_cpu():
+    gpu = load_inventory(REPO / "inventories/example-cluster.yaml")
+    adapter = get_adapter("mindspore")
+    case = Case("mindspore", "resnet50_v1.5", "fp32", 128, 1, 1, 100, 100)
+    (launch,) = adapter.launches(case, gpu.first(1), LaunchContext(python="python3", workload_dir="/w"))
+    assert adapter.image(case, gpu.first(1)) == "dlperf/mindspore:1.1.0"
+    assert "--device_target=GPU" in launch.argv[2] and "--dataset_path=/data/imagenet/train" in launch.argv[2]
+    assert launch.env == {"PYTHONUNBUFFERED": "1"}

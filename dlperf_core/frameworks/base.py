@@ -40,6 +40,11 @@ class NodeLaunch:
     role: Literal["launcher", "sshd"] = "launcher"
 
 
+def on_cpu(nodes: tuple[Node, ...]) -> bool:
+    """True when the case runs on CPU stand-in nodes only (``accelerator: cpu``)."""
+    return bool(nodes) and all(node.accelerator == "cpu" for node in nodes)
+
+
 class FrameworkAdapter(ABC):
     """A framework benchmark: models, precisions, image, per-node launch, log format."""
 
@@ -48,6 +53,12 @@ class FrameworkAdapter(ABC):
     precisions: ClassVar[frozenset[str]]
     log_format: ClassVar[str]  # name of the parser format in dlperf_core.parsing
     default_image: ClassVar[str]
+    # The image for CPU nodes (every node of the case ``accelerator: cpu``): the framework's CPU build from
+    # PyPI, trained for real at a small size (docker/<framework>-cpu/). None: the GPU image everywhere.
+    cpu_image: ClassVar[str | None] = None
+    # The precisions the CPU image trains (None: every one of ``precisions``). Another precision on CPU nodes
+    # is refused when the suite is planned, before anything runs (see :meth:`refuses`).
+    cpu_precisions: ClassVar[frozenset[str] | None] = None
     shm_size: ClassVar[str | None] = None
     # "per_node": one launcher per node, all started at once (torchrun, paddle.distributed.launch, OneFlow);
     # "mpirun": sshd in the containers of nodes 1..N-1, then mpirun on node 0 (keys made per case run).
@@ -86,8 +97,13 @@ class FrameworkAdapter(ABC):
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         """The command on every node of ``case``; node 0 is the rendezvous master."""
 
-    def image(self, case: Case) -> str:
-        return case.image or self.default_image
+    def image(self, case: Case, nodes: tuple[Node, ...] = ()) -> str:
+        """The suite's image, else the CPU image on CPU nodes (when the adapter has one), else the GPU one."""
+        if case.image:
+            return case.image
+        if self.cpu_image and on_cpu(nodes):
+            return self.cpu_image
+        return self.default_image
 
     def container_specs(
         self, case: Case, launches: list[NodeLaunch], *, run_label: str, labels: dict[str, str]
@@ -97,7 +113,7 @@ class FrameworkAdapter(ABC):
             container_spec_for(
                 launch.node,
                 name=f"{run_label}-n{launch.node_rank}",
-                image=self.image(case),
+                image=self.image(case, tuple(launch.node for launch in launches)),
                 command=launch.argv,
                 environment=launch.env,
                 labels={**labels, "dlperf.node": launch.node.name, "dlperf.node_rank": str(launch.node_rank)},
@@ -105,6 +121,22 @@ class FrameworkAdapter(ABC):
             )
             for launch in launches
         ]
+
+    def refuses(self, case: Case, nodes: tuple[Node, ...]) -> str | None:
+        """Why ``case`` cannot run on ``nodes`` with this adapter's image, else None (checked at planning).
+
+        Only the CPU image has limits: a precision it cannot train (e.g. AMP on MXNet's CPU build) would
+        otherwise fail at run time or, worse, measure fp32 under another name. A suite's own ``image:`` is
+        the user's choice and is not second-guessed."""
+        if case.image or not self.cpu_image or not on_cpu(nodes):
+            return None
+        allowed = self.cpu_precisions
+        if allowed is not None and case.precision not in allowed:
+            return (
+                f"{case.key}: {self.name} on CPU nodes ({self.cpu_image}) trains {', '.join(sorted(allowed))} only,"
+                f" not {case.precision} (run it on accelerator: nvidia nodes, or leave {case.precision} out)"
+            )
+        return None
 
     def parse_window(self, case: Case) -> tuple[int, int | None]:
         """(warm-up, measured) iterations the parser uses for this case's logs."""

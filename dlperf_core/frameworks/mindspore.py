@@ -7,13 +7,21 @@ with ``--run_distribute=True`` (``run_distributed_pretrain_for_gpu.sh``), across
 TimeMonitor prints one line per sink of ``data_sink_steps`` steps; ``--tag-output`` keeps every rank's line
 (the parser's device multiplier relies on all ranks' lines, see log-formats.md). The seed's window: 100
 warm-up steps, 100 measured (``train_steps`` = 200).
+
+On CPU stand-in nodes (every node ``accelerator: cpu``) the image is ``dlperf/mindspore:cpu``
+(``docker/mindspore-cpu/``): MindSpore 2.10 from PyPI, MindCV's ResNet-50 and a thin ``train.py`` taking the
+same flags, trained by MindSpore's own ``Model.train`` + TimeMonitor/LossMonitor on synthetic data. Same
+launch shape (standalone at 1 device, else mpirun over the case's sshd, ``--tag-output``), with
+``--device_target=CPU``, no dataset path, ``OMP_NUM_THREADS`` from the runtime's CPU split, and for mpirun
+``MS_SCHED_HOST``/``MS_SCHED_PORT`` (node 0, the case's port): MindSpore's CPU collectives need its dynamic
+cluster, whose scheduler rank 0 of the driver starts (see the recipe's README.md).
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.inventory import Node
 from dlperf_core.plan import Case
@@ -27,6 +35,7 @@ class MindsporeResnet(FrameworkAdapter):
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
     log_format: ClassVar[str] = "mindspore_model_zoo"
     default_image: ClassVar[str] = "dlperf/mindspore:1.1.0"
+    cpu_image: ClassVar[str | None] = "dlperf/mindspore:cpu"
     launcher: ClassVar[Literal["per_node", "mpirun"]] = "mpirun"
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = 100
@@ -53,8 +62,39 @@ class MindsporeResnet(FrameworkAdapter):
         return args + list(case.extra_args)
 
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        if on_cpu(nodes):
+            return self.cpu_launches(case, nodes, ctx)
         env = {"PYTHONUNBUFFERED": "1"}
         if case.total_gpus == 1:  # standalone: no MPI at all, as the seed's standalone script
             argv = ("bash", "-c", f"cd {RESNET} && exec " + " ".join(self.train_args(case)))
             return [NodeLaunch(node=nodes[0], node_rank=0, argv=argv, env=env)]
         return mpi_launches(case, nodes, ctx, self.train_args(case), env=env, cwd=RESNET)
+
+    def cpu_train_args(self, case: Case) -> list[str]:
+        """The CPU image's ``train.py``: the GPU flags with ``--device_target=CPU`` and no dataset path (the
+        data is synthetic); shrink flags (``--image_size``, ``--num_classes``, ...) come in ``extra_args``."""
+        args = [
+            "python", f"{RESNET}/train.py",
+            "--net=resnet50",
+            "--dataset=imagenet2012",
+            "--device_target=CPU",
+            f"--batch_size={case.batch_size_per_device}",
+            f"--train_steps={case.warmup_iterations + case.measured_iterations}",
+            f"--data_sink_steps={self.option(case, 'data_sink_steps')}",
+            f"--dtype={'fp16' if case.precision == 'amp' else 'fp32'}",
+        ]
+        if case.total_gpus > 1:
+            args.insert(3, "--run_distribute=True")
+        return args + list(case.extra_args)
+
+    def cpu_launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        """CPU stand-in nodes: one process per "GPU", standalone at 1, else under mpirun as on GPUs."""
+        env = {"PYTHONUNBUFFERED": "1"}
+        if ctx.cpu_threads_per_process:
+            env["OMP_NUM_THREADS"] = str(ctx.cpu_threads_per_process)
+        if case.total_gpus == 1:
+            argv = ("bash", "-c", f"cd {RESNET} && exec " + " ".join(self.cpu_train_args(case)))
+            return [NodeLaunch(node=nodes[0], node_rank=0, argv=argv, env=env)]
+        env["MS_SCHED_HOST"] = nodes[0].reach_address  # the dynamic cluster's scheduler: on rank 0's node
+        env["MS_SCHED_PORT"] = str(ctx.master_port)
+        return mpi_launches(case, nodes, ctx, self.cpu_train_args(case), env=env, cwd=RESNET)

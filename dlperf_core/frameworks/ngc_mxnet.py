@@ -4,13 +4,23 @@ One rank per GPU through mpirun with ``--kv-store horovod`` (what DLE's ``runner
 the case's sshd. FP32 trains in float32/NCHW, AMP in float16/NHWC as DLE's benchmark configs do. The seed
 ran DLE's ``benchmark.py`` (``-b`` 128/256, 1 and 8 GPUs, ``--benchmark-iters 500``, display every 20
 batches); here each topology is its own case with warm-up + measured = benchmark iterations.
+
+On CPU nodes (``accelerator: cpu``) the case trains for real in ``dlperf/ngc-mxnet:cpu`` (docker/ngc-mxnet-cpu/):
+MXNet 1.9.1's CPU build from PyPI, GluonCV's ResNet-50 v1b, MXNet's own ``Module.fit`` + ``Speedometer``, driven
+by a thin ``train.py`` that takes DLE's flags. The launch is the same mpirun (one rank per "GPU", sshd on nodes
+1..N-1); Horovod has no CPU wheel, so the ranks use MXNet's ps-lite kvstore ``dist_sync`` instead:
+``mpi-dmlc.sh`` maps Open MPI ranks to DMLC workers, rank 0 also runs the scheduler and the one server at
+node 0's address and ``master_port``. ``--batch-size`` is the job's total batch there (DLE's meaning, what the
+``ngc_mxnet`` parser reads from the argument line); Speedometer prints every batch unless the suite sets
+``display_batches`` (its first line comes after batch index 1, so with a print every batch the measured window
+is exactly the case's iterations).
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.inventory import Node
 from dlperf_core.plan import Case
@@ -24,6 +34,8 @@ class NgcMxnet(FrameworkAdapter):
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
     log_format: ClassVar[str] = "ngc_mxnet"
     default_image: ClassVar[str] = "dlperf/ngc-mxnet:19.07"
+    cpu_image: ClassVar[str | None] = "dlperf/ngc-mxnet:cpu"
+    cpu_precisions: ClassVar[frozenset[str] | None] = frozenset({"fp32"})  # the CPU driver trains float32 only
     launcher: ClassVar[Literal["per_node", "mpirun"]] = "mpirun"
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = 100
@@ -70,5 +82,45 @@ class NgcMxnet(FrameworkAdapter):
         return args + list(case.extra_args)
 
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        if on_cpu(nodes):
+            return self.cpu_launches(case, nodes, ctx)
         env = {"PYTHONUNBUFFERED": "1", "MXNET_UPDATE_ON_KVSTORE": "0", "NCCL_DEBUG": "WARN"}
         return mpi_launches(case, nodes, ctx, self.train_args(case), env=env, cwd=RN50)
+
+    def cpu_train_args(self, case: Case) -> list[str]:
+        """The CPU image's ``train.py`` (DLE's flags): dist_sync instead of Horovod, no GPU list, the job's
+        total batch, synthetic data, a Speed line every batch unless the suite sets ``display_batches``."""
+        half = case.precision == "amp"  # the CPU driver refuses float16 with a clear error
+        layout = "NHWC" if half else "NCHW"
+        return [
+            "python", f"{RN50}/train.py",
+            "--arch", "resnetv15",
+            "--num-layers", "50",
+            "--mode", "train",
+            "--kv-store", "dist_sync",
+            "--batch-size", str(case.batch_size_per_device * case.total_gpus),
+            "--dtype", "float16" if half else "float32",
+            "--input-layout", "NCHW",
+            "--conv-layout", layout,
+            "--batchnorm-layout", layout,
+            "--pooling-layout", layout,
+            "--num-epochs", "1",
+            "--benchmark-iters", str(case.warmup_iterations + case.measured_iterations),
+            "--disp-batches", str(dict(case.options).get("display_batches", 1)),
+            "--no-metrics",
+            "--data-backend", "synthetic",
+            *case.extra_args,
+        ]
+
+    def cpu_launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        """mpirun as on GPUs; every rank runs ``mpi-dmlc.sh`` (DMLC worker; rank 0 also the ps-lite
+        scheduler + server at node 0's address and ``ctx.master_port``)."""
+        env = {
+            "PYTHONUNBUFFERED": "1",
+            "DMLC_PS_ROOT_URI": nodes[0].reach_address,
+            "DMLC_PS_ROOT_PORT": str(ctx.master_port),
+        }
+        if ctx.cpu_threads_per_process:
+            env["OMP_NUM_THREADS"] = str(ctx.cpu_threads_per_process)
+        program = [f"{RN50}/mpi-dmlc.sh", *self.cpu_train_args(case)]
+        return mpi_launches(case, nodes, ctx, program, env=env, cwd=RN50)

@@ -5,13 +5,19 @@ every node by hand with ``--node_rank`` edited per node). DALI data loading from
 default, or synthetic data (``options: {data_backend: syntetic}``, DLE's own spelling). AMP with dynamic
 (default) or static loss scale 128, as the seed's two AMP tables. ``--prof`` = warm-up + measured + 1
 iterations (the seed's 121 with its 20 + 100 window); ``-p 1`` prints every iteration.
+
+On CPU nodes (``accelerator: cpu``) the row trains for real with PyTorch's CPU build from PyPI: DLE's ConvNets
+is not packaged (it lives only in the NGC image), so the model and loop are dlperf's reference ResNet-50 v1.5
+(:mod:`dlperf_core.workload`, image ``dlperf/pytorch-reference:cpu``), launched the same way (one launcher per
+node, all at once, one process per "GPU", torch.distributed's launcher) and printing the same DLLogger lines.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch, on_cpu
+from dlperf_core.frameworks.pytorch_reference import PytorchReference
 from dlperf_core.inventory import Node
 from dlperf_core.plan import Case
 
@@ -24,6 +30,7 @@ class NgcPytorch(FrameworkAdapter):
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "tf32", "amp"})
     log_format: ClassVar[str] = "ngc_pytorch_dllogger"
     default_image: ClassVar[str] = "dlperf/ngc-pytorch:20.03"
+    cpu_image: ClassVar[str | None] = PytorchReference.default_image
     shm_size: ClassVar[str | None] = "16g"
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "tf32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = 20
@@ -70,6 +77,8 @@ class NgcPytorch(FrameworkAdapter):
         return args + list(case.extra_args) + [self.option(case, "data_dir")]
 
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        if on_cpu(nodes):  # DLE's code is not on PyPI: the reference workload, launched the same way
+            return PytorchReference().launches(case, nodes, ctx)
         out = []
         for rank, node in enumerate(nodes):
             argv = [

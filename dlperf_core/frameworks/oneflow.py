@@ -6,13 +6,21 @@ iterations, so one epoch is exactly the window; loss and samples/s are printed e
 first print is discarded (the seed's rule), so warm-up is 20 and measured 180 of the seed's 200 iterations.
 Without ``data_dir`` OneFlow-Benchmark trains on synthetic data. The seed also reported GPU memory per run:
 the docker runtime samples nvidia-smi on nvidia nodes while a case runs (``gpu_memory_peak_mb``).
+
+On CPU stand-in nodes (``dlperf/oneflow:cpu``, docker/oneflow-cpu/): OneFlow 0.9.0 from PyPI trains
+flowvision's ResNet-50 for real, eager, one process per "GPU" started on every node at once by
+``python3 -m oneflow.distributed.launch`` (gradients all-reduced by OneFlow's DistributedDataParallel over
+the network), with dlperf's thin ``of_cnn_train_val.py`` in place of OneFlow-Benchmark's (same flags, same
+log lines, printed by that driver; synthetic data). Loss and samples/s are printed every
+gcd(warm-up, measured) iterations (every iteration without warm-up) so that the window's ends are printed.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch, on_cpu
 from dlperf_core.inventory import Node
 from dlperf_core.plan import Case
 
@@ -26,6 +34,8 @@ class OneflowResnet(FrameworkAdapter):
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
     log_format: ClassVar[str] = "oneflow_cnns"
     default_image: ClassVar[str] = "dlperf/oneflow:0.1.8"
+    cpu_image: ClassVar[str | None] = "dlperf/oneflow:cpu"
+    cpu_precisions: ClassVar[frozenset[str] | None] = frozenset({"fp32"})  # OneFlow's AMP needs a GPU
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = PRINT_EVERY
     default_measured: ClassVar[int | None] = 180
@@ -35,6 +45,8 @@ class OneflowResnet(FrameworkAdapter):
     }
 
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        if on_cpu(nodes):
+            return self.cpu_launches(case, nodes, ctx)
         iterations = case.warmup_iterations + case.measured_iterations
         args = [
             "python3", f"{CNNS}/of_cnn_train_val.py",
@@ -63,3 +75,49 @@ class OneflowResnet(FrameworkAdapter):
         args += list(case.extra_args)
         env = {"PYTHONUNBUFFERED": "1"}
         return [NodeLaunch(node=node, node_rank=rank, argv=tuple(args), env=env) for rank, node in enumerate(nodes)]
+
+    def cpu_launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        """CPU nodes: ``oneflow.distributed.launch`` on every node (gpus_per_node processes each), all at
+        once, rendezvous at node 0; the seed's flags without the OFRecord data (synthetic data), printing
+        every gcd(warm-up, measured) iterations; the suite's ``extra_args`` (e.g. --image_size 64) last."""
+        iterations = case.warmup_iterations + case.measured_iterations
+        # no warm-up: print every iteration (the window then starts at the first print)
+        every = math.gcd(case.warmup_iterations, case.measured_iterations) if case.warmup_iterations else 1
+        train = [
+            f"{CNNS}/of_cnn_train_val.py",
+            f"--num_examples={case.total_gpus * case.batch_size_per_device * iterations}",
+            f"--num_nodes={case.nodes}",
+            f"--gpu_num_per_node={case.gpus_per_node}",
+            "--model_update=momentum",
+            "--learning_rate=0.001",
+            f"--loss_print_every_n_iter={every}",
+            f"--batch_size_per_device={case.batch_size_per_device}",
+            "--val_batch_size_per_device=125",
+            "--num_epoch=1",
+            "--log_dir=/tmp/oneflow-log",
+            f"--node_ips={','.join(n.reach_address for n in nodes)}",
+            "--model=resnet50",
+        ]
+        if case.precision == "amp":
+            train.append("--use_fp16")  # the CPU driver refuses it (no AMP on CPU): a failed case, not fp32
+        train += list(case.extra_args)
+        env = {"PYTHONUNBUFFERED": "1"}
+        if ctx.cpu_threads_per_process:
+            env["OMP_NUM_THREADS"] = str(ctx.cpu_threads_per_process)
+        return [
+            NodeLaunch(
+                node=node,
+                node_rank=rank,
+                argv=(
+                    "python3", "-m", "oneflow.distributed.launch",
+                    "--nproc_per_node", str(case.gpus_per_node),
+                    "--nnodes", str(case.nodes),
+                    "--node_rank", str(rank),
+                    "--master_addr", nodes[0].reach_address,
+                    "--master_port", str(ctx.master_port),
+                    *train,
+                ),
+                env=env,
+            )
+            for rank, node in enumerate(nodes)
+        ]

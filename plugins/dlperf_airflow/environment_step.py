@@ -42,11 +42,14 @@ def _case(item: dict) -> Case:
     return Case.from_dict(item["run"]["case"])
 
 
-def environment_key(item: dict, runtime: str) -> EnvironmentKey:
+def environment_key(item: dict, inventory: Inventory | None) -> EnvironmentKey:
+    """``inventory`` is None on the local runtime: every local "node" is this machine, and there is no
+    image; on the docker runtime the image depends on the nodes (CPU nodes run the CPU image)."""
     case = _case(item)
-    if runtime != "docker":  # every local "node" is this machine, and there is no image
+    if inventory is None:
         return EnvironmentKey(case.framework, None, 1)
-    return EnvironmentKey(case.framework, get_adapter(case.framework).image(case), case.nodes)
+    image = get_adapter(case.framework).image(case, inventory.first(case.nodes))
+    return EnvironmentKey(case.framework, image, case.nodes)
 
 
 # --------------------------------------------------------------------------- docker probe
@@ -126,12 +129,12 @@ def capture_step(items: list[dict], ids: RunIds) -> list[dict]:
     if not items:
         return items
     runtime = items[0].get("runtime", "local")
-    keys = {environment_key(item, runtime) for item in items}
     ids_by_key: dict[EnvironmentKey, int | None] = {}
     try:
+        inventory = load_inventory(items[0]["inventory"]) if runtime == "docker" else None
+        keys = {environment_key(item, inventory) for item in items}
         store = ResultStore(default_db_url())
         store.ensure_schema()  # plan_cases did it already; cheap and idempotent
-        inventory = load_inventory(items[0]["inventory"]) if runtime == "docker" else None
     except Exception as exc:  # noqa: BLE001 - capturing must not fail the run
         log.warning("environment capture skipped: %s: %s", type(exc).__name__, exc)
         return [{**item, "environment_id": None} for item in items]
@@ -139,8 +142,7 @@ def capture_step(items: list[dict], ids: RunIds) -> list[dict]:
     local_probe: str | None = None
     for key in sorted(keys, key=lambda k: (k.framework, k.image or "", k.nodes)):
         try:
-            if runtime == "docker":
-                assert inventory is not None
+            if inventory is not None:
                 environment = capture_docker(key, inventory, ids, cache)
             else:
                 if local_probe is None:
@@ -157,7 +159,7 @@ def capture_step(items: list[dict], ids: RunIds) -> list[dict]:
             ids_by_key[key] = None
             log.warning("could not capture the environment of %s: %s: %s", key, type(exc).__name__, exc)
     store.dispose()
-    return [{**item, "environment_id": ids_by_key.get(environment_key(item, runtime))} for item in items]
+    return [{**item, "environment_id": ids_by_key.get(environment_key(item, inventory))} for item in items]
 
 
 def describe(environment: Environment) -> str:

@@ -180,7 +180,7 @@ def node_step(item: dict, ids: RunIds, node_name: str, preflight: dict | None, b
                 result["log"] = data.decode(errors="replace")
     if item["runtime"] == "docker":
         try:
-            result["probe"] = _probe(nodes[rank], get_adapter(run.case.framework).image(run.case), ids)
+            result["probe"] = _probe(nodes[rank], get_adapter(run.case.framework).image(run.case, tuple(nodes)), ids)
         except Exception as exc:  # noqa: BLE001 - the environment never fails the case
             log.warning("environment probe on %s failed: %s: %s", node_name, type(exc).__name__, exc)
     return result
@@ -224,7 +224,7 @@ def _environment(item: dict, run: CaseRun, names: list[str], results: dict[str, 
     environment = combine(
         [parse_probe(p["output"]) for p in probes],
         framework=run.case.framework,
-        image=get_adapter(run.case.framework).image(run.case),
+        image=get_adapter(run.case.framework).image(run.case, load_inventory(item["inventory"]).first(run.case.nodes)),
         image_digest=",".join(digests) or None,
     )
     try:

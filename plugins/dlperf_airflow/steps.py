@@ -179,7 +179,7 @@ def preflight_step(plan: list[dict]) -> dict:
     from dlperf_core.frameworks import get_adapter
 
     docker = any(item["runtime"] == "docker" for item in plan)
-    images = sorted({get_adapter(r.case.framework).image(r.case) for r in runs}) if docker else []
+    images = sorted({get_adapter(r.case.framework).image(r.case, inventory.first(r.case.nodes)) for r in runs}) if docker else []
     health = check_nodes(Inventory(name=inventory.name, nodes=used), images)
     sick = [h.reason for h in health.values() if not h.ok]
     return {"status": f"checked: {len(health) - len(sick)} ok, {len(sick)} failed", "nodes": {
