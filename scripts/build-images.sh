@@ -163,4 +163,15 @@ if [ "$BUILD_AIRFLOW_IMAGE" = yes ] || { [ "$BUILD_AIRFLOW_IMAGE" = auto ] && [ 
   AIRFLOW_BASE_IMAGE="$LOCAL_BASE" "$REPO/docker/airflow/build.sh" "${airflow_args[@]}"
   say "airflow image: $(since "$t") s"
 fi
+# 6. The seed frameworks' CPU images (docker/*/image.env: MindSpore, MXNet, Paddle, OneFlow), from the local
+#    Debian bases, same up-to-date rule: scripts/build-cpu-images.sh. BUILD_CPU_IMAGES=auto (default: only
+#    when the base is the local one) | yes | no.
+BUILD_CPU_IMAGES="${BUILD_CPU_IMAGES:-auto}"
+if [ "$BUILD_CPU_IMAGES" = yes ] || { [ "$BUILD_CPU_IMAGES" = auto ] && [ "$BASE_IMAGE" = "$LOCAL_BASE" ]; }; then
+  t=$(now)
+  cpu_args=()
+  [ "$FORCE" -eq 1 ] && cpu_args+=(--force)
+  "$REPO/scripts/build-cpu-images.sh" "${cpu_args[@]}"
+  say "framework CPU images: $(since "$t") s"
+fi
 say "total: $(since "$T_ALL") s"

@@ -93,3 +93,35 @@ def test_plsc_patch_stops_at_the_planned_batch(tmp_path):
     lines = patched.splitlines()
     assert lines[983] == originals[984]
     assert 'DLPERF_MAX_ITERS", "150"' in lines[984] and lines[985].strip() == "exit()"
+
+
+# ---- the seed frameworks' CPU images (scripts/build-cpu-images.sh)
+CPU_RECIPES = sorted(p.parent for p in (REPO / "docker").glob("*/image.env"))
+
+
+def _image_env(recipe: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in recipe.joinpath("image.env").read_text().split() if "=" in line)
+
+
+def test_every_seed_framework_with_a_pypi_cpu_build_has_a_cpu_image():
+    from dlperf_core.frameworks import ADAPTERS
+
+    tags = {_image_env(r)["TAG"] for r in CPU_RECIPES}
+    for name in ("mindspore", "ngc_mxnet", "oneflow", "paddle_plsc"):
+        assert ADAPTERS[name].cpu_image in tags, (name, ADAPTERS[name].cpu_image, tags)
+    assert ADAPTERS["ngc_pytorch"].cpu_image == "dlperf/pytorch-reference:cpu"  # torch's CPU build, our RN50
+
+
+@pytest.mark.parametrize("recipe", CPU_RECIPES, ids=lambda p: p.name)
+def test_cpu_recipe_pins_exact_versions_and_documents_itself(recipe):
+    env = _image_env(recipe)
+    assert re.fullmatch(r"dlperf/[a-z0-9-]+:cpu", env["TAG"]), env
+    assert env.get("DEBIAN_SUITE", "bookworm") in ("bookworm", "bullseye")
+    assert f"ARG BASE_IMAGE=dlperf/debian-base:{env.get('DEBIAN_SUITE', 'bookworm')}" in (recipe / "Dockerfile").read_text()
+    requirements = recipe / "requirements.txt"
+    assert requirements.is_file(), "the pip pins live in requirements.txt"
+    for line in requirements.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            assert re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.+\-]+(\s*;.*)?", line), f"not pinned: {line}"
+    assert (recipe / "README.md").is_file()
