@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test venv services images bench clean
+.PHONY: demo demo-seeds test venv services images bench clean
 
 $(VENV)/.installed: requirements.lock docker/airflow/requirements-celery.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -20,6 +20,12 @@ venv: $(VENV)/.installed
 ## Run suites/smoke.yaml on the local runtime with SQLite and print the table (no servers needed).
 demo: venv
 	$(VENV)/bin/dlperf run suites/smoke.yaml --runtime local
+
+## Every seed framework trains for real on CPU: builds the framework CPU images (needs root and a Docker
+## engine, started if missing), runs suites/seeds-cpu.yaml on two stand-in nodes and prints the tables.
+demo-seeds: venv
+	bash scripts/build-images.sh
+	$(VENV)/bin/dlperf run suites/seeds-cpu.yaml --runtime docker
 
 ## Start what the tests need (PostgreSQL, Docker engine, locally built images), then run pytest.
 test: venv services

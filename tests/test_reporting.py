@@ -20,7 +20,7 @@ from PIL import Image
 from dlperf_core.reporting import (
     ReportError, build_report, load_report_data, report_dir, seed_table_frames, seed_tables,
 )
-from dlperf_core.reporting.tables import seed_columns
+from dlperf_core.reporting.tables import seed_columns, side_by_side_frame
 from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore
 from helpers import DLPERF, REPO, cli_env
 
@@ -144,6 +144,29 @@ def test_seed_tables_have_the_seed_columns_and_the_right_speedups(filled):
     text = seed_tables(store.summary(run_id=LATEST, dag_id=DAG))
     assert "| node_num | gpu_num_per_node | batch_size_per_device | samples/s(ngc_mxnet) | speedup | n | failed |" in text
     assert "### pytorch_reference resnet50_v1.5 amp batch 256 (median of repeats)" in text
+
+
+def test_frameworks_side_by_side_per_precision(filled):
+    url, latest = filled
+    summary = ResultStore(url).summary(run_id=LATEST, dag_id=DAG)
+    fp32 = side_by_side_frame(summary, "fp32")
+    assert list(fp32.columns) == [
+        "node_num", "gpu_num_per_node",
+        "samples/s(ngc_mxnet)", "speedup(ngc_mxnet)", "samples/s(pytorch_reference)", "speedup(pytorch_reference)",
+    ]
+    assert list(zip(fp32["node_num"], fp32["gpu_num_per_node"])) == TOPOLOGIES
+    for row in fp32.itertuples(index=False):
+        for i, framework in ((2, "ngc_mxnet"), (4, "pytorch_reference")):
+            values = latest[(framework, "fp32", 128, (row.node_num, row.gpu_num_per_node))]
+            base = statistics.median(latest[(framework, "fp32", 128, (1, 1))])
+            assert row[i] == pytest.approx(statistics.median(values))
+            assert row[i + 1] == pytest.approx(statistics.median(values) / base)
+    amp = side_by_side_frame(summary, "amp")  # only pytorch_reference ran AMP
+    assert list(amp.columns) == ["node_num", "gpu_num_per_node", "samples/s(pytorch_reference)", "speedup(pytorch_reference)"]
+    text = seed_tables(summary)
+    assert "### Frameworks side by side, fp32" in text and "### Frameworks side by side, amp" in text
+    one = summary[summary["framework"] == "ngc_mxnet"]
+    assert "side by side" not in seed_tables(one)  # one framework: its own table is enough
 
 
 def test_every_format_renders_with_real_plots(filled, tmp_path):

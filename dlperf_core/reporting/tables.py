@@ -101,7 +101,48 @@ def seed_tables(summary: pd.DataFrame) -> str:
     tables = seed_table_frames(summary)
     if not tables:
         return "(no results)"
-    return "\n\n".join(table_markdown(t) for t in tables)
+    together = side_by_side(summary)
+    return "\n\n".join([*(table_markdown(t) for t in tables), *([together] if together else [])])
+
+
+def side_by_side_frame(summary: pd.DataFrame, precision: str) -> pd.DataFrame:
+    """Every framework's median samples/s and speedup at each topology of one precision, side by side.
+
+    One column pair per framework; where a framework ran several models or batch sizes at this precision,
+    each gets its own pair, labelled ``<framework> <model> b<batch>``."""
+    rows = summary[summary["precision"] == precision]
+    configs = rows[["framework", "model", "batch_size_per_device"]].drop_duplicates()
+    ambiguous = set(configs["framework"][configs["framework"].duplicated()])
+    frame = rows[["nodes", "gpus_per_node"]].drop_duplicates().sort_values(["nodes", "gpus_per_node"])
+    frame = frame.rename(columns={"nodes": "node_num", "gpus_per_node": "gpu_num_per_node"}).reset_index(drop=True)
+    for config in configs.sort_values(["framework", "model", "batch_size_per_device"]).itertuples(index=False):
+        label = str(config.framework)
+        if label in ambiguous:
+            label += f" {config.model} b{config.batch_size_per_device}"
+        mine = rows[
+            (rows["framework"] == config.framework)
+            & (rows["model"] == config.model)
+            & (rows["batch_size_per_device"] == config.batch_size_per_device)
+        ]
+        by_topology = {(int(r.nodes), int(r.gpus_per_node)): r for r in mine.itertuples(index=False)}
+        cells = [by_topology.get((int(n), int(g))) for n, g in zip(frame["node_num"], frame["gpu_num_per_node"])]
+        frame[throughput_column(label)] = [float(c.median_throughput) if c is not None else math.nan for c in cells]
+        frame[f"speedup({label})"] = [float(c.speedup) if c is not None else math.nan for c in cells]
+    return frame
+
+
+def side_by_side(summary: pd.DataFrame) -> str:
+    """The frameworks of a run side by side, one markdown table per precision ("" for a single framework)."""
+    if summary is None or summary.empty or summary["framework"].nunique() < 2:
+        return ""
+    out = []
+    for precision in sorted(summary["precision"].unique()):
+        frame = side_by_side_frame(summary, precision)
+        out.append(
+            f"### Frameworks side by side, {precision} (median samples/s; speedup over each one's 1n1g)\n\n"
+            + markdown_table(list(frame.columns), frame_rows(frame))
+        )
+    return "\n\n".join(out)
 
 
 MAX_BATCH_TITLE = "Max batch size per device (largest that trained without running out of memory)"

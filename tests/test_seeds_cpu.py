@@ -1,0 +1,149 @@
+"""Every seed framework trains for real: the CPU builds of MindSpore, MXNet, PaddlePaddle (PLSC), OneFlow and
+PyTorch in their own images, launched by their adapters on two stand-in nodes (docker runtime), through the
+real DAG into PostgreSQL (suites/seeds-cpu.yaml), and their real failures stored as failed rows with reasons.
+
+No replayed log here: each row's figure comes from the log the framework's process wrote during this test.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from dlperf_core.frameworks import get_adapter
+from dlperf_core.parsing import parse_file
+from dlperf_core.plan import expand_cases
+from dlperf_core.suite import load_suite
+from dlperf_core.storage import ResultStore
+from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_available, image_present, run_id_of
+
+# framework -> (its CPU image, a line that only the framework's (or its upstream library's) own code writes)
+FRAMEWORKS: dict[str, tuple[str, str]] = {
+    "mindspore": ("dlperf/mindspore:cpu", r"epoch time: [\d.]+ ?ms, per step time: [\d.]+ ?ms"),
+    "ngc_mxnet": ("dlperf/ngc-mxnet:cpu", r"Epoch\[0\] Batch \[\d+-\d+\]\s+Speed: [\d.]+ samples/sec"),
+    "paddle_plsc": ("dlperf/paddle:cpu", r"ips: [\d.]+ images/sec|throughput: [\d.]+ imgs/sec"),
+    "oneflow": ("dlperf/oneflow:cpu", r"train: epoch 0, iter \d+, loss: [\d.]+"),
+    "ngc_pytorch": ("dlperf/pytorch-reference:cpu", r"DLL \S+ \S+ - Epoch: 0 Iteration: \d+ "),
+}
+TOPOLOGIES = {(1, 1), (1, 2), (2, 1)}
+
+
+def _marks() -> list:
+    """Docker tests; in CI a missing image is a failure (no framework is silently skipped), elsewhere a skip."""
+    marks = [pytest.mark.docker, pytest.mark.postgres]
+    if os.environ.get("CI"):
+        return marks
+    missing = [image for image, _ in FRAMEWORKS.values() if docker_available() and not image_present(image)]
+    return marks + [
+        pytest.mark.skipif(not docker_available(), reason="no Docker engine answers (make test starts one)"),
+        pytest.mark.skipif(bool(missing), reason=f"not built: {', '.join(missing)} (make images)"),
+    ]
+
+
+pytestmark = _marks()
+
+
+def run_suite(tmp_path, pg_url, suite: str, *, timeout: int = 2400) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*DLPERF, "run", suite, "--runtime", "docker"],
+        cwd=REPO, env=cli_env(tmp_path, pg_url), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def test_every_seed_framework_trains_for_real_on_two_stand_in_nodes(tmp_path, pg_url):
+    proc = run_suite(tmp_path, pg_url, "suites/seeds-cpu.yaml")
+    output, _ = proc.communicate(timeout=2400)
+    assert proc.returncode == 0, output[-6000:]
+    rows = ResultStore(pg_url).results(run_id=run_id_of(output))
+    failed = rows[rows["status"] != "ok"]
+    assert failed.empty, failed[["case_key", "repeat", "reason"]].to_string()
+    suite = load_suite(REPO / "suites" / "seeds-cpu.yaml")
+    window = {case.key: (case.warmup_iterations, case.measured_iterations) for case, _ in expand_cases(suite)}
+    for framework, (image, own_line) in FRAMEWORKS.items():
+        mine = rows[rows["framework"] == framework]
+        topologies = {(int(r.nodes), int(r.gpus_per_node)) for r in mine.itertuples()}
+        assert topologies == TOPOLOGIES, (framework, topologies)
+        assert len(mine) == 2 * len(TOPOLOGIES), (framework, len(mine))  # 2 repeats each
+        adapter = get_adapter(framework)
+        for row in mine.itertuples():
+            assert math.isfinite(row.throughput) and row.throughput > 0, (row.case_key, row.throughput)
+            log = open(row.log_path, encoding="utf-8", errors="replace").read()
+            assert re.search(own_line, log), f"{row.case_key}: no line of {framework}'s own in {row.log_path}"
+            # the stored figure is the one-rule figure of the log this very run wrote, read by the parser
+            warmup, measured = window[row.case_key]
+            parsed = parse_file(row.log_path, format=adapter.log_format, warmup=warmup, measured=measured)
+            assert parsed and parsed[0].status == "ok", (row.case_key, parsed and parsed[0].reason)
+            assert parsed[0].throughput == pytest.approx(row.throughput, rel=1e-9), row.case_key
+        environments = {int(e) for e in mine["environment_id"].dropna()}
+        assert environments, f"{framework}: no environment captured"
+        images = {e.image for e in ResultStore(pg_url).environments().itertuples() if e.id in environments}
+        assert images == {image}, (framework, images)  # the adapter picked its CPU image on CPU nodes
+    assert "Frameworks side by side, fp32" in output
+    for framework in FRAMEWORKS:
+        assert f"samples/s({framework})" in output
+    assert dlperf_containers() == []
+
+
+# the failure cases of tests/data/seeds-cpu-faults.yaml, told apart by batch size: what each must say
+FAULTS: dict[str, re.Pattern] = {
+    "wrong argument": re.compile(r"exited with code \d+.*error: .*unrecognized arguments: --no-such-flag"),
+    "NaN loss": re.compile(r"NaN|nan|inf", re.I),
+    "killed": re.compile(r"killed"),
+    "out of memory": re.compile(r"out of memory", re.I),
+}
+
+
+def _fault(batch: int) -> str:
+    return {2: "wrong argument", 3: "NaN loss", 5: "killed"}.get(batch, "out of memory")
+
+
+def _kill_when_training(proc: subprocess.Popen, deadline: float) -> dict[str, str]:
+    """Kill each framework's b5 case's node-0 container once its log shows the framework's own training
+    line; return {framework: container} of what was killed."""
+    killed: dict[str, str] = {}
+    while len(killed) < len(FRAMEWORKS) and time.time() < deadline and proc.poll() is None:
+        listing = subprocess.run(
+            ["docker", "ps", "--filter", "label=dlperf.node_rank=0", "--format", '{{.Names}} {{.Label "dlperf.case"}}'],
+            capture_output=True, text=True,
+        ).stdout.split("\n")
+        for line in filter(None, listing):
+            name, case = line.split(" ", 1)
+            framework = case.split("/")[0]
+            if "/b5/" not in case or framework in killed:
+                continue
+            logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True)
+            if re.search(FRAMEWORKS[framework][1], logs.stdout + logs.stderr):
+                subprocess.run(["docker", "kill", name], capture_output=True)
+                killed[framework] = name
+        time.sleep(0.5)
+    return killed
+
+
+def test_every_seed_frameworks_real_failures_are_failed_rows_with_their_cause(tmp_path, pg_url):
+    proc = run_suite(tmp_path, pg_url, "tests/data/seeds-cpu-faults.yaml")
+    try:
+        killed = _kill_when_training(proc, time.time() + 1800)
+        output, _ = proc.communicate(timeout=1800)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert set(killed) == set(FRAMEWORKS), f"never saw training to kill: {set(FRAMEWORKS) - set(killed)}"
+    assert proc.returncode == 1, output[-6000:]  # a run with failed cases ends failed
+    rows = ResultStore(pg_url).results(run_id=run_id_of(output))
+    assert len(rows) == 4 * len(FRAMEWORKS), rows[["case_key", "status"]].to_string()
+    report, wrong = [], []
+    for row in rows.itertuples():
+        fault = _fault(int(row.batch_size_per_device))
+        line = f"{row.framework:12} {fault:15} {row.status}: {row.reason}"
+        report.append(line)
+        no_figure = row.throughput is None or math.isnan(row.throughput)  # a failure is never a zero
+        if row.status != "failed" or not no_figure or not FAULTS[fault].search(row.reason or ""):
+            wrong.append(f"{line} (throughput {row.throughput})")
+    print("\n".join(sorted(report)))
+    assert not wrong, "\n".join(wrong)
+    assert dlperf_containers() == []
