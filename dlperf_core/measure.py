@@ -22,6 +22,8 @@ class Measurement:
     throughput: float | None  # samples/s by dlperf's window rule
     reported_throughput: float | None  # the framework's own figure
     iterations: int | None  # iterations inside the measured window
+    window_first: int | None = None  # first and last iteration counted (ok runs)
+    window_last: int | None = None
 
     def to_dict(self) -> dict:
         return dict(vars(self))
@@ -63,4 +65,5 @@ def judge(case: Case, outcome: CaseOutcome) -> Measurement:
             parsed.reported_throughput,
             parsed.iterations,
         )
-    return Measurement("ok", None, parsed.throughput, parsed.reported_throughput, parsed.iterations)
+    first, last = parsed.window or (None, None)
+    return Measurement("ok", None, parsed.throughput, parsed.reported_throughput, parsed.iterations, first, last)

@@ -351,7 +351,7 @@ def test_to_dict_and_registry(tmp_path: Path) -> None:
     assert "records" not in d and d["window"] == [6, 20] and d["file"] == "a.log"
     assert json.loads(json.dumps(d)) == d
     assert set(d) == {"file", "format", "status", "reason", "throughput", "reported_throughput", "iterations",
-                      "gpus", "batch_size_per_device", "window", "method"}
+                      "gpus", "batch_size_per_device", "window", "method", "window_fitted"}
     assert FMT in [f.name for f in FORMATS] and isinstance(get_format(FMT), LogFormat)
     assert get_format(FMT).default_warmup == 5 and get_format(FMT).default_measured is None
     path = tmp_path / "log.txt"

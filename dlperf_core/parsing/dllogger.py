@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from dlperf_core.parsing.failures import conclude, truncation
+from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
 from dlperf_core.parsing.values import positive_int as _count
 
@@ -179,7 +179,8 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
             reported=scan.reported,
             gpus=gpus,
             batch_size_per_device=batch,
-            truncated=truncation(text, finished=scan.finished, progress=progress),
+            truncated=truncation(text, finished=scan.finished, progress=progress, fit=options.fit),
+            stopped_early=stopped_short(finished=scan.finished, progress=progress),
         )
     ]
 

@@ -102,18 +102,31 @@ def last_line_cut(text: str) -> bool:
     return bool(text) and not text.endswith("\n") and bool(text[text.rfind("\n") + 1 :].strip())
 
 
-def truncation(text: str, *, finished: bool, progress: Sequence[tuple[str, int, int]] = ()) -> str | None:
+def truncation(
+    text: str, *, finished: bool, progress: Sequence[tuple[str, int, int]] = (), fit: bool = False
+) -> str | None:
     """"truncated log: ..." when a run that never printed its end marker (``finished`` False) stopped
     early: its last line is cut, or some (unit, reached, expected) in ``progress`` has reached < expected.
-    A finished run is never truncated."""
+    A finished run is never truncated. ``fit`` (a log from elsewhere, ``ParseOptions.fit``): a run its
+    authors stopped before its planned end is not truncated (only a cut last line is, and ``parse_log``
+    drops that line first)."""
     if finished:
         return None
     if last_line_cut(text):
         return "truncated log: last line cut"
+    if fit:
+        return None
     for unit, reached, expected in progress:
         if reached < expected:
             return f"truncated log: {reached} of {expected} {unit}"
     return None
+
+
+def stopped_short(*, finished: bool, progress: Sequence[tuple[str, int, int]] = ()) -> bool:
+    """Whether a run that never printed its end marker stopped before its planned end (some (unit, reached,
+    expected) of ``progress`` has reached < expected): with ``ParseOptions.fit`` such a run is measured over
+    what it has and its window is marked fitted; without it, it is truncated (see ``truncation``)."""
+    return not finished and any(reached < expected for _, reached, expected in progress)
 
 
 def conclude(
@@ -127,10 +140,13 @@ def conclude(
     gpus: int | None,
     batch_size_per_device: int | None,
     truncated: str | None = None,
+    stopped_early: bool = False,
 ) -> ParsedRun:
     """The ParsedRun of one run: the failure checks above, then the measured window (``window.measure``).
 
     A failed run has status "failed", a reason, throughput None, no window and 0 iterations.
+    ``stopped_early`` (``stopped_short``): with ``options.fit`` an ok run that stopped before its planned end
+    is marked ``window_fitted``, as is one whose window had to be shortened.
     """
     global_batch = gpus * batch_size_per_device if gpus and batch_size_per_device else None
     if reported is not None and not (reported > 0 and math.isfinite(reported)):
@@ -140,7 +156,9 @@ def conclude(
         or (None if records else NO_TRAINING_LINES)
         or loss_failure(records)
         or truncated
-        or measure(records, warmup=options.warmup, measured=options.measured, global_batch=global_batch)
+        or measure(
+            records, warmup=options.warmup, measured=options.measured, global_batch=global_batch, fit=options.fit
+        )
     )
     w = None if isinstance(result, str) else result
     return ParsedRun(
@@ -156,6 +174,7 @@ def conclude(
         window=w.window if w is not None else None,
         method=w.method if w is not None else None,
         records=tuple(records),
+        window_fitted=w is not None and (w.fitted or (options.fit and stopped_early)),
     )
 
 

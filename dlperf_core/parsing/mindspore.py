@@ -49,7 +49,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from dlperf_core.parsing.failures import OUT_OF_MEMORY, conclude, truncation
+from dlperf_core.parsing.failures import OUT_OF_MEMORY, conclude, stopped_short, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
 from dlperf_core.parsing.values import positive_int as _count, to_float as _float
 
@@ -271,7 +271,8 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
     reached = max((r.iteration for r in records), default=0)
     if planned:
         progress.append(("iterations", reached, planned))
-    reason = truncation(text, finished=bool(planned) and reached >= planned, progress=progress)
+    finished = bool(planned) and reached >= planned
+    reason = truncation(text, finished=finished, progress=progress, fit=options.fit)
     if reason is None and records:
         reason = BATCH_UNKNOWN if batch is None else DEVICES_UNKNOWN if gpus is None else None
 
@@ -285,6 +286,7 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
         gpus=gpus,
         batch_size_per_device=batch,
         truncated=reason,
+        stopped_early=stopped_short(finished=finished, progress=progress),
     )
     if run.reason != OUT_OF_MEMORY and "nough" in text and _OOM.search(text):
         run = replace(run, status="failed", reason=OUT_OF_MEMORY, throughput=None, iterations=0, window=None,

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from dlperf_core.parsing.failures import conclude, truncation
+from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
 from dlperf_core.parsing.values import to_float as _float
 
@@ -214,7 +214,8 @@ def _conclude(file: str, options: ParseOptions, run: _Run, chunk: str,
         reported=reported,
         gpus=gpus,
         batch_size_per_device=per_device,
-        truncated=truncation(chunk, finished=run.finished, progress=progress),
+        truncated=truncation(chunk, finished=run.finished, progress=progress, fit=options.fit),
+        stopped_early=stopped_short(finished=run.finished, progress=progress),
     )
 
 

@@ -40,7 +40,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from dlperf_core.parsing.failures import conclude, truncation
+from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
 from dlperf_core.parsing.values import to_float as _float
 
@@ -182,7 +182,8 @@ def _conclude(text: str, run: _Run, file: str, options: ParseOptions) -> ParsedR
         reported=_reported(records),
         gpus=gpus,
         batch_size_per_device=batch,
-        truncated=truncation(text, finished=finished, progress=progress),
+        truncated=truncation(text, finished=finished, progress=progress, fit=options.fit),
+        stopped_early=stopped_short(finished=finished, progress=progress),
     )
 
 

@@ -65,7 +65,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
-from dlperf_core.parsing.failures import conclude, loss_failure, text_failure, truncation
+from dlperf_core.parsing.failures import conclude, loss_failure, stopped_short, text_failure, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
 from dlperf_core.parsing.window import TIMESTAMPS
 from dlperf_core.parsing.values import MPIRUN_PREFIX as _PREFIX
@@ -426,7 +426,7 @@ def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions, hint: in
         reported, finished = None, False
         if not cv_batch:
             reason = UNKNOWN_BATCH
-    why = truncation(chunk, finished=finished, progress=progress) or reason
+    why = truncation(chunk, finished=finished, progress=progress, fit=options.fit) or reason
     if why or not stored or loss_failure(stored) or text_failure(chunk):
         records = stored  # conclude fails on these before measuring anything
     else:  # measured without times: timed from the rates; a log whose lines give no rate has none
@@ -434,6 +434,7 @@ def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions, hint: in
     result = conclude(
         text=chunk, file=file, format=NAME, records=records, options=options, reported=reported,
         gpus=gpus, batch_size_per_device=batch, truncated=why,
+        stopped_early=stopped_short(finished=finished, progress=progress),
     )
     if stamped and result.status == "ok":
         result = replace(result, method=TIMESTAMPS)

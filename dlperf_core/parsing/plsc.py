@@ -65,7 +65,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
-from dlperf_core.parsing.failures import conclude, loss_failure, text_failure, truncation
+from dlperf_core.parsing.failures import conclude, loss_failure, stopped_short, text_failure, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
 from dlperf_core.parsing.window import TIMESTAMPS
 from dlperf_core.parsing.values import MPIRUN_PREFIX as _PREFIX
@@ -291,11 +291,13 @@ def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions) -> Parse
     # window the caller asked for, even though it never reached total_steps.
     planned = options.warmup + options.measured if options.measured is not None else None
     stopped_as_planned = planned is not None and bool(stored) and stored[-1].iteration >= planned
-    why = truncation(chunk, finished=stopped_as_planned or run.stopped, progress=progress)
+    finished = stopped_as_planned or run.stopped
+    why = truncation(chunk, finished=finished, progress=progress, fit=options.fit)
     failing = why or not stored or loss_failure(stored) or text_failure(chunk)
     result = conclude(
         text=chunk, file=file, format=NAME, records=stored if failing else measured, options=options,
         reported=None, gpus=world, batch_size_per_device=batch, truncated=why,
+        stopped_early=stopped_short(finished=finished, progress=progress),
     )
     if result.status == "ok" and by_time:
         result = replace(result, method=TIMESTAMPS)

@@ -48,6 +48,7 @@ class ParsedRun:
     window: tuple[int, int] | None
     method: str | None  # "timestamps" | "printed_rates"
     records: tuple[IterationRecord, ...] = ()
+    window_fitted: bool = False  # the measured window was shortened to fit a foreign log (ParseOptions.fit)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field except ``records`` (``window`` as a list)."""
@@ -59,10 +60,17 @@ class ParsedRun:
 @dataclass(frozen=True)
 class ParseOptions:
     """The measured window a parser applies: skip ``warmup`` iterations, then measure ``measured``
-    iterations (None = up to the last record). Both already resolved against the format's defaults."""
+    iterations (None = up to the last record). Both already resolved against the format's defaults.
+
+    ``fit`` is the window policy for logs dlperf did not launch (``dlperf parse``, ``dlperf import``): a run
+    its authors stopped before its planned end, or before warm-up + measured, is not a failure; the window
+    keeps the warm-up and measures every complete iteration after it (at least
+    ``window.MIN_FITTED_MEASURED``), and the run says so (``ParsedRun.window_fitted``). Without it (runs
+    dlperf launched: it asked for that many iterations) a short or stopped log is a failed run."""
 
     warmup: int
     measured: int | None = None
+    fit: bool = False
 
 
 @dataclass(frozen=True)

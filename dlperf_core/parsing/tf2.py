@@ -41,7 +41,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
-from dlperf_core.parsing.failures import conclude, truncation
+from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
 from dlperf_core.parsing.values import to_float as _float
 
@@ -224,7 +224,8 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
             reported=reported,
             gpus=gpus,
             batch_size_per_device=per_device,
-            truncated=truncation(text, finished=scan.finished, progress=progress),
+            truncated=truncation(text, finished=scan.finished, progress=progress, fit=options.fit),
+            stopped_early=stopped_short(finished=scan.finished, progress=progress),
         )
     ]
 

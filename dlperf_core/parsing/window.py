@@ -11,6 +11,10 @@ Iterations are iteration NUMBERS from the records, never line counts.
   iteration-weighted harmonic mean (with a batch: samples = iters * batch, time = sum(iters_i*batch/rate_i)).
 
 An ok result is always finite and > 0; everything else is a short failure reason.
+
+Fitted windows (``fit=True``, logs from elsewhere): when the log stops before ``warmup + measured``, the
+window keeps the warm-up and ends at the log's last record, provided that leaves at least
+``MIN_FITTED_MEASURED`` iterations; ``WindowResult.fitted`` says the window was shortened.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from dlperf_core.parsing.records import IterationRecord
 TIMESTAMPS = "timestamps"
 PRINTED_RATES = "printed_rates"
 NO_TIMING = "no usable timing in the window"
+MIN_FITTED_MEASURED = 10
+"""The fewest iterations after warm-up that a fitted window measures; a shorter log is failed."""
 
 
 @dataclass(frozen=True)
@@ -41,11 +47,20 @@ class WindowResult:
     method: str
     samples: float | None
     seconds: float | None
+    fitted: bool = False  # shortened to fit the log (fit=True and the log stops before warm-up + measured)
 
 
 def too_few(got: int, need: int) -> str:
     """The failure reason for a log that does not reach iteration ``need`` (it stopped at ``got``)."""
     return f"too few iterations for the window (got {got}, need {need})"
+
+
+def too_few_fitted(got: int, warmup: int) -> str:
+    """The failure reason for a log too short even for a fitted window."""
+    return (
+        f"too few iterations for a fitted window (got {got}, need at least {warmup + MIN_FITTED_MEASURED}:"
+        f" {warmup} warm-up + {MIN_FITTED_MEASURED})"
+    )
 
 
 def _usable(x: float | None) -> bool:
@@ -62,16 +77,27 @@ def _ordered(records: Iterable[IterationRecord]) -> list[IterationRecord]:
 
 
 def measure(
-    records: Iterable[IterationRecord], *, warmup: int, measured: int | None, global_batch: int | None
+    records: Iterable[IterationRecord],
+    *,
+    warmup: int,
+    measured: int | None,
+    global_batch: int | None,
+    fit: bool = False,
 ) -> WindowResult | str:
-    """Throughput of the measured window of ``records``, or a failure reason (a str)."""
+    """Throughput of the measured window of ``records``, or a failure reason (a str); ``fit``: see the
+    module docstring."""
     if warmup < 0 or (measured is not None and measured < 1):
         raise ValueError(f"bad window: warmup={warmup}, measured={measured}")
     recs = _ordered(records)
     end = warmup + measured if measured is not None else None
     last_iter = recs[-1].iteration if recs else 0
+    fitted = False
     if end is not None and last_iter < end:
-        return too_few(last_iter, end)
+        if not fit:
+            return too_few(last_iter, end)
+        if last_iter - warmup < MIN_FITTED_MEASURED:
+            return too_few_fitted(last_iter, warmup)
+        end, fitted = last_iter, True
 
     base: IterationRecord | None = None
     inside: list[IterationRecord] = []
@@ -96,7 +122,7 @@ def measure(
         seconds = last.time - base.time
         samples = float(span * global_batch)
         if _usable(seconds) and _usable(samples / seconds):
-            return WindowResult(samples / seconds, span, window, TIMESTAMPS, samples, seconds)
+            return WindowResult(samples / seconds, span, window, TIMESTAMPS, samples, seconds, fitted)
 
     iters, weighted = 0, 0.0  # sum(iters_i), sum(iters_i / rate_i)
     prev = base.iteration
@@ -111,5 +137,5 @@ def measure(
         batch = global_batch if global_batch is not None and global_batch > 0 else None
         samples_or_none = float(iters * batch) if batch else None
         seconds_or_none = samples_or_none / rate if samples_or_none is not None else None
-        return WindowResult(rate, iters, window, PRINTED_RATES, samples_or_none, seconds_or_none)
+        return WindowResult(rate, iters, window, PRINTED_RATES, samples_or_none, seconds_or_none, fitted)
     return NO_TIMING

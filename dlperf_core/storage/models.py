@@ -39,6 +39,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     func,
     text,
 )
@@ -203,6 +204,10 @@ class Result(Base):
         Integer, ForeignKey("environments.id", ondelete="SET NULL"), nullable=True
     )
     gpu_memory_peak_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the measured window (first, last iteration counted) and whether it was fitted to a foreign log (0005)
+    window_first: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    window_last: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    window_fitted: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )

@@ -64,6 +64,9 @@ class ResultRecord:
     finished_at: datetime | None = None
     environment_id: int | None = None  # row of ``environments`` (ResultStore.upsert_environment)
     gpu_memory_peak_mb: float | None = None  # peak GPU memory used, sampled during the run (MiB)
+    window_first: int | None = None  # first iteration counted by the throughput rule
+    window_last: int | None = None  # last iteration counted
+    window_fitted: bool = False  # the window was shortened to fit a log dlperf did not launch
     benchmark_run: BenchmarkRunRecord | None = None
 
     def __post_init__(self) -> None:

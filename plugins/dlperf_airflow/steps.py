@@ -247,6 +247,8 @@ def store_step(executed: dict, ids: RunIds) -> Measurement:
             throughput=verdict.throughput,
             reported_throughput=verdict.reported_throughput,
             iterations=verdict.iterations,
+            window_first=verdict.window_first,
+            window_last=verdict.window_last,
             log_path=outcome.log_path,
             started_at=outcome.started_at,
             finished_at=outcome.finished_at,
