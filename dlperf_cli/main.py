@@ -70,68 +70,132 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
     out = []
     for path in args.logs:
-        for run in parse_file(path, format=args.format, warmup=args.warmup, measured=args.measured):
-            out.append(run.to_dict())
+        runs = parse_file(path, format=args.format, warmup=args.warmup, measured=args.measured, fit=not args.strict)
+        out.extend(run.to_dict() for run in runs)
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         for r in out:
             tp = f"{r['throughput']:.2f}" if r["throughput"] else "-"
             rep = f"{r['reported_throughput']:.2f}" if r["reported_throughput"] else "-"
-            print(f"{r['file']}\t{r['format']}\t{r['status']}\tthroughput={tp}\treported={rep}\t{r['reason'] or ''}")
+            window = f"window={r['window'][0]}-{r['window'][1]}" if r["window"] else "window=-"
+            window += " (fitted)" if r["window_fitted"] else ""
+            print(f"{r['file']}\t{r['format']}\t{r['status']}\tthroughput={tp}\treported={rep}\t{window}"
+                  f"\t{r['reason'] or ''}")
     return 0 if all(r["status"] == "ok" for r in out) else 1
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
-    from dlperf_core.dlperf_folder import RepeatFigure, result_json, scan_folder
-    from dlperf_core.parsing import parse_file
-    from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore, default_db_url
+    from dlperf_core.dlperf_folder import result_json, scan_folder
+    from dlperf_core.log_import import ImportSummary, import_folder, import_run
+    from dlperf_core.storage import ResultStore, default_db_url
 
     root = Path(args.folder).resolve()
     logs, unnamed = scan_folder(root)
-    for path in unnamed:
-        print(f"skipped (not <NnMg>/<model>_b<batch>_<precision>_<k>.log): {path}", file=sys.stderr)
     if not logs:
+        for path in unnamed:
+            print(f"skipped (not <NnMg>/<model>_b<batch>_<precision>_<k>.log): {path}", file=sys.stderr)
         print(f"no DLPerf-style logs under {root}", file=sys.stderr)
         return 2
-    store = ResultStore(args.db or default_db_url())
-    store.ensure_schema()
     now = datetime.now(timezone.utc)
-    run = BenchmarkRunRecord(
-        dag_id="dlperf_import", run_id=f"import__{root}", suite=root.name, trigger="import", runtime="import",
-        started_at=now, finished_at=now, status="success",
-    )
-    store.upsert_run(run)
-    figures, failed = [], 0
-    for log in logs:
-        runs = parse_file(log.path, format=args.format)
-        total = log.nodes * log.gpus_per_node
-        parsed = next((r for r in runs if r.gpus == total), runs[0])  # a file may hold several runs
-        ok = parsed.status == "ok"
-        failed += not ok
-        figures.append(RepeatFigure(log, parsed.throughput if ok else None))
-        store.upsert_result(
-            ResultRecord(
-                dag_id=run.dag_id, run_id=run.run_id,
-                case_key=f"{args.framework or parsed.format}/{log.model}/{log.precision}/b{log.batch_size_per_device}/{log.case}",
-                framework=args.framework or parsed.format, model=log.model, precision=log.precision,
-                batch_size_per_device=log.batch_size_per_device, nodes=log.nodes, gpus_per_node=log.gpus_per_node,
-                repeat=log.repeat, status="ok" if ok else "failed", reason=parsed.reason,
-                throughput=parsed.throughput if ok else None, reported_throughput=parsed.reported_throughput,
-                iterations=parsed.iterations, log_path=str(log.path), started_at=now, finished_at=now,
-                benchmark_run=run,
-            )
-        )
-        figure = f"{parsed.throughput:.2f}" if ok else f"failed: {parsed.reason}"
-        print(f"{log.path.relative_to(root)}\t{parsed.format}\t{figure}", file=sys.stderr)
+    run = import_run(root, now)
+    store = None
+    if not args.dry_run:
+        store = ResultStore(args.db or default_db_url())
+        store.ensure_schema()
+        store.upsert_run(run)
+    summary, figures = ImportSummary(), []
+    items = import_folder(logs, unnamed, run, now=now, format=args.format, framework=args.framework,
+                          strict=args.strict)
+    show_bar = args.progress if args.progress is not None else sys.stderr.isatty()
+    with _ImportProgress(len(logs) + len(unnamed), sum(_size(p) for p in [*(g.path for g in logs), *unnamed]),
+                         enabled=show_bar) as bar:
+        for item in items:
+            if store is not None and item.record is not None:
+                store.upsert_result(item.record)  # row by row: an interrupted import keeps what it stored
+            summary.add(item)
+            if (figure := item.figure()) is not None:
+                figures.append(figure)
+            bar.advance(item, summary)
+            line = _import_line(root, item)
+            if args.dry_run:
+                print(line)
+            elif not show_bar:
+                print(line, file=sys.stderr)
+    if store is not None:
+        store.dispose()
     result = result_json(figures)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    print(json.dumps(result, indent=2, sort_keys=True))
-    print(f"imported {len(logs)} logs ({failed} failed) as run {run.run_id}", file=sys.stderr)
+    if not args.dry_run:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    for line in summary.lines(dry_run=args.dry_run):
+        print(line, file=sys.stderr)
+    where = "nothing stored (--dry-run)" if args.dry_run else f"as run {run.run_id} in {_redact(store.url)}"
+    print(f"imported {len(logs)} logs ({sum(summary.failed.values())} failed), {where}", file=sys.stderr)
     return 0
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _import_line(root: Path, item) -> str:
+    """One file's outcome, tab-separated: path, format, figure or reason, window."""
+    rel = item.path.relative_to(root) if item.path.is_relative_to(root) else item.path
+    record = item.record
+    if record is None:
+        return f"{rel}\tskipped\t{item.skipped}"
+    fmt = item.parsed.format if item.parsed is not None else "-"
+    if record.status != "ok":
+        return f"{rel}\t{fmt}\t{record.case_key} r{record.repeat}\tfailed: {record.reason}"
+    fitted = " (fitted)" if record.window_fitted else ""
+    return (f"{rel}\t{fmt}\t{record.case_key} r{record.repeat}\t{record.throughput:.2f}"
+            f"\twindow {record.window_first}-{record.window_last}{fitted}")
+
+
+class _ImportProgress:
+    """A progress bar on the terminal (files, MB, runs found, ok / failed / skipped); nothing when disabled."""
+
+    def __init__(self, files: int, total_bytes: int, *, enabled: bool) -> None:
+        self.enabled, self.files, self.total_bytes = enabled, files, total_bytes
+        self.done_bytes = 0
+
+    def __enter__(self) -> "_ImportProgress":
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            width = None if sys.stderr.isatty() else 160  # forced onto a pipe: wide enough for every column
+            self.progress = Progress(
+                TextColumn("importing"), BarColumn(bar_width=24),
+                TextColumn("{task.completed}/{task.total} files, {task.fields[mb]}, {task.fields[runs]} runs found:"
+                           " {task.fields[tally]}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True, force_terminal=True, width=width), transient=False,
+            )
+            self.progress.__enter__()
+            self.task = self.progress.add_task("import", total=self.files, mb=self._mb(), runs=0, tally="")
+        return self
+
+    def _mb(self) -> str:
+        return f"{self.done_bytes / 1e6:.1f}/{self.total_bytes / 1e6:.1f} MB"
+
+    def advance(self, item, summary) -> None:
+        if not self.enabled:
+            return
+        self.done_bytes += item.size
+        tally = f"{summary.ok} ok, {sum(summary.failed.values())} failed, {sum(summary.skipped.values())} skipped"
+        self.progress.update(self.task, advance=1, mb=self._mb(), runs=summary.runs_found, tally=tally)
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
+            self.progress.__exit__(*exc)
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
@@ -165,12 +229,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=_cmd_run)
 
+    from dlperf_core.parsing.window import MIN_FITTED_MEASURED
+
     parse = sub.add_parser("parse", help="parse training logs and print throughput per run")
     parse.add_argument("logs", nargs="+")
     parse.add_argument("--json", action="store_true")
     parse.add_argument("--format", help="force a log format instead of detecting it")
     parse.add_argument("--warmup", type=int, help="warm-up iterations to skip (default: the format's)")
-    parse.add_argument("--measured", type=int, help="iterations in the measured window (default: to the end)")
+    parse.add_argument("--measured", type=int, help="iterations in the measured window (default: the format's)")
+    parse.add_argument(
+        "--strict", action="store_true",
+        help="the window of dlperf's own runs: a log shorter than warm-up + measured, or stopped before its "
+        "planned end, is failed (default: the window is fitted to the log, with at least "
+        f"{MIN_FITTED_MEASURED} iterations after warm-up, and the run says window_fitted)",
+    )
     parse.set_defaults(func=_cmd_parse)
 
     imp = sub.add_parser("import", help="store a DLPerf-style result folder and print its DLPerf result JSON")
@@ -179,6 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--json-out", help="also write the DLPerf result JSON to this file")
     imp.add_argument("--format", help="force a log format instead of detecting it")
     imp.add_argument("--framework", help="framework name to store (default: the detected log format)")
+    imp.add_argument("--strict", action="store_true",
+                     help="strict windows as for dlperf's own runs (default: fitted to each log, see dlperf parse)")
+    imp.add_argument("--dry-run", action="store_true",
+                     help="print the row each file would give (and the summary) without storing anything")
+    imp.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="a progress bar on stderr (default: when stderr is a terminal)")
     imp.set_defaults(func=_cmd_import)
 
     res = sub.add_parser("results", help="print the per-case summary from the results database")
