@@ -435,3 +435,35 @@ def test_measure_is_total(recs: list[IterationRecord], warmup: int, measured: in
         assert math.isfinite(res.throughput) and res.throughput > 0 and res.iterations > 0
     else:
         assert isinstance(res, str) and res
+
+
+# ---- dlperf's own workload on an H100 (reallogs/h100_reference/PROVENANCE.md: "dlperf window throughput")
+H100 = SHARED / "reallogs" / "h100_reference"
+H100_PUBLISHED = {  # file -> the published window figure (img/s); the log's Summary is that same window's
+    "bare_amp_bf16_bs256.log": 3895.9,
+    "bare_tf32_bs128.log": 2377.8,
+    "dlperf_amp_bf16_bs256_r0_node0.log": 3892.5,
+    "dlperf_tf32_bs128_r0_node0.log": 2380.0,
+    "bare_amp_bf16_bs256_compile.log": 5120.5,
+}
+
+
+@pytest.mark.skipif(not H100.is_dir(), reason=f"no real logs at {H100}")
+@pytest.mark.parametrize("name", sorted(H100_PUBLISHED))
+def test_h100_reference_logs_reproduce_their_published_figures(name: str) -> None:
+    """Parsed with no window given, a log of dlperf's workload is read with the window it says it ran with
+    (PARAMETER warmup_iterations 20, iterations 100): the published figure, ours and the framework's."""
+    (run,) = parse_file(H100 / name)
+    assert run.status == "ok" and run.window == (21, 120) and run.iterations == 100
+    assert run.throughput == pytest.approx(H100_PUBLISHED[name], rel=1e-3)
+    assert run.reported_throughput == pytest.approx(H100_PUBLISHED[name], rel=1e-3)
+    assert run.gpus == 1 and run.batch_size_per_device in (128, 256)
+    # a caller's window still wins over the log's own
+    (five,) = parse_file(H100 / name, warmup=5)
+    assert five.window == (6, 120)
+
+
+@pytest.mark.skipif(not H100.is_dir(), reason=f"no real logs at {H100}")
+def test_h100_fp16_run_that_diverged_is_failed_nan() -> None:
+    (run,) = parse_file(H100 / "bare_amp_fp16_bs256_nan.log")
+    assert run.status == "failed" and run.reason == "loss is NaN/inf at iteration 3" and run.throughput is None

@@ -25,8 +25,9 @@ def parse_log(
 
     ``format`` None auto-detects (no match: one failed run, format "unknown", reason "unrecognised log
     format"); an unregistered ``format`` name is a caller error (ValueError), as is a negative ``warmup``
-    or a ``measured`` below 1. Window: when neither ``warmup`` nor ``measured`` is given, the format's own
-    (DLLogger: warm-up 5, measured to the end); when either is given, the other defaults to the format's
+    or a ``measured`` below 1. Window: when neither ``warmup`` nor ``measured`` is given, the one the log
+    says it ran with (dlperf's workload prints ``warmup_iterations`` and ``iterations``), else the format's
+    own (DLLogger: warm-up 5, measured to the end); when either is given, the other defaults to the format's
     warm-up and to "up to the last record" respectively. Whatever the text, this returns runs and never
     raises: a parser bug becomes a failed run whose reason starts with "parser error".
 
@@ -49,6 +50,8 @@ def parse_log(
             if detected is None:
                 return [failed(file, UNKNOWN_FORMAT, UNRECOGNISED)]
             fmt = get_format(detected)
+        if warmup is None and measured is None and fmt.configured is not None:
+            warmup, measured = fmt.configured(text) or (None, None)  # the log's own window, where it says one
         options = ParseOptions(
             warmup=warmup if warmup is not None else fmt.default_warmup,
             measured=measured if warmup is not None or measured is not None else fmt.default_measured,

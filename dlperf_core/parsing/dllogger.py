@@ -13,6 +13,9 @@ workload prints the same lines). Verbatim lines, optionally behind an mpirun pre
 * The first ``Summary`` value of ``train.total_ips`` is the framework's figure (``reported_throughput``);
   a Summary line marks the run finished. One run per file.
 * gpus = ``world_size`` (1 when the PARAMETER line lacks it), batch_size_per_device = ``batch_size``.
+* Window when the caller gives none: dlperf's own workload prints ``warmup_iterations`` and ``iterations`` on
+  its PARAMETER line, and that window is used (``configured_window``); otherwise DLPerf's warm-up of 5
+  iterations, measured to the end.
 """
 
 from __future__ import annotations
@@ -147,6 +150,20 @@ def _scan(text: str, only_rank: int | None = None) -> _Scan:
     return out
 
 
+def configured_window(text: str) -> tuple[int | None, int | None] | None:
+    """The window dlperf's own workload ran with, from its first PARAMETER line (``warmup_iterations``,
+    ``iterations``); None for logs that do not say (DeepLearningExamples' logs have ``prof`` instead)."""
+    i = text.find(" - PARAMETER ")
+    if i < 0 or "warmup_iterations : " not in text:
+        return None
+    end = text.find("\n", i)
+    params = dict(_PARAM.findall(text[i : end if end >= 0 else len(text)]))
+    warmup, measured = params.get("warmup_iterations", ""), params.get("iterations", "")
+    if not warmup.isdigit():
+        return None
+    return int(warmup), (int(measured) if measured.isdigit() and int(measured) > 0 else None)
+
+
 def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
     """The one run of a DLLogger log (see the module docstring)."""
     scan = _scan(text)
@@ -185,5 +202,6 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
     ]
 
 
-FORMAT = LogFormat(NAME, detect, parse, default_warmup=DEFAULT_WARMUP, default_measured=None)
+FORMAT = LogFormat(NAME, detect, parse, default_warmup=DEFAULT_WARMUP, default_measured=None,
+                   configured=configured_window)
 """Registry entry of this format."""

@@ -76,10 +76,14 @@ class ParseOptions:
 @dataclass(frozen=True)
 class LogFormat:
     """A log format as registry data: its name, a cheap ``detect(text)``, a ``parse(text, file, options)``
-    that never raises on any text, and the window used when the caller gives none."""
+    that never raises on any text, and the window used when the caller gives none: the one the log says it
+    was run with (``configured``), else the format's defaults."""
 
     name: str
     detect: Callable[[str], bool]
     parse: Callable[[str, str, ParseOptions], list[ParsedRun]]
     default_warmup: int = 0
     default_measured: int | None = None
+    # The window a log says it was run with, (warm-up, measured) with None for "not said", or None: used
+    # instead of the defaults when the caller gives no window ("warm-up as configured").
+    configured: Callable[[str], tuple[int | None, int | None] | None] | None = None
