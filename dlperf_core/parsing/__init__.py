@@ -1,13 +1,13 @@
 """Training-log parsing: pure functions from log text to ``ParsedRun`` (throughput by one rule).
 
 Public API: ``parse_log``, ``parse_file``, ``detect_format``, the records ``IterationRecord`` and
-``ParsedRun``, the rule ``measure`` / ``WindowResult``, and the format registry ``FORMATS``/``LogFormat``.
+``ParsedRun`` (records as a tuple or as ``RecordColumns``), the rule ``measure`` / ``WindowResult``, and the format registry ``FORMATS``/``LogFormat``.
 Stdlib only; no Airflow import.
 """
 
 from dlperf_core.parsing.api import parse_file, parse_log
 from dlperf_core.parsing.formats import FORMATS, detect_format, get_format
-from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions, RecordColumns
 from dlperf_core.parsing.window import WindowResult, measure
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "LogFormat",
     "ParseOptions",
     "ParsedRun",
+    "RecordColumns",
     "WindowResult",
     "detect_format",
     "get_format",

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dlperf_core.parsing.records import IterationRecord, ParsedRun, ParseOptions
+from dlperf_core.parsing.records import IterationRecord, ParsedRun, ParseOptions, RecordColumns
 from dlperf_core.parsing.window import WindowResult, measure
 
 OUT_OF_MEMORY = "out of memory"
@@ -91,6 +91,12 @@ def error_line(text: str) -> str | None:
 
 def loss_failure(records: Sequence[IterationRecord]) -> str | None:
     """"loss is NaN/inf at iteration N" for the first record whose loss is not finite, else None."""
+    if isinstance(records, RecordColumns):
+        isfinite = math.isfinite
+        for i, loss in enumerate(records.loss):
+            if loss is not None and not isfinite(loss):
+                return f"loss is NaN/inf at iteration {records.iteration[i]}"
+        return None
     for r in records:
         if r.loss is not None and not math.isfinite(r.loss):
             return f"loss is NaN/inf at iteration {r.iteration}"
@@ -173,7 +179,7 @@ def conclude(
         batch_size_per_device=batch_size_per_device,
         window=w.window if w is not None else None,
         method=w.method if w is not None else None,
-        records=tuple(records),
+        records=records if isinstance(records, RecordColumns) else tuple(records),
         window_fitted=w is not None and (w.fitted or (options.fit and stopped_early)),
     )
 
