@@ -168,3 +168,51 @@ def test_error_exits_non_zero() -> None:
     )
     assert proc.returncode == 1
     assert "CUDA is not available" in proc.stderr and proc.stdout == ""
+
+
+# ------------------------------------------------------------------------------------ fp16 AMP
+def test_lr_warmup_is_linear_up_to_the_learning_rate() -> None:
+    from dlperf_core.workload.train import lr_at
+
+    assert [lr_at(i, 0.256, 4) for i in range(1, 7)] == pytest.approx([0.064, 0.128, 0.192, 0.256, 0.256, 0.256])
+    assert lr_at(1, 0.256, 0) == 0.256  # no warm-up
+
+
+@pytest.mark.parametrize("scale", [None, "128"], ids=["dynamic", "static"])
+def test_fp16_autocast_with_loss_scaler_trains_with_finite_losses(scale: str | None) -> None:
+    """The seeds' AMP: fp16 autocast with a loss scaler, 30 iterations at the default (NGC) learning rate,
+    warmed up over the warm-up iterations: every printed loss is finite and the loss goes down. (On an H100
+    the same run without warm-up diverged to NaN at iteration 3: reallogs/h100_reference, a parser fixture.)"""
+    cmd = [
+        sys.executable, "-m", "dlperf_core.workload.train", "--device", "cpu", "--precision", "amp",
+        "--amp-dtype", "fp16", "--batch-size", "8", "--image-size", "64", "--width", "16", "--num-classes", "10",
+        "--warmup-iterations", "10", "--iterations", "20", *ONE_THREAD,
+    ]
+    if scale:
+        cmd += ["--static-loss-scale", scale]
+    proc = _run(cmd, cwd=REPO)
+    losses = [float(m["loss"]) for m in map(ITER_RE.match, proc.stdout.splitlines()) if m]
+    assert len(losses) == 30 and all(math.isfinite(x) for x in losses), losses
+    assert losses[-1] < losses[0]
+    kv = dict(pair.split(" : ") for pair in PARAMETER_RE.match(proc.stdout.splitlines()[0])["body"].strip().split("  "))
+    assert kv["amp_dtype"] == "fp16" and kv["lr_warmup_iterations"] == "10"
+    assert kv["static_loss_scale"] == (scale + ".0" if scale else "dynamic")
+
+
+def test_static_loss_scale_stays_and_skips_non_finite_steps() -> None:
+    """A static scale is never backed off (NGC's --static-loss-scale), and a step whose gradients overflow
+    is skipped: the weights never take a NaN or inf."""
+    from argparse import Namespace
+
+    from dlperf_core.workload.train import build_step, make_scaler
+
+    args = Namespace(precision="amp", amp_dtype="fp16", static_loss_scale=1e30, label_smoothing=0.0)
+    model = nn.Linear(4, 3)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = make_scaler(args, torch.device("cpu"))
+    step = build_step(model, optimizer, scaler, torch.randn(8, 4), torch.randint(0, 3, (8,)), args)
+    for _ in range(3):
+        step()  # 1e30 overflows fp16 gradients every time
+    assert scaler.get_scale() == pytest.approx(1e30, rel=1e-6)  # static: never backed off (1e30 in float32)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # every step skipped

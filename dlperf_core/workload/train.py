@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CUDA if available")
     p.add_argument("--lr", type=_positive_float, default=None,
                    help="SGD learning rate (default: NGC linear scaling, 0.256 * global batch / 256)")
+    p.add_argument("--lr-warmup-iterations", type=_non_negative_int, default=None,
+                   help="linear learning-rate warm-up from lr/N to lr over the first N iterations, as NGC's recipe "
+                        "warms up over its first epochs (default: --warmup-iterations; 0: none)")
     p.add_argument("--weight-decay", type=float, default=3.0517578125e-05,
                    help="SGD weight decay of conv/linear weights, not of BN/biases (NGC: 1/32768)")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="cross-entropy label smoothing (0.1)")
@@ -195,12 +198,23 @@ def make_optimizer(model: nn.Module, lr: float, args: argparse.Namespace, cuda: 
 
 
 def make_scaler(args: argparse.Namespace, device: torch.device) -> torch.amp.GradScaler | None:
-    """GradScaler for fp16 autocast: dynamic by default; static scale never grows (as NGC does it)."""
+    """GradScaler for fp16 autocast. Either way a step whose gradients are not finite is skipped (the
+    weights never see a NaN or inf): dynamic (default) halves the scale on such a step and doubles it after
+    2000 good ones; static keeps ``--static-loss-scale`` for good (``build_step`` sets it back after every
+    update, as NGC's static loss scale does)."""
     if args.precision != "amp" or args.amp_dtype != "fp16":
         return None
     if args.static_loss_scale is None:
         return torch.amp.GradScaler(device.type)
     return torch.amp.GradScaler(device.type, init_scale=args.static_loss_scale, growth_interval=1_000_000_000)
+
+
+def lr_at(iteration: int, lr: float, warmup: int) -> float:
+    """The learning rate of iteration ``iteration`` (1-based): linear from lr/warmup up to lr over the first
+    ``warmup`` iterations (NGC's warm-up, per iteration instead of per epoch), then lr."""
+    if warmup <= 0 or iteration >= warmup:
+        return lr
+    return lr * max(iteration, 1) / warmup
 
 
 def build_step(
@@ -216,6 +230,7 @@ def build_step(
     amp = args.precision == "amp"
     amp_dtype = torch.bfloat16 if args.amp_dtype == "bf16" else torch.float16
     device_type = images.device.type
+    static_scale = args.static_loss_scale
 
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
@@ -226,8 +241,8 @@ def build_step(
             optimizer.step()
         else:
             scaler.scale(loss).backward()
-            scaler.step(optimizer)  # skipped when gradients overflowed
-            scaler.update()
+            scaler.step(optimizer)  # unscales, and skips the update when a gradient is not finite
+            scaler.update(static_scale)  # static: the same scale again; dynamic (None): back off or grow
         return loss.detach()
 
     return step
@@ -261,7 +276,8 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     model = model.to(device=device, memory_format=memory_format).train()
     global_batch = args.batch_size * info.world_size
     lr = args.lr if args.lr is not None else 0.256 * global_batch / 256
-    optimizer = make_optimizer(model, lr, args, cuda)
+    lr_warmup = args.warmup_iterations if args.lr_warmup_iterations is None else args.lr_warmup_iterations
+    optimizer = make_optimizer(model, lr_at(1, lr, lr_warmup), args, cuda)
     if info.world_size > 1:
         # Each rank keeps its own BN statistics (no buffer broadcast per forward), like NGC. torch 2.13
         # renamed broadcast_buffers to forward_sync_buffers; containers may ship an older torch.
@@ -303,6 +319,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         "channels_last": channels_last,
         "compile": args.compile,
         "lr": f"{lr:g}",
+        "lr_warmup_iterations": lr_warmup,
         "momentum": MOMENTUM,
         "weight_decay": args.weight_decay,
         "label_smoothing": args.label_smoothing,
@@ -333,6 +350,9 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     measure_start = last_time  # reset at the end of warm-up
     loss_value = float("nan")
     for i in range(1, total + 1):
+        if i <= lr_warmup + 1:  # the warm-up's last change is at iteration lr_warmup (then lr stays)
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(i, lr, lr_warmup)
         loss = step()
         # Host/device sync only on printed iterations (and the warm-up end and the last one, which the
         # summary needs); throughput is over the interval since the previous printed line.
