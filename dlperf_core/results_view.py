@@ -24,9 +24,9 @@ from dlperf_core.storage import BenchmarkRun, ResultStore
 
 RUN_COLUMNS = ("dag_id", "run_id", "suite", "trigger", "runtime", "status", "started_at", "finished_at")
 SUMMARY_COLUMNS = (
-    "dag_id", "run_id", "case_key", "framework", "model", "precision", "batch_size_per_device",
+    "dag_id", "run_id", "case_key", "framework", "model", "precision", "batch_size_per_device", "variant",
     "nodes", "gpus_per_node", "total_gpus", "n", "n_failed", "median_throughput", "speedup",
-    "scaling_efficiency",
+    "scaling_efficiency", "gpu_memory_peak_mb", "mfu", "energy_per_sample_j",
 )
 HISTORY_COLUMNS = ("night", "case_key", "median_throughput", "n", "n_failed", "speedup", "run_status", "run_id")
 REGRESSION_COLUMNS = (
@@ -199,11 +199,13 @@ def speedup_png(summary_rows: list[dict[str, Any]]) -> bytes | None:
     frame["total_gpus"] = (frame["nodes"] * frame["gpus_per_node"]).astype(int)
     fig = Figure(figsize=(6.4, 3.6))
     ax = fig.subplots()
-    keys = ["framework", "model", "precision", "batch_size_per_device"]
-    for (framework, model, precision, batch), group in frame.groupby(keys, sort=True):
+    frame["variant"] = frame["variant"].fillna("") if "variant" in frame else ""
+    keys = ["framework", "model", "precision", "batch_size_per_device", "variant"]
+    for (framework, model, precision, batch, variant), group in frame.groupby(keys, sort=True):
         group = group.sort_values(["total_gpus", "nodes"])
         labels = [f"{n}n{g}g" for n, g in zip(group["nodes"], group["gpus_per_node"])]
-        ax.plot(group["total_gpus"], group["speedup"], marker="o", label=f"{framework} {model} {precision} b{batch}")
+        label = f"{framework} {model} {precision}{variant} b{batch}"
+        ax.plot(group["total_gpus"], group["speedup"], marker="o", label=label)
         for x, y, label in zip(group["total_gpus"], group["speedup"], labels):
             ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     top = int(frame["total_gpus"].max())
@@ -253,13 +255,16 @@ _PAGE = """<!doctype html>
 <h2>Latest summary per framework and topology</h2>
 {% if view.summary.rows %}
 <div class="src">{{ view.summary.source }}</div>
-<table id="summary"><tr><th>framework</th><th>model</th><th>precision</th><th>batch/device</th><th>topology</th>
-<th>n</th><th>failed</th><th>median samples/s</th><th>speedup</th><th>efficiency</th><th>DAG run</th></tr>
+<table id="summary"><tr><th>framework</th><th>model</th><th>precision</th><th>variant</th><th>batch/device</th>
+<th>topology</th><th>n</th><th>failed</th><th>median samples/s</th><th>speedup</th><th>efficiency</th>
+<th>GPU memory (MiB)</th><th>MFU (%)</th><th>J/sample</th><th>DAG run</th></tr>
 {% for r in view.summary.rows %}<tr class="summary-row"><td>{{ r.framework }}</td><td>{{ r.model }}</td>
-<td>{{ r.precision }}</td><td class="num">{{ r.batch_size_per_device }}</td>
+<td>{{ r.precision }}</td><td>{{ r.variant or "" }}</td><td class="num">{{ r.batch_size_per_device }}</td>
 <td>{{ r.nodes }}n{{ r.gpus_per_node }}g</td><td class="num">{{ r.n }}</td><td class="num">{{ r.n_failed }}</td>
 <td class="num">{{ fmt(r.median_throughput) }}</td><td class="num">{{ fmt(r.speedup) }}</td>
-<td class="num">{{ fmt(r.scaling_efficiency, 3) }}</td>
+<td class="num">{{ fmt(r.scaling_efficiency, 3) }}</td><td class="num">{{ fmt(r.gpu_memory_peak_mb, 0) }}</td>
+<td class="num">{{ fmt(r.mfu * 100 if r.mfu is not none else none, 1) }}</td>
+<td class="num">{{ fmt(r.energy_per_sample_j, 3) }}</td>
 <td><a target="_top" href="{{ links(r.dag_id, r.run_id).run }}">{{ r.run_id }}</a></td></tr>
 {% endfor %}</table>
 {% else %}<p class="note">{{ view.summary.note }}</p>{% endif %}

@@ -41,10 +41,12 @@ CASE_KEYS = [
     "model",
     "precision",
     "batch_size_per_device",
+    "variant",
+    "compiled",
     "nodes",
     "gpus_per_node",
 ]
-BASELINE_KEYS = ["dag_id", "run_id", "framework", "model", "precision", "batch_size_per_device"]
+BASELINE_KEYS = ["dag_id", "run_id", "framework", "model", "precision", "batch_size_per_device", "variant"]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -118,7 +120,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert current_revision(engine) is None
         upgrade(db_url)
         upgrade(db_url)  # idempotent
-        assert current_revision(db_url) == head_revision() == "0005"
+        assert current_revision(db_url) == head_revision() == "0006"
         inspector = sa.inspect(engine)
         assert {"benchmark_runs", "results"} <= set(inspector.get_table_names())
         assert "case_summary" in inspector.get_view_names()
@@ -131,7 +133,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert "case_summary" not in inspector.get_view_names()
 
         upgrade(engine)  # and back up again, through an Engine
-        assert current_revision(engine) == "0005"
+        assert current_revision(engine) == "0006"
     finally:
         engine.dispose()
 
@@ -263,19 +265,22 @@ def synthetic_results(seed: int = 7) -> list[ResultRecord]:
     records: list[ResultRecord] = []
 
     def add(dag: str, run: str, fw: str, model: str, prec: str, bs: int, nodes: int, gpn: int,
-            n_ok: int, n_failed: int) -> None:
-        key = f"{fw}/{model}/{prec}/b{bs}/{nodes}n{gpn}g"
+            n_ok: int, n_failed: int, variant: str = "") -> None:
+        key = f"{fw}/{model}/{prec}/b{bs}/{nodes}n{gpn}g{variant}"
         statuses = ["ok"] * n_ok + ["failed"] * n_failed
         rng.shuffle(statuses)
         for repeat, status in enumerate(statuses):
             ok = status == "ok"
+            throughput = round(rng.uniform(50, 500) * nodes * gpn, 3) if ok else None
+            gpu = ok and prec == "amp" and repeat != 1  # some repeats on a GPU of the peak table, some not
             records.append(
                 result_record(
                     case=key, repeat=repeat, dag_id=dag, run_id=run, framework=fw, model=model,
                     precision=prec, batch_size_per_device=bs, nodes=nodes, gpus_per_node=gpn,
-                    status=status,
-                    throughput=round(rng.uniform(50, 500) * nodes * gpn, 3) if ok else None,
-                    reason=None if ok else "nccl timeout",
+                    status=status, throughput=throughput, reason=None if ok else "nccl timeout",
+                    compiled="+compile" in variant,
+                    mfu=round(rng.uniform(0.05, 0.6), 4) if gpu else None,
+                    energy_per_sample_j=round(rng.uniform(0.05, 2.0), 4) if gpu else None,
                 )
             )
 
@@ -291,6 +296,8 @@ def synthetic_results(seed: int = 7) -> list[ResultRecord]:
         add(dag, run, "pt", "gpt", "fp16", 4, 2, 8, 2, 1)
         add(dag, run, "tf", "vit", "fp32", 32, 1, 1, 0, 2)  # 1n1g failed only
         add(dag, run, "tf", "vit", "fp32", 32, 1, 4, 3, 0)
+        for nodes, gpn in shapes:  # the same configurations compiled: a variant with its own baseline
+            add(dag, run, "pt", "resnet50", "amp", 8, nodes, gpn, rng.randint(1, 4), 0, variant="+compile")
     return records
 
 
@@ -310,10 +317,12 @@ def expected_summary(records: list[ResultRecord]) -> pd.DataFrame:
         .reset_index()
     )
     memory = ok.groupby(CASE_KEYS)["gpu_memory_peak_mb"].max().rename("gpu_memory_peak_mb")
+    efficiency = ok.groupby(CASE_KEYS)[["mfu", "energy_per_sample_j"]].median()  # NULLs left out
     environment = frame.groupby(CASE_KEYS)["environment_id"].max().rename("environment_id")
     out = cases.merge(stats, on=CASE_KEYS, how="left")
     out = out.merge(memory.reset_index(), on=CASE_KEYS, how="left")
     out = out.merge(environment.reset_index(), on=CASE_KEYS, how="left")
+    out = out.merge(efficiency.reset_index(), on=CASE_KEYS, how="left")
     out["cv"] = out["stdev_throughput"] / out["mean_throughput"]
     out["environment_id"] = out["environment_id"].astype("Int64")
     out["total_gpus"] = out["nodes"] * out["gpus_per_node"]

@@ -16,12 +16,13 @@ from dlperf_core.reporting.html import render_html
 from dlperf_core.reporting.markdown import render_markdown
 from dlperf_core.reporting.paths import FORMATS, safe_name
 from dlperf_core.reporting.plots import Plot, plot_framework_comparison, plot_history, plot_scaling
+from dlperf_core.reporting.tables import variant_label
 from dlperf_core.storage import ResultStore
 
-PLOT_GROUP: tuple[str, ...] = ("model", "precision", "batch_size_per_device")
+PLOT_GROUP: tuple[str, ...] = ("model", "precision", "batch_size_per_device", "variant")
 """Scaling and framework plots: one per value of these (frameworks side by side)."""
 
-HISTORY_GROUP: tuple[str, ...] = ("framework", "model", "precision", "batch_size_per_device")
+HISTORY_GROUP: tuple[str, ...] = ("framework", "model", "precision", "batch_size_per_device", "variant")
 """History plots: one per value of these (one panel per topology)."""
 
 
@@ -53,22 +54,26 @@ def draw_plots(data: ReportData, plot_dir: Path) -> list[Plot]:
     plots: list[Plot] = []
     summary = data.summary
     if not summary.empty:
-        for (model, precision, batch), group in summary.groupby(list(PLOT_GROUP), sort=True):
-            name = safe_name(f"{model}_{precision}_b{batch}")
-            title = f"{model} {precision} batch {batch}"
+        summary = summary.assign(variant=summary["variant"].fillna(""))
+        for (model, precision, batch, variant), group in summary.groupby(list(PLOT_GROUP), sort=True):
+            label = variant_label(variant)
+            name = safe_name(f"{model}_{precision}_b{batch}" + (f"_{label}" if label else ""))
+            title = f"{model} {precision} batch {batch}" + (f" ({label})" if label else "")
             plots.append(plot_scaling(group, title, plot_dir / f"scaling_{name}.png"))
             plots.append(plot_framework_comparison(group, title, plot_dir / f"frameworks_{name}.png"))
     history = data.history
     if history is not None and not history.empty:
         regressions = data.regressions if data.regressions is not None else pd.DataFrame()
+        history = history.assign(variant=history["variant"].fillna(""))
         for key, group in history.groupby(list(HISTORY_GROUP), sort=True):
-            framework, model, precision, batch = key
-            title = f"{framework} {model} {precision} batch {batch}"
+            framework, model, precision, batch, variant = key
+            label = variant_label(variant)
+            title = f"{framework} {model} {precision} batch {batch}" + (f" ({label})" if label else "")
             marks = regressions
             if not regressions.empty:
                 same = (regressions[list(HISTORY_GROUP)] == pd.Series(dict(zip(HISTORY_GROUP, key)))).all(axis=1)
                 marks = regressions[same]
-            name = safe_name(f"{framework}_{model}_{precision}_b{batch}")
+            name = safe_name(f"{framework}_{model}_{precision}_b{batch}" + (f"_{label}" if label else ""))
             plots.append(plot_history(group, marks, title, plot_dir / f"history_{name}.png"))
     return [p for p in plots if p is not None]
 

@@ -15,7 +15,9 @@ from sqlalchemy import select
 
 from dlperf_core.storage import BenchmarkRun, ResultStore
 
-CONFIG_COLUMNS: tuple[str, ...] = ("framework", "model", "precision", "batch_size_per_device", "nodes", "gpus_per_node")
+CONFIG_COLUMNS: tuple[str, ...] = (
+    "framework", "model", "precision", "batch_size_per_device", "variant", "nodes", "gpus_per_node",
+)
 """Columns that name one configuration (a case without its run)."""
 
 

@@ -13,8 +13,22 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-GROUP_KEYS: tuple[str, ...] = ("framework", "model", "precision", "batch_size_per_device")
+GROUP_KEYS: tuple[str, ...] = ("framework", "model", "precision", "batch_size_per_device", "variant")
 """One seed table per distinct value of these summary columns."""
+
+#: Columns added to a seed table only when some row has a figure (GPU runs): (summary column, header, scale)
+GPU_COLUMNS: tuple[tuple[str, str, float], ...] = (
+    ("gpu_memory_peak_mb", "gpu_mem(MiB)", 1.0),
+    ("mfu", "MFU(%)", 100.0),
+    ("energy_per_sample_j", "J/sample", 1.0),
+)
+
+
+def variant_label(variant: str | None) -> str:
+    """A variant (case key options suffix) for people: ``+static_loss_scale=128+compile`` ->
+    ``static_loss_scale=128, compiled``; '' for none."""
+    parts = [p for p in (variant or "").split("+") if p]
+    return ", ".join("compiled" if p == "compile" else p for p in parts)
 
 
 def throughput_column(framework: str) -> str:
@@ -36,10 +50,13 @@ class SeedTable:
     precision: str
     batch_size_per_device: int
     frame: pd.DataFrame
+    variant: str = ""
 
     @property
     def title(self) -> str:
-        return f"{self.framework} {self.model} {self.precision} batch {self.batch_size_per_device} (median of repeats)"
+        label = variant_label(self.variant)
+        what = f"{self.framework} {self.model} {self.precision}" + (f" ({label})" if label else "")
+        return f"{what} batch {self.batch_size_per_device} (median of repeats)"
 
 
 def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
@@ -49,8 +66,9 @@ def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
     over the median of the same configuration's 1 node x 1 GPU case (NaN without one)."""
     if summary is None or summary.empty:
         return []
+    summary = summary.assign(variant=summary["variant"].fillna("")) if "variant" in summary else summary.assign(variant="")
     tables = []
-    for (framework, model, precision, batch), group in summary.groupby(list(GROUP_KEYS), sort=True):
+    for (framework, model, precision, batch, variant), group in summary.groupby(list(GROUP_KEYS), sort=True):
         group = group.sort_values(["nodes", "gpus_per_node"])
         frame = pd.DataFrame(
             {
@@ -63,7 +81,10 @@ def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
                 "failed": group["n_failed"].astype(int).to_numpy(),
             }
         )
-        tables.append(SeedTable(str(framework), str(model), str(precision), int(batch), frame))
+        for column, header, scale in GPU_COLUMNS:  # GPU figures, where there are any (never a column of "-")
+            if column in group and group[column].notna().any():
+                frame[header] = group[column].astype(float).to_numpy() * scale
+        tables.append(SeedTable(str(framework), str(model), str(precision), int(batch), frame, str(variant)))
     return tables
 
 
@@ -108,21 +129,25 @@ def seed_tables(summary: pd.DataFrame) -> str:
 def side_by_side_frame(summary: pd.DataFrame, precision: str) -> pd.DataFrame:
     """Every framework's median samples/s and speedup at each topology of one precision, side by side.
 
-    One column pair per framework; where a framework ran several models or batch sizes at this precision,
-    each gets its own pair, labelled ``<framework> <model> b<batch>``."""
+    One column pair per framework; where a framework ran several models, batch sizes or variants at this
+    precision, each gets its own pair, labelled ``<framework> <model> b<batch>`` (and the variant)."""
     rows = summary[summary["precision"] == precision]
-    configs = rows[["framework", "model", "batch_size_per_device"]].drop_duplicates()
+    rows = rows.assign(variant=rows["variant"].fillna("")) if "variant" in rows else rows.assign(variant="")
+    keys = ["framework", "model", "batch_size_per_device", "variant"]
+    configs = rows[keys].drop_duplicates()
     ambiguous = set(configs["framework"][configs["framework"].duplicated()])
     frame = rows[["nodes", "gpus_per_node"]].drop_duplicates().sort_values(["nodes", "gpus_per_node"])
     frame = frame.rename(columns={"nodes": "node_num", "gpus_per_node": "gpu_num_per_node"}).reset_index(drop=True)
-    for config in configs.sort_values(["framework", "model", "batch_size_per_device"]).itertuples(index=False):
+    for config in configs.sort_values(keys).itertuples(index=False):
         label = str(config.framework)
         if label in ambiguous:
             label += f" {config.model} b{config.batch_size_per_device}"
+            label += f" {variant_label(config.variant)}" if config.variant else ""
         mine = rows[
             (rows["framework"] == config.framework)
             & (rows["model"] == config.model)
             & (rows["batch_size_per_device"] == config.batch_size_per_device)
+            & (rows["variant"] == config.variant)
         ]
         by_topology = {(int(r.nodes), int(r.gpus_per_node)): r for r in mine.itertuples(index=False)}
         cells = [by_topology.get((int(n), int(g))) for n, g in zip(frame["node_num"], frame["gpu_num_per_node"])]

@@ -79,10 +79,12 @@ CONFIGURATION_COLUMNS: tuple[str, ...] = (
     "model",
     "precision",
     "batch_size_per_device",
+    "variant",
     "nodes",
     "gpus_per_node",
 )
-"""The columns that name a benchmark configuration (what a history and a regression are about)."""
+"""The columns that name a benchmark configuration (what a history and a regression are about).
+``variant`` is the case key's options suffix (``+name=value``..., ``+compile``; '' for none), migration 0006."""
 
 
 def utcnow() -> datetime:
@@ -189,6 +191,8 @@ class Result(Base):
     model: Mapped[str] = mapped_column(Text, nullable=False)
     precision: Mapped[str] = mapped_column(Text, nullable=False)
     batch_size_per_device: Mapped[int] = mapped_column(Integer, nullable=False)
+    variant: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
+    compiled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     nodes: Mapped[int] = mapped_column(Integer, nullable=False)
     gpus_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
     repeat: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -208,6 +212,10 @@ class Result(Base):
     window_first: Mapped[int | None] = mapped_column(Integer, nullable=True)
     window_last: Mapped[int | None] = mapped_column(Integer, nullable=True)
     window_fitted: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
+    # how well the GPUs were used (migration 0006; NULL when unknown, e.g. on CPU nodes)
+    mfu: Mapped[float | None] = mapped_column(Float, nullable=True)
+    energy_per_sample_j: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_power_mean_w: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )
@@ -243,6 +251,7 @@ class Regression(Base):
     batch_size_per_device: Mapped[int] = mapped_column(Integer, nullable=False)
     nodes: Mapped[int] = mapped_column(Integer, nullable=False)
     gpus_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
+    variant: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
     case_key: Mapped[str] = mapped_column(Text, nullable=False)
     night: Mapped[date] = mapped_column(Date, nullable=False)
     median_throughput: Mapped[float] = mapped_column(Float, nullable=False)
@@ -321,6 +330,8 @@ case_summary = Table(
     Column("model", Text),
     Column("precision", Text),
     Column("batch_size_per_device", Integer),
+    Column("variant", Text),
+    Column("compiled", Boolean),
     Column("nodes", Integer),
     Column("gpus_per_node", Integer),
     Column("total_gpus", BigInteger),
@@ -335,6 +346,8 @@ case_summary = Table(
     Column("stdev_throughput", Float),
     Column("cv", Float),
     Column("gpu_memory_peak_mb", Float),
+    Column("mfu", Float),
+    Column("energy_per_sample_j", Float),
     Column("environment_id", Integer),
 )
 
@@ -359,6 +372,8 @@ nightly_history = Table(
     Column("model", Text),
     Column("precision", Text),
     Column("batch_size_per_device", Integer),
+    Column("variant", Text),
+    Column("compiled", Boolean),
     Column("nodes", Integer),
     Column("gpus_per_node", Integer),
     Column("case_key", Text),
@@ -372,6 +387,8 @@ nightly_history = Table(
     Column("n_failed", BigInteger),
     Column("speedup", Float),
     Column("scaling_efficiency", Float),
+    Column("mfu", Float),
+    Column("energy_per_sample_j", Float),
     Column("environment_id", Integer),
 )
 

@@ -33,6 +33,14 @@ class BenchmarkRunRecord:
             raise ValueError(f"run status must be one of {RUN_STATUSES}, got {self.status!r}")
 
 
+def variant_of(case_key: str) -> str:
+    """The options suffix of a case key (``.../1n8g+static_loss_scale=128+compile`` ->
+    ``+static_loss_scale=128+compile``), '' when it has none: framework, model, precision, batch and
+    topology never hold a "+"."""
+    i = case_key.find("+")
+    return case_key[i:] if i >= 0 else ""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ResultRecord:
     """One repeat of one case (row of ``results``), identified by
@@ -67,6 +75,11 @@ class ResultRecord:
     window_first: int | None = None  # first iteration counted by the throughput rule
     window_last: int | None = None  # last iteration counted
     window_fitted: bool = False  # the window was shortened to fit a log dlperf did not launch
+    variant: str | None = None  # the case key's options suffix ("+compile", ...); None: taken from case_key
+    compiled: bool = False  # ran under torch.compile
+    mfu: float | None = None  # model FLOPs utilisation, 0..1 (dlperf_core.efficiency); None when unknown
+    energy_per_sample_j: float | None = None  # joules per sample of the case's GPUs; None when unknown
+    gpu_power_mean_w: float | None = None  # mean board power of the case's GPUs, summed (W)
     benchmark_run: BenchmarkRunRecord | None = None
 
     def __post_init__(self) -> None:
@@ -74,6 +87,8 @@ class ResultRecord:
             raise ValueError(
                 f"result status must be one of {RESULT_STATUSES}, got {self.status!r}"
             )
+        if self.variant is None:
+            object.__setattr__(self, "variant", variant_of(self.case_key))
         run = self.benchmark_run
         if run is not None and (run.dag_id, run.run_id) != (self.dag_id, self.run_id):
             raise ValueError(

@@ -35,7 +35,7 @@ from dlperf_core.storage.models import (
     nightly_history,
     open_regressions,
 )
-from dlperf_core.storage.records import BenchmarkRunRecord, MaxBatchSearchRecord, ResultRecord
+from dlperf_core.storage.records import BenchmarkRunRecord, MaxBatchSearchRecord, ResultRecord, variant_of
 
 if TYPE_CHECKING:
     from dlperf_core.environment import Environment
@@ -438,9 +438,11 @@ class ResultStore:
         gpus_per_node: int | None = None,
         nights: int | None = 30,
         before: datetime | None = None,
+        variant: str | None = None,
     ) -> pd.DataFrame:
         """``nightly_history`` of the matching configurations: per configuration its last ``nights``
-        scheduled runs (None: all), oldest first; with ``before``, only runs started before it."""
+        scheduled runs (None: all), oldest first; with ``before``, only runs started before it.
+        ``variant`` '' selects the configurations without options; None any variant."""
         view = nightly_history.c
         stmt = select(nightly_history)
         wanted = {
@@ -448,6 +450,7 @@ class ResultStore:
             "model": model,
             "precision": precision,
             "batch_size_per_device": batch,
+            "variant": variant,
             "nodes": nodes,
             "gpus_per_node": gpus_per_node,
         }
@@ -485,8 +488,10 @@ class ResultStore:
     # ------------------------------------------------------------------ regressions
 
     def open_regression(self, configuration: dict[str, Any]) -> dict[str, Any] | None:
-        """The newest open regression of ``configuration`` (the CONFIGURATION_COLUMNS), or None."""
+        """The newest open regression of ``configuration`` (the CONFIGURATION_COLUMNS; a missing
+        ``variant`` is '': no options), or None."""
         table = Regression.__table__
+        configuration = {"variant": "", **configuration}
         stmt = (
             select(table)
             .where(table.c.status == "open", *(table.c[c] == configuration[c] for c in CONFIGURATION_COLUMNS))
@@ -506,8 +511,9 @@ class ResultStore:
         verdict: Verdict,
         environment_id: int | None = None,
     ) -> int:
-        """Store a new regression of ``case`` (CONFIGURATION_COLUMNS + case_key) found in run
-        ``(dag_id, run_id)``; idempotent on (run, case_key). Returns its id."""
+        """Store a new regression of ``case`` (CONFIGURATION_COLUMNS + case_key; a missing ``variant`` is
+        the case key's) found in run ``(dag_id, run_id)``; idempotent on (run, case_key). Returns its id."""
+        case = {"variant": variant_of(case["case_key"]), **case}
         values = {
             "dag_id": dag_id,
             "run_id": run_id,
