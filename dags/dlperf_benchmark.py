@@ -32,7 +32,7 @@ from airflow.sdk import Param, dag, get_current_context, task, task_group
 
 from dlperf_airflow import steps
 from dlperf_airflow.node_step import GROUP_ID, node_task_id, routing_inventory
-from dlperf_core.form import discover_choices, topology_label
+from dlperf_core.form import COMPILE_MODES, discover_choices, topology_label
 from dlperf_core.jobs import RunIds
 
 DAG_ID = "dlperf_benchmark"
@@ -135,6 +135,18 @@ def _ids() -> RunIds:
             0, type=["integer", "null"], minimum=0, maximum=CHOICES.batch.maximum, title="Batch size per device",
             description=f"Override every case's batch size per device, 1 to {CHOICES.batch.maximum}; "
             f"0 or empty = the suite's ({', '.join(map(str, CHOICES.batch.in_suites)) or 'none found'}).",
+            section="Measurement",
+        ),
+        "compile": Param(
+            "suite", type="string", enum=list(COMPILE_MODES), title="torch.compile",
+            values_display={
+                "suite": "as the suite says",
+                "eager": "eager only",
+                "compiled": "compiled only (torch.compile)",
+                "both": "eager and compiled",
+            },
+            description="For the benchmarks whose workload can compile (the PyTorch reference workload); "
+            "others run as they are. Compiled runs are their own case (case key +compile).",
             section="Measurement",
         ),
     },

@@ -26,6 +26,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         conf["inventory"] = str(Path(args.inventory).resolve())
     if args.repeats:
         conf["repeats"] = args.repeats
+    if args.compile:
+        conf["compile"] = args.compile
     from dlperf_cli.embedded import run_dag
 
     print(f"dlperf: running {args.suite} through the dlperf_benchmark DAG (dag.test)", file=sys.stderr, flush=True)
@@ -221,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--runtime", choices=["local", "docker"], help="override the suite's runtime")
     run.add_argument("--inventory", help="node inventory YAML (default: the suite's or the runtime's)")
     run.add_argument("--repeats", type=int, help="override repeats per case")
+    run.add_argument("--compile", choices=["suite", "eager", "compiled", "both"],
+                     help="torch.compile for the benchmarks that can (default: as the suite says)")
     run.add_argument("--db", help="results database URL (default: $DLPERF_DB_URL or .dlperf/dlperf.db)")
     run.add_argument(
         "--run-date",

@@ -213,6 +213,35 @@ def with_batch_override(suite: Suite, batch_size: int | None, bounds: BatchBound
     return suite.model_copy(update={"batch_size_per_device": batch_size, "benchmarks": benches})
 
 
+COMPILE_MODES: dict[str, tuple[bool, ...] | None] = {
+    "suite": None,  # as the suite says
+    "eager": (False,),
+    "compiled": (True,),
+    "both": (False, True),
+}
+"""The trigger form's torch.compile choices and the compile modes each gives (None: the suite's)."""
+
+
+def with_compile_override(suite: Suite, mode: str | None) -> Suite:
+    """``suite`` with the trigger form's torch.compile choice applied to every benchmark whose framework can
+    compile (the others run as they are). Refuses an unknown choice, and "compiled" or "both" for a suite
+    with nothing that can compile."""
+    from dlperf_core.frameworks import ADAPTERS
+
+    mode = mode or "suite"
+    if mode not in COMPILE_MODES:
+        raise ConfigError(FORM_SOURCE, [f"compile: must be one of {', '.join(COMPILE_MODES)}, got {mode!r}"])
+    modes = COMPILE_MODES[mode]
+    if modes is None:
+        return suite
+    able = [b for b in suite.benchmarks if ADAPTERS[b.framework].supports_compile]
+    if True in modes and not able:
+        frameworks = ", ".join(sorted({b.framework for b in suite.benchmarks}))
+        raise ConfigError(FORM_SOURCE, [f"compile: {mode}: nothing in suite {suite.name!r} can compile ({frameworks})"])
+    benches = tuple(b.model_copy(update={"compile": modes}) if b in able else b for b in suite.benchmarks)
+    return suite.model_copy(update={"benchmarks": benches})
+
+
 def _unbounded_inventory(suite: Suite) -> Inventory:
     """An inventory large enough for every topology of ``suite`` (for choices that ignore fit)."""
     topologies = [t for b in suite.benchmarks for t in (b.topologies or suite.topologies)] or list(suite.topologies)

@@ -114,4 +114,5 @@ def build_job(
         log_dir=log_dir,
         timeout_s=timeout_s,
         watchdog_s=watchdog_s,
+        devices_per_node=case.gpus_per_node,
     )

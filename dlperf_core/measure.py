@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlperf_core.efficiency import energy_per_sample, mfu, model_size, training_flops_per_sample
 from dlperf_core.frameworks import get_adapter
-from dlperf_core.parsing import parse_file
+from dlperf_core.gpu_sampling import case_power_w
+from dlperf_core.parsing import ParsedRun, parse_file
 from dlperf_core.parsing.failures import ERROR_TAIL_CHARS, error_line
 from dlperf_core.plan import Case
 from dlperf_core.runtime.base import CaseOutcome
@@ -24,6 +26,9 @@ class Measurement:
     iterations: int | None  # iterations inside the measured window
     window_first: int | None = None  # first and last iteration counted (ok runs)
     window_last: int | None = None
+    mfu: float | None = None  # model FLOPs utilisation (dlperf_core.efficiency); None when unknown
+    energy_per_sample_j: float | None = None
+    gpu_power_mean_w: float | None = None  # the case's GPUs' mean board power over the window, summed (W)
 
     def to_dict(self) -> dict:
         return dict(vars(self))
@@ -37,8 +42,35 @@ def _tail(path: Path) -> str:
         return f.read().decode(errors="replace")
 
 
-def judge(case: Case, outcome: CaseOutcome) -> Measurement:
-    """Combine how the processes ended with what the log says."""
+def flops_per_sample(case: Case) -> float | None:
+    """Training FLOPs of one sample of the case's model at the size it trains (its ``extra_args``)."""
+    return training_flops_per_sample(case.model, model_size(case.model, case.extra_args))
+
+
+def window_times(parsed: ParsedRun) -> tuple[float | None, float | None]:
+    """Unix times of the measured window's ends (the record before its first iteration, and its last), from
+    the log's timestamps; (None, None) where the log has none."""
+    if parsed.window is None:
+        return None, None
+    first, last = parsed.window
+    times = {r.iteration: r.time for r in parsed.records if r.iteration in (first - 1, last)}
+    return times.get(first - 1), times.get(last)
+
+
+def efficiency(case: Case, parsed: ParsedRun, outcome: CaseOutcome, gpu_model: str | None) -> dict:
+    """MFU, energy per sample and mean power of an ok run (None each where unknown: CPU nodes, no power
+    sampled, a GPU missing from the peak table)."""
+    power = case_power_w(outcome.gpu_power, *window_times(parsed)) if outcome.gpu_power else None
+    return {
+        "mfu": mfu(parsed.throughput, flops_per_sample(case), gpu_model, case.precision, case.total_gpus),
+        "energy_per_sample_j": energy_per_sample(power, parsed.throughput),
+        "gpu_power_mean_w": power,
+    }
+
+
+def judge(case: Case, outcome: CaseOutcome, gpu_model: str | None = None) -> Measurement:
+    """Combine how the processes ended with what the log says (``gpu_model``: the GPU the environment
+    capture read, for the MFU)."""
     adapter = get_adapter(case.framework)
     log = Path(outcome.log_path) if outcome.log_path else None
     parsed = None
@@ -66,4 +98,5 @@ def judge(case: Case, outcome: CaseOutcome) -> Measurement:
             parsed.iterations,
         )
     first, last = parsed.window or (None, None)
-    return Measurement("ok", None, parsed.throughput, parsed.reported_throughput, parsed.iterations, first, last)
+    return Measurement("ok", None, parsed.throughput, parsed.reported_throughput, parsed.iterations, first, last,
+                       **efficiency(case, parsed, outcome, gpu_model))

@@ -30,6 +30,7 @@ class Case:
     image: str | None = None
     extra_args: tuple[str, ...] = ()
     options: tuple[tuple[str, Any], ...] = ()  # adapter options, sorted by name
+    compile: bool = False  # run under torch.compile
 
     @property
     def topology(self) -> str:
@@ -47,9 +48,10 @@ class Case:
 
     @property
     def options_key(self) -> str:
-        """``+name=value`` per adapter option: options make a different configuration (e.g. NGC PyTorch AMP
-        with static vs dynamic loss scale)."""
-        return "".join(f"+{name}={value}" for name, value in self.options)
+        """``+name=value`` per adapter option, then ``+compile`` for a torch.compile run: options make a
+        different configuration (e.g. NGC PyTorch AMP with static vs dynamic loss scale). Stored as the
+        result's ``variant``."""
+        return "".join(f"+{name}={value}" for name, value in self.options) + ("+compile" if self.compile else "")
 
     def to_dict(self) -> dict:
         return {
@@ -114,29 +116,31 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
         for precision in bench.precisions or suite.precisions:
             if filters.precisions and precision not in filters.precisions:
                 continue
-            for batch in suite.batch_sizes_for(bench, precision):
-                if filters.batch_sizes and batch not in filters.batch_sizes:
-                    continue
-                for topo in topologies:
-                    if filters.topologies and str(topo) not in filters.topologies:
+            for compiled in suite.compile_modes_for(bench):
+                for batch in suite.batch_sizes_for(bench, precision):
+                    if filters.batch_sizes and batch not in filters.batch_sizes:
                         continue
-                    case = Case(
-                        framework=bench.framework,
-                        model=bench.model,
-                        precision=precision,
-                        batch_size_per_device=batch,
-                        nodes=topo.nodes,
-                        gpus_per_node=topo.gpus_per_node,
-                        warmup_iterations=suite.warmup_for(bench, adapter.default_warmup),
-                        measured_iterations=suite.measured_for(bench, adapter.default_measured),
-                        image=bench.image,
-                        extra_args=bench.extra_args,
-                        options=tuple(sorted(bench.options.items())),
-                    )
-                    if case.key in seen:
-                        continue
-                    seen.add(case.key)
-                    out.append((case, filters.repeats or bench.repeats or suite.repeats))
+                    for topo in topologies:
+                        if filters.topologies and str(topo) not in filters.topologies:
+                            continue
+                        case = Case(
+                            framework=bench.framework,
+                            model=bench.model,
+                            precision=precision,
+                            batch_size_per_device=batch,
+                            nodes=topo.nodes,
+                            gpus_per_node=topo.gpus_per_node,
+                            warmup_iterations=suite.warmup_for(bench, adapter.default_warmup),
+                            measured_iterations=suite.measured_for(bench, adapter.default_measured),
+                            image=bench.image,
+                            extra_args=bench.extra_args,
+                            options=tuple(sorted(bench.options.items())),
+                            compile=compiled,
+                        )
+                        if case.key in seen:
+                            continue
+                        seen.add(case.key)
+                        out.append((case, filters.repeats or bench.repeats or suite.repeats))
     return out
 
 

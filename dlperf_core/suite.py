@@ -15,6 +15,7 @@ A suite is a YAML file in ``suites/``::
         batch_size_per_device: 8     # or {fp32: 128, amp: 256}, or a list to sweep
         max_batch_search: {start: 32, step: 32, limit: 512}   # optional, see dlperf_core/maxbatch.py
         topologies: [1n1g, 1n2g, 2n1g]
+        compile: [false, true]       # eager and torch.compile (PyTorch workloads only); default false
         image: dlperf/pytorch-reference:cpu
         extra_args: [--image-size, "64", --width, "16"]
 
@@ -38,6 +39,16 @@ RuntimeName = Literal["local", "docker"]
 
 
 BatchSizes = int | tuple[int, ...] | dict[Precision, int | tuple[int, ...]] | None
+
+
+def _compile_modes(value: Any) -> Any:
+    """``compile: true`` -> (True,); ``compile: [false, true]`` -> both, eager first; None stays None."""
+    if value is None:
+        return None
+    modes = [value] if isinstance(value, bool) else value
+    if not isinstance(modes, (list, tuple)) or not modes or not all(isinstance(m, bool) for m in modes):
+        raise ValueError(f"compile: give true, false or a list of them, got {value!r}")
+    return tuple(sorted(set(modes)))
 
 
 def _batches_at(value: BatchSizes, precision: str) -> tuple[int, ...]:
@@ -69,6 +80,14 @@ class Benchmark(BaseModel):
     max_batch_search: MaxBatchSearch | None = Field(
         None, description="also find the largest batch per device that fits (dlperf_core.maxbatch)"
     )
+    compile: tuple[bool, ...] | None = Field(
+        None, description="run under torch.compile: true, false or [false, true] (both; PyTorch workloads only)"
+    )
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile(cls, value: Any) -> Any:
+        return _compile_modes(value)
 
     @property
     def search_only(self) -> bool:
@@ -128,6 +147,9 @@ class Benchmark(BaseModel):
             problems = adapter.check_options(self.options)
             if problems:
                 raise ValueError("options: " + "; ".join(problems))
+        if adapter is not None and self.compile and True in self.compile and not adapter.supports_compile:
+            able = sorted(name for name, a in ADAPTERS.items() if a.supports_compile)
+            raise ValueError(f"compile: {self.framework!r} has no torch.compile mode (frameworks that do: {', '.join(able)})")
         return self
 
     def batch_sizes(self, precision: str) -> tuple[int, ...]:
@@ -149,10 +171,28 @@ class Suite(BaseModel):
     precisions: tuple[Precision, ...] = ("fp32",)
     batch_size_per_device: BatchSizes = None
     topologies: tuple[Topology, ...] = (Topology(nodes=1, gpus_per_node=1),)
+    compile: tuple[bool, ...] = Field(
+        (False,), description="default for benchmarks that do not say: true, false or [false, true]"
+    )
     timeout_s: float = Field(3600.0, gt=0, description="wall-clock limit of one case run")
     watchdog_s: float | None = Field(600.0, gt=0, description="fail a run whose log shows no progress this long")
     benchmarks: tuple[Benchmark, ...] = Field(min_length=1)
     source: str = Field("<memory>", exclude=True)
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile(cls, value: Any) -> Any:
+        return _compile_modes(value) if value is not None else (False,)
+
+    def compile_modes_for(self, bench: Benchmark) -> tuple[bool, ...]:
+        """Eager (False) and/or compiled (True) for ``bench``: its own, else the suite's where the framework
+        can compile, else eager."""
+        from dlperf_core.frameworks import ADAPTERS
+
+        if bench.compile is not None:
+            return bench.compile
+        adapter = ADAPTERS.get(bench.framework)
+        return self.compile if adapter is not None and adapter.supports_compile else (False,)
 
     @model_validator(mode="after")
     def _every_benchmark_has_a_batch(self) -> "Suite":

@@ -23,7 +23,7 @@ from dlperf_core.environment import (
     parse_topology,
     run_probe_locally,
 )
-from dlperf_core.gpu_memory import GpuMemoryPeak, parse_memory_sample
+from dlperf_core.gpu_sampling import GpuMemoryPeak, parse_memory_sample
 from dlperf_core.storage import ResultStore
 
 DATA = Path(__file__).parent / "data" / "environment"

@@ -40,6 +40,11 @@ class NodeLaunch:
     role: Literal["launcher", "sshd"] = "launcher"
 
 
+MIN_COMPILE_WARMUP = 3
+"""Fewest warm-up iterations of a compiled case: the first compiles forward and backward, a guard failure
+may recompile on the second; the workload fails a run that still compiles inside the measured window."""
+
+
 def on_cpu(nodes: tuple[Node, ...]) -> bool:
     """True when the case runs on CPU stand-in nodes only (``accelerator: cpu``)."""
     return bool(nodes) and all(node.accelerator == "cpu" for node in nodes)
@@ -59,6 +64,8 @@ class FrameworkAdapter(ABC):
     # The precisions the CPU image trains (None: every one of ``precisions``). Another precision on CPU nodes
     # is refused when the suite is planned, before anything runs (see :meth:`refuses`).
     cpu_precisions: ClassVar[frozenset[str] | None] = None
+    # Whether the adapter's workload has a torch.compile mode (``compile: true`` in a suite).
+    supports_compile: ClassVar[bool] = False
     shm_size: ClassVar[str | None] = None
     # "per_node": one launcher per node, all started at once (torchrun, paddle.distributed.launch, OneFlow);
     # "mpirun": sshd in the containers of nodes 1..N-1, then mpirun on node 0 (keys made per case run).
@@ -128,6 +135,11 @@ class FrameworkAdapter(ABC):
         Only the CPU image has limits: a precision it cannot train (e.g. AMP on MXNet's CPU build) would
         otherwise fail at run time or, worse, measure fp32 under another name. A suite's own ``image:`` is
         the user's choice and is not second-guessed."""
+        if case.compile and case.warmup_iterations < MIN_COMPILE_WARMUP:
+            return (
+                f"{case.key}: torch.compile needs at least {MIN_COMPILE_WARMUP} warm-up iterations (it has"
+                f" {case.warmup_iterations}) to keep compilation out of the measured window"
+            )
         if case.image or not self.cpu_image or not on_cpu(nodes):
             return None
         allowed = self.cpu_precisions

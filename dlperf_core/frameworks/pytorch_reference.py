@@ -6,7 +6,7 @@ same parser serves this workload and the NGC images.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
 from dlperf_core.frameworks.mpi import mpi_launches
@@ -20,10 +20,15 @@ class PytorchReference(FrameworkAdapter):
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "tf32", "amp"})
     log_format: ClassVar[str] = "ngc_pytorch_dllogger"
     default_image: ClassVar[str] = "dlperf/pytorch-reference:cpu"
+    supports_compile: ClassVar[bool] = True  # train.py --compile
 
     default_warmup: ClassVar[int | None] = 20
     default_measured: ClassVar[int | None] = 100
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "tf32": 128, "amp": 256}
+    # AMP's autocast dtype (fp16: the seeds' AMP, with a loss scaler; bf16: the default) and fp16's loss scale
+    # (static when given, else dynamic): each makes its own case (+amp_dtype=fp16, +static_loss_scale=128).
+    option_defaults: ClassVar[dict[str, Any]] = {"amp_dtype": "bf16", "static_loss_scale": None}
+    option_choices: ClassVar[dict[str, tuple[Any, ...] | None]] = {"amp_dtype": ("bf16", "fp16")}
 
     @staticmethod
     def train_args(case: Case, ctx: LaunchContext) -> list[str]:
@@ -35,6 +40,13 @@ class PytorchReference(FrameworkAdapter):
             "--warmup-iterations", str(case.warmup_iterations),
             "--iterations", str(case.measured_iterations),
         ]
+        options = dict(case.options)
+        if "amp_dtype" in options:
+            train += ["--amp-dtype", str(options["amp_dtype"])]
+        if options.get("static_loss_scale") is not None:
+            train += ["--static-loss-scale", str(options["static_loss_scale"])]
+        if case.compile:
+            train.append("--compile")
         if ctx.cpu_threads_per_process:
             train += ["--threads", str(ctx.cpu_threads_per_process)]
         return train + list(case.extra_args)

@@ -47,6 +47,7 @@ class CaseJob:
     log_dir: Path
     timeout_s: float
     watchdog_s: float | None
+    devices_per_node: int | None = None  # GPUs (or CPU processes) each node runs: which GPUs to sample
 
 
 @dataclass
@@ -66,6 +67,8 @@ class CaseOutcome:
     nodes: list[NodeOutcome]
     failure: str | None  # runtime-level reason (exit code, timeout, watchdog, start error)
     gpu_memory_peak_mb: float | None = None  # highest memory used on one GPU, sampled during the run
+    # per node, (unix time, W summed over its GPUs) of each sample with a power reading (nvidia nodes)
+    gpu_power: dict[str, list[tuple[float, float]]] | None = None
 
     @property
     def log_path(self) -> str | None:
@@ -80,7 +83,31 @@ class CaseOutcome:
             "failure": self.failure,
             "log_path": self.log_path,
             "gpu_memory_peak_mb": self.gpu_memory_peak_mb,
+            "gpu_power": {n: [list(p) for p in series] for n, series in self.gpu_power.items()} if self.gpu_power else None,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CaseOutcome:
+        """The inverse of :meth:`to_dict` (``log_path`` is node 0's, so it is not kept twice)."""
+        power = data.get("gpu_power")
+        return cls(
+            started_at=datetime.fromisoformat(data["started_at"]),
+            finished_at=datetime.fromisoformat(data["finished_at"]),
+            nodes=[NodeOutcome(**n) for n in data["nodes"]],
+            failure=data["failure"],
+            gpu_memory_peak_mb=data.get("gpu_memory_peak_mb"),
+            gpu_power={n: [(float(t), float(w)) for t, w in series] for n, series in power.items()} if power else None,
+        )
+
+
+def with_gpu_samples(outcome: CaseOutcome, samples: dict) -> CaseOutcome:
+    """``outcome`` with what its nodes' GPU samplers saw (``{node: GpuSamples}``): the highest memory used on
+    one GPU, and each node's power series (None where nothing was sampled: CPU nodes, no nvidia-smi)."""
+    peaks = [s.peak_mb for s in samples.values() if s.peak_mb is not None]
+    power = {node: s.power for node, s in samples.items() if s.power}
+    outcome.gpu_memory_peak_mb = max(peaks) if peaks else None
+    outcome.gpu_power = power or None
+    return outcome
 
 
 SSH_SETUP_EXIT = 97  # dlperf_core.frameworks.mpi: node 0 could not reach a peer's sshd

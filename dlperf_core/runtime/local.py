@@ -14,7 +14,8 @@ from pathlib import Path
 
 import psutil
 
-from dlperf_core.runtime.base import CaseJob, CaseOutcome, run_supervised
+from dlperf_core.gpu_sampling import GpuSampler, GpuSamples, local_query
+from dlperf_core.runtime.base import CaseJob, CaseOutcome, run_supervised, with_gpu_samples
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
 
@@ -107,7 +108,18 @@ class LocalRuntime:
         return LocalProcess(launch.node.name, argv, env, job.log_dir / f"node{launch.node_rank}.log")
 
     def execute(self, job: CaseJob) -> CaseOutcome:
-        return run_supervised(job, lambda i: self.start_node(job, i))
+        """Run the case; on ``accelerator: nvidia`` nodes this machine's GPUs the case uses (0 .. devices per
+        node - 1) are sampled with nvidia-smi while it runs, by the same sampler as the docker runtime's."""
+        if not any(launch.node.accelerator == "nvidia" for launch in job.launches):
+            return run_supervised(job, lambda i: self.start_node(job, i))
+        devices = set(range(job.devices_per_node)) if job.devices_per_node else None
+        samples = GpuSamples(gpus=devices)  # every local "node" is this machine: one sampler
+        sampler = GpuSampler(local_query, samples, period_s=1.0)
+        try:
+            outcome = run_supervised(job, lambda i: self.start_node(job, i))
+        finally:
+            sampler.stop()
+        return with_gpu_samples(outcome, {job.launches[0].node.name: samples})
 
     def cleanup(self, labels: dict[str, str]) -> list[str]:
         """Nothing outlives a local case: its process groups are killed when it ends."""

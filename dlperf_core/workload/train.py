@@ -185,6 +185,16 @@ class DLLogger:
 
 
 # --------------------------------------------------------------------------------------- training
+def compilations() -> int:
+    """How many frames and training graphs torch.compile has compiled so far in this process (dynamo's own
+    counters: a recompilation adds to them)."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:  # a torch without dynamo: nothing is ever compiled
+        return 0
+    return int(counters["frames"]["total"]) + int(counters["aot_autograd"]["total"])
+
+
 def make_optimizer(model: nn.Module, lr: float, args: argparse.Namespace, cuda: bool) -> torch.optim.Optimizer:
     """SGD with momentum; weight decay on conv/linear weights only (NGC default: no BN/bias decay)."""
     decay = [p for p in model.parameters() if p.ndim > 1]
@@ -348,6 +358,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     last_time = time.time()
     last_i = 0
     measure_start = last_time  # reset at the end of warm-up
+    compiled_before_window = compilations() if args.warmup_iterations == 0 else None
     loss_value = float("nan")
     for i in range(1, total + 1):
         if i <= lr_warmup + 1:  # the warm-up's last change is at iteration lr_warmup (then lr stays)
@@ -363,6 +374,13 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
             last_time, last_i = now, i
             if i == args.warmup_iterations:
                 measure_start = now
+                compiled_before_window = compilations()
+    if args.compile and compiled_before_window is not None and compilations() > compiled_before_window:
+        # the measured window timed compilation, not training: no figure (dlperf stores a failed run)
+        raise RuntimeError(
+            f"torch.compile compiled {compilations() - compiled_before_window} more frame(s)/graph(s) inside the "
+            f"measured window (after warm-up iteration {args.warmup_iterations}): raise --warmup-iterations"
+        )
     elapsed = max(last_time - measure_start, 1e-9)
     logger.summary(last_time, loss_value, args.iterations * global_batch / elapsed)
 

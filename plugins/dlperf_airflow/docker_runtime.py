@@ -20,9 +20,9 @@ from docker.types import DeviceRequest, Mount, Ulimit
 
 from airflow.providers.docker.hooks.docker import DockerHook
 from dlperf_core.container import ContainerSpec
-from dlperf_core.gpu_memory import QUERY_COMMAND, GpuMemoryPeak
+from dlperf_core.gpu_sampling import QUERY_COMMAND, GpuSampler, GpuSamples
 from dlperf_core.inventory import Inventory
-from dlperf_core.runtime.base import CaseJob, CaseOutcome, run_supervised
+from dlperf_core.runtime.base import CaseJob, CaseOutcome, run_supervised, with_gpu_samples
 
 WORKLOAD_DIR_IN_IMAGE = "/opt/dlperf/workload"
 
@@ -85,7 +85,7 @@ class ContainerProcess:
         self._client = docker_client(docker_url)
         self._exit: int | None = None
         self.oom_killed = False  # the kernel's OOM killer ended it (memory limit of the container)
-        self.sampler: GpuMemorySampler | None = None  # set by DockerRuntime.start_node on nvidia nodes
+        self.sampler: GpuSampler | None = None  # set by DockerRuntime.start_node on nvidia nodes
         if spec.network != "host":
             ensure_network(self._client, spec.network)
         networking = None
@@ -155,30 +155,19 @@ class ContainerProcess:
             pass
 
 
-class GpuMemorySampler:
-    """Runs ``nvidia-smi`` in a container every ``period_s`` and feeds the shared peak (the seed's GPU memory
-    column, measured instead of read off a screen). Stops on :meth:`stop` or when the container is gone."""
+def container_query(docker_url: str, container_id: str):
+    """How :class:`GpuSampler` runs nvidia-smi in a container: its output, or None once the container is gone
+    (or has no nvidia-smi), which ends the sampling."""
+    client = docker_client(docker_url)
 
-    def __init__(self, docker_url: str, container_id: str, peak: GpuMemoryPeak, period_s: float = 2.0):
-        self._client = docker_client(docker_url)
-        self._id = container_id
-        self._peak = peak
-        self._period = period_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+    def query() -> str | None:
+        try:
+            exec_id = client.exec_create(container_id, list(QUERY_COMMAND), stdout=True, stderr=False)
+            return client.exec_start(exec_id).decode(errors="replace")
+        except (APIError, NotFound):
+            return None
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._period):
-            try:
-                exec_id = self._client.exec_create(self._id, list(QUERY_COMMAND), stdout=True, stderr=False)
-                self._peak.feed(self._client.exec_start(exec_id).decode(errors="replace"))
-            except (APIError, NotFound):
-                return  # the container ended (or has no nvidia-smi): keep what was sampled
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+    return query
 
 
 class DockerRuntime:
@@ -196,22 +185,22 @@ class DockerRuntime:
         ncpu = docker_client(self.inventory.nodes[0].docker_url).info().get("NCPU", 1)
         return max(1, int(ncpu) // max(1, processes))
 
-    def start_node(self, job: CaseJob, i: int, files: tuple | None = None, peak: GpuMemoryPeak | None = None):
+    def start_node(self, job: CaseJob, i: int, files: tuple | None = None, samples: GpuSamples | None = None):
         """Start launch ``i`` of ``job`` as a container on its node's engine (``files``: replace the spec's ssh
-        files; ``peak``: sample nvidia-smi into it while it runs, on nvidia nodes)."""
+        files; ``samples``: sample nvidia-smi's memory and power into it while it runs, on nvidia nodes)."""
         launch, spec = job.launches[i], job.containers[i]
         if files is not None:
             spec = replace(spec, files=files)
         proc = ContainerProcess(launch.node.docker_url, spec, job.log_dir / f"node{launch.node_rank}.log")
-        if spec.gpus and peak is not None:  # nvidia nodes: sample nvidia-smi in the container while it runs
-            proc.sampler = GpuMemorySampler(launch.node.docker_url, proc.id, peak)
+        if spec.gpus and samples is not None:  # nvidia nodes: sample nvidia-smi in the container while it runs
+            proc.sampler = GpuSampler(container_query(launch.node.docker_url, proc.id), samples, period_s=1.0)
         return proc
 
     def execute(self, job: CaseJob) -> CaseOutcome:
-        peak = GpuMemoryPeak()
-        outcome = run_supervised(job, lambda i: self.start_node(job, i, peak=peak), poll_s=0.5)
-        outcome.gpu_memory_peak_mb = peak.peak_mb
-        return outcome
+        samples = {launch.node.name: GpuSamples() for launch in job.launches}  # a container sees its node's GPUs
+        start = lambda i: self.start_node(job, i, samples=samples[job.launches[i].node.name])  # noqa: E731
+        outcome = run_supervised(job, start, poll_s=0.5)
+        return with_gpu_samples(outcome, samples)
 
     def cleanup(self, labels: dict[str, str]) -> list[str]:
         """Remove every container carrying ``labels`` on every node; return their names.

@@ -159,17 +159,22 @@ def node_step(item: dict, ids: RunIds, node_name: str, preflight: dict | None, b
         job = build_job(run, inventory, runtime, ids, timeout_s=item["timeout_s"], watchdog_s=item["watchdog_s"])
     except Exception as exc:  # noqa: BLE001 - the engine is unreachable, ...: this node gives up, with the reason
         return refused(f"runtime error: {type(exc).__name__}: {exc}")
-    peak = None
+    samples = None
     if item["runtime"] == "docker":
-        from dlperf_core.gpu_memory import GpuMemoryPeak
+        from dlperf_core.gpu_sampling import GpuSamples
 
-        peak = GpuMemoryPeak()
-        start = lambda i, files: runtime.start_node(job, i, files, peak=peak)  # noqa: E731
+        samples = GpuSamples()
+        start = lambda i, files: runtime.start_node(job, i, files, samples=samples)  # noqa: E731
     else:
         start = lambda i, files: runtime.start_node(job, i, files)  # noqa: E731
     settings = GangSettings(join_s=float(os.environ.get(JOIN_ENV, GangSettings.join_s)))
     share = run_node_share(job, node_name, board, start, settings)
-    result: dict = {**share.to_dict(), "gpu_memory_peak_mb": peak.peak_mb if peak else None, "ran_on": here}
+    result: dict = {
+        **share.to_dict(),
+        "gpu_memory_peak_mb": samples.peak_mb if samples else None,
+        "gpu_power": [list(p) for p in samples.power] if samples else [],
+        "ran_on": here,
+    }
     if rank == 0:
         path = Path(share.log_path)
         if path.is_file():
@@ -209,7 +214,8 @@ def collect_step(item: dict, results: dict[str, dict | None], ids: RunIds) -> di
             failure = result["log_error"]
         nodes.append(NodeOutcome(node=name, rank=rank, exit_code=share.exit_code if share else None, log_path=path))
     peaks = [r["gpu_memory_peak_mb"] for r in results.values() if r and r.get("gpu_memory_peak_mb")]
-    outcome = CaseOutcome(started, finished, nodes, failure, max(peaks) if peaks else None)
+    power = {n: [(t, w) for t, w in r["gpu_power"]] for n, r in results.items() if r and r.get("gpu_power")}
+    outcome = CaseOutcome(started, finished, nodes, failure, max(peaks) if peaks else None, power or None)
     return {**item, "outcome": outcome.to_dict(), "environment_id": _environment(item, run, names, results)}
 
 

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
+
 from dlperf_core.errors import ConfigError
-from dlperf_core.form import check_trigger, with_batch_override
+from dlperf_core.form import check_trigger, with_batch_override, with_compile_override
 from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.jobs import RunIds, Runtime, build_job
 from dlperf_core.measure import Measurement, judge
 from dlperf_core.plan import CaseRun, PlanFilters, plan_searches, plan_suite
-from dlperf_core.runtime.base import CaseOutcome, NodeOutcome
+from dlperf_core.runtime.base import CaseOutcome
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore, default_db_url
 from dlperf_core.storage.spool import ResultSpool, store_or_spool
@@ -78,6 +80,7 @@ def resolve_settings(params: dict) -> tuple[Settings, object, Inventory]:
     )
     check_trigger(suite, filters)  # a filter value the chosen suite lacks is refused, not silently dropped
     suite = with_batch_override(suite, params.get("batch_size") or None)
+    suite = with_compile_override(suite, params.get("compile"))
     return Settings(Path(suite.source), runtime, Path(inv_path), filters), suite, inventory
 
 
@@ -212,21 +215,28 @@ def execute_step(item: dict, ids: RunIds, preflight: dict | None = None) -> dict
 
 
 def outcome_from_dict(data: dict) -> CaseOutcome:
-    return CaseOutcome(
-        started_at=datetime.fromisoformat(data["started_at"]),
-        finished_at=datetime.fromisoformat(data["finished_at"]),
-        nodes=[NodeOutcome(**n) for n in data["nodes"]],
-        failure=data["failure"],
-    )
+    return CaseOutcome.from_dict(data)
+
+
+def _gpu_model(store: ResultStore, environment_id: int | None) -> str | None:
+    """The GPU model environment capture read for this case (None: no GPU, or no environment)."""
+    if environment_id is None:
+        return None
+    try:
+        frame = store.environments([int(environment_id)])
+    except Exception as exc:  # noqa: BLE001 - the database is down: the row is spooled, without an MFU
+        log.warning("could not read environment %s: %s: %s", environment_id, type(exc).__name__, exc)
+        return None
+    return None if frame.empty or pd.isna(frame.iloc[0]["gpu_model"]) else str(frame.iloc[0]["gpu_model"])
 
 
 def store_step(executed: dict, ids: RunIds) -> Measurement:
     """Parse the log, store the row (idempotently), and return the verdict."""
     run = CaseRun.from_dict(executed["run"])
     outcome = outcome_from_dict(executed["outcome"])
-    verdict = judge(run.case, outcome)
     case = run.case
     store = ResultStore(default_db_url())
+    verdict = judge(case, outcome, gpu_model=_gpu_model(store, executed.get("environment_id")))
     spool = ResultSpool(store.url)
     spool.drain(store)  # results an earlier task spooled while the database was down go first
     spooled = store_or_spool(
@@ -249,6 +259,10 @@ def store_step(executed: dict, ids: RunIds) -> Measurement:
             iterations=verdict.iterations,
             window_first=verdict.window_first,
             window_last=verdict.window_last,
+            compiled=case.compile,
+            mfu=verdict.mfu,
+            energy_per_sample_j=verdict.energy_per_sample_j,
+            gpu_power_mean_w=verdict.gpu_power_mean_w,
             log_path=outcome.log_path,
             started_at=outcome.started_at,
             finished_at=outcome.finished_at,
