@@ -797,3 +797,12 @@ def test_mindspore_cpu_real_log_nan_loss() -> None:
     (run,) = parse((MS_CPU_LOGS / "mindspore_nan.log").read_text(), MS, warmup=10, measured=10)
     assert run.status == "failed" and run.reason == "loss is NaN/inf at iteration 2" and run.throughput is None
     assert run.gpus == 1 and run.batch_size_per_device == 8
+
+
+def test_mindspore_out_of_memory_in_capitals_is_out_of_memory() -> None:
+    """MindSpore's GPU allocator may shout: "MEMORY NOT ENOUGH" is the same failure as "memory not enough"."""
+    text = ms_log(nodes=1, per_node=1, batch=32, rate=1000.0) + "[EXCEPTION] DEVICE(1,python):MEMORY NOT ENOUGH, malloc failed\n"
+    from dlperf_core.parsing import parse_log
+
+    (run,) = parse_log(text, format="mindspore_model_zoo")
+    assert run.status == "failed" and run.reason == "out of memory"

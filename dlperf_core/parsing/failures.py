@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dlperf_core.parsing.records import IterationRecord, ParsedRun, ParseOptions, RecordColumns
+from dlperf_core.parsing.values import find_literal
 from dlperf_core.parsing.window import WindowResult, measure
 
 OUT_OF_MEMORY = "out of memory"
@@ -27,37 +28,53 @@ NO_TRAINING_LINES = "no training lines"
 class TextRule:
     """A failure visible in the raw text: ``pattern`` matching anywhere means ``reason``.
 
-    ``needle`` is a literal every match contains, looked for first in the UTF-8 bytes (a fast scan);
-    the regex runs only when the needle is there.
+    ``needle`` is a literal every match contains, looked for first in the UTF-8 bytes (a fast scan: memchr
+    jumps between occurrences of its character ``rare``, one that is rare in logs, see
+    ``values.find_literal``); the regex runs only when the needle is there.
     """
 
     needle: bytes
     pattern: re.Pattern[str]
     reason: str
+    rare: bytes = b""  # a character of needle that is rare in logs (empty: its first)
 
 
-def _rule(needle: str, pattern: str, reason: str) -> TextRule:
-    return TextRule(needle.encode(), re.compile(pattern), reason)
+def _rule(needle: str, rare: str, pattern: str, reason: str) -> TextRule:
+    return TextRule(needle.encode(), re.compile(pattern), reason, rare.encode())
 
 
 TEXT_RULES: tuple[TextRule, ...] = (
     # "CUDA out of memory", "CUDA error: out of memory", NCCL "Cuda failure 'out of memory'", ...
-    _rule("out of memory", r"out of memory", OUT_OF_MEMORY),
-    _rule("Out of memory", r"\bOut of memory\b", OUT_OF_MEMORY),
-    _rule("_STATUS_ALLOC_FAILED", r"CU(?:DNN|BLAS)_STATUS_ALLOC_FAILED", OUT_OF_MEMORY),
-    _rule("OOM when allocating", r"OOM when allocating", OUT_OF_MEMORY),  # TensorFlow
-    _rule("MemoryError", r"\bMemoryError\b", OUT_OF_MEMORY),  # Python host memory
-    _rule("std::bad_alloc", r"std::bad_alloc", OUT_OF_MEMORY),  # C++ host memory
-    _rule("Cannot allocate memory", r"Cannot allocate memory", OUT_OF_MEMORY),  # ENOMEM
+    _rule("out of memory", "y", r"out of memory", OUT_OF_MEMORY),
+    _rule("Out of memory", "y", r"\bOut of memory\b", OUT_OF_MEMORY),
+    _rule("_STATUS_ALLOC_FAILED", "U", r"CU(?:DNN|BLAS)_STATUS_ALLOC_FAILED", OUT_OF_MEMORY),
+    _rule("OOM when allocating", "M", r"OOM when allocating", OUT_OF_MEMORY),  # TensorFlow
+    _rule("MemoryError", "M", r"\bMemoryError\b", OUT_OF_MEMORY),  # Python host memory
+    _rule("std::bad_alloc", "b", r"std::bad_alloc", OUT_OF_MEMORY),  # C++ host memory
+    _rule("Cannot allocate memory", "C", r"Cannot allocate memory", OUT_OF_MEMORY),  # ENOMEM
 )
 """Text failures, first match wins. Add a rule here to teach every format a new failure."""
+
+_last_text_failure: tuple[str | None, str | None] = (None, None)
+"""The last text ``text_failure`` read and its answer: parsers that check a chunk themselves and then pass
+it to ``conclude`` get the second answer for free."""
 
 
 def text_failure(text: str) -> str | None:
     """The reason of the first text rule that matches ``text``, else None."""
-    data = text.encode("utf-8", "surrogatepass")  # bytes search is several times faster than str's
+    global _last_text_failure
+    last, reason = _last_text_failure
+    if text is last:
+        return reason
+    reason = _first_text_rule(text)
+    _last_text_failure = (text, reason)
+    return reason
+
+
+def _first_text_rule(text: str) -> str | None:
+    data = text.encode("utf-8", "surrogatepass")  # bytes: memchr jumps whatever the text's characters
     for rule in TEXT_RULES:
-        if rule.needle in data and rule.pattern.search(text):
+        if find_literal(data, rule.needle, rule.rare) >= 0 and rule.pattern.search(text):
             return rule.reason
     return None
 
@@ -93,6 +110,11 @@ def loss_failure(records: Sequence[IterationRecord]) -> str | None:
     """"loss is NaN/inf at iteration N" for the first record whose loss is not finite, else None."""
     if isinstance(records, RecordColumns):
         isfinite = math.isfinite
+        try:  # the sum of finite losses is finite unless it overflows; a NaN or inf makes it one
+            if isfinite(sum(records.loss)):
+                return None
+        except (TypeError, OverflowError):  # a loss is None (or no float at all): look one by one
+            pass
         for i, loss in enumerate(records.loss):
             if loss is not None and not isfinite(loss):
                 return f"loss is NaN/inf at iteration {records.iteration[i]}"

@@ -1,5 +1,9 @@
 """The format registry, kept as data. Adding a format = one new module exposing a ``LogFormat`` and one
-line in ``FORMATS``. Detection tries the formats in this order; the first whose ``detect`` says yes wins."""
+line in ``FORMATS``. Detection tries the formats in this order; the first whose ``detect`` says yes wins.
+
+A ``detect`` runs on every log of the formats after it, so it must be cheap on text it does not recognise:
+a literal first (``values.find_literal``/``search_literal`` jump with memchr between occurrences of a
+character rare in logs), the regex only where that literal is."""
 
 from __future__ import annotations
 

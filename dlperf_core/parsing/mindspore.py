@@ -50,8 +50,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from dlperf_core.parsing.failures import OUT_OF_MEMORY, conclude, stopped_short, truncation
-from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
-from dlperf_core.parsing.values import positive_int as _count, to_float as _float
+from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
+from dlperf_core.parsing.values import jump_tries, literal_matches, positive_int as _count, to_float as _float
 
 NAME = "mindspore_model_zoo"
 DEFAULT_WARMUP = 100  # DLPerf --warmup_batches=100
@@ -60,22 +60,30 @@ DEVICES_UNKNOWN = "device count unknown"
 BATCH_UNKNOWN = "batch size unknown"
 
 _NUM = r"(\d{1,15}(?:\.\d{0,30})?(?:[eE][-+]?\d{1,3})?)"
-_EVENT = re.compile(
-    r"epoch:[ \t]{0,8}(\d{1,9})[ \t]{1,8}step:[ \t]{0,8}(\d{1,12})"
+_EVENT = re.compile(  # (?=[ean]): a match starts with one of these (any case), a cheap test of other text
+    r"(?=[ean])(?:epoch:[ \t]{0,8}(\d{1,9})[ \t]{1,8}step:[ \t]{0,8}(\d{1,12})"
     # the loss text ends at the line's end or at an mpirun tag: an unbuffered print() writes its text and its
     # newline apart, so ``--tag-output`` may put another rank's line right after the value
     r"(?:,[ \t]{0,8}loss is[ \t]{0,8}((?:(?!\[\d{1,9},\d{1,9}\]<std)[^\r\n]){0,300})|\.[ \t]{0,8}(Invalid loss))"
     r"|epoch time:[ \t]{0,8}" + _NUM + r"[ \t]{0,8}(?:ms)?[ \t]{0,8},[ \t]{0,8}per step time:[ \t]{0,8}"
     + _NUM + r"([ \t]{0,8}ms)?"
     r"|args_opt:[ \t]{0,8}Namespace\(([^\r\n]{0,20000})"
-    r"|NCCL INFO comm [^\s]{1,40} rank \d{1,9} nranks (\d{1,9})",
+    r"|NCCL INFO comm [^\s]{1,40} rank \d{1,9} nranks (\d{1,9}))",
     re.IGNORECASE,
 )
-_DETECT = re.compile(
-    r"epoch time:[ \t]{0,8}\d{1,15}(?:\.\d{0,30})?[ \t]{0,8}(?:ms)?[ \t]{0,8},[ \t]{0,8}per step time:"
-    r"|args_opt:[ \t]{0,8}Namespace\([^\r\n]{0,20000}data_sink_steps=",
-    re.IGNORECASE,
+# Detection, case-insensitive. A TimeMonitor line is tried only around the tail after its comma (``, per step
+# time:``), which starts at most _TIME_HEAD_REACH characters into it; DLPerf's arguments line only where a
+# ``namespace(`` follows ``args_opt:``. Comma and bracket are caseless characters that memchr finds fast.
+_TIME_LINE = re.compile(
+    r"epoch time:[ \t]{0,8}\d{1,15}(?:\.\d{0,30})?[ \t]{0,8}(?:ms)?[ \t]{0,8},[ \t]{0,8}per step time:", re.IGNORECASE
 )
+_TIME_TAIL = re.compile(r",[ \t]{0,8}per step time:", re.IGNORECASE)
+_TIME_HEAD_REACH = 83  # 11 + 8 + 15 + 31 + 8 + 2 + 8
+_ARGS_LINE = re.compile(r"args_opt:[ \t]{0,8}Namespace\([^\r\n]{0,20000}data_sink_steps=", re.IGNORECASE)
+_ARGS_BRACKET = re.compile(r"\((?<=namespace\()", re.IGNORECASE)
+_ARGS_HEAD = re.compile(r"args_opt:[ \t]{0,8}namespace\Z", re.IGNORECASE)  # ends right before the bracket
+_ARGS_HEAD_REACH = 26  # 9 + 8 + 9
+_ARGS_SINK = re.compile(r"[^\r\n]{0,20000}data_sink_steps=", re.IGNORECASE)  # starts right after it
 _KV = re.compile(r"(\w{1,60})=('[^']{0,2000}'|\"[^\"]{0,2000}\"|[^,()\s]{0,100})")
 # the tag right before a match, or before 2.x's ``Train epoch time`` (TimeMonitor's mode word)
 _RANK = re.compile(r"\[\d{1,9},(\d{1,9})\]<std(?:out|err)>:[ \t]{0,4}(?:train[ \t]{1,4})?\Z", re.IGNORECASE)
@@ -86,8 +94,36 @@ _FILE_BATCH = re.compile(r"_b(\d{1,7})_[^/\\]*\Z")
 
 
 def detect(text: str) -> bool:
-    """Whether ``text`` holds a TimeMonitor line or DLPerf's ``args_opt: Namespace(... data_sink_steps=...``."""
-    return _DETECT.search(text) is not None
+    """Whether ``text`` holds a TimeMonitor line or DLPerf's ``args_opt: Namespace(... data_sink_steps=...``
+    (in any case)."""
+    return _has_time_line(text) or _has_args_line(text)
+
+
+def _has_time_line(text: str) -> bool:
+    """Whether a TimeMonitor line holds some ``, per step time:`` (after ``jump_tries`` that are in none,
+    one plain search from there decides)."""
+    tries = jump_tries(text)
+    for n, tail in enumerate(literal_matches(text, _TIME_TAIL, ",")):
+        start = max(0, tail.start() - _TIME_HEAD_REACH)
+        if n == tries:
+            return _TIME_LINE.search(text, start) is not None
+        if _TIME_LINE.search(text, start, tail.end()) is not None:
+            return True
+    return False
+
+
+def _has_args_line(text: str) -> bool:
+    """Whether DLPerf's arguments line holds some ``namespace(`` (after ``jump_tries`` that are in none, one
+    plain search from there decides)."""
+    tries = jump_tries(text)
+    for n, bracket in enumerate(literal_matches(text, _ARGS_BRACKET, "(")):
+        at = bracket.start()
+        start = max(0, at - _ARGS_HEAD_REACH)
+        if n == tries:
+            return _ARGS_LINE.search(text, start) is not None
+        if _ARGS_HEAD.search(text, start, at) is not None and _ARGS_SINK.match(text, at + 1) is not None:
+            return True
+    return False
 
 
 def _loss(raw: str) -> float | None:
@@ -200,9 +236,12 @@ def _steps(e: _Epoch) -> int | None:
     return e.step or None
 
 
-def _records(epochs: dict[int, _Epoch], global_batch: int | None, rank: int | None) -> list[IterationRecord]:
-    """One record per epoch with epoch times (and one per epoch with only a NaN/inf loss)."""
-    records: list[IterationRecord] = []
+def _records(epochs: dict[int, _Epoch], global_batch: int | None, rank: int | None) -> RecordColumns:
+    """One record per epoch with epoch times (and one per epoch with only a NaN/inf loss), as columns."""
+    iteration: list[int] = []
+    rates: list[float | None] = []
+    losses: list[float | None] = []
+    numbers: list[int] = []
     cum, prev = 0, None
     for number in sorted(epochs):
         e = epochs[number]
@@ -218,9 +257,12 @@ def _records(epochs: dict[int, _Epoch], global_batch: int | None, rank: int | No
             ms = sum(t for t, _ in e.times) / len(e.times)
             if global_batch and ms > 0:
                 rate = global_batch * steps * 1000.0 / ms
-        loss = e.bad_loss if e.bad_loss is not None else e.loss
-        records.append(IterationRecord(cum, None, rate, loss, rank, number))
-    return records
+        iteration.append(cum)
+        rates.append(rate)
+        losses.append(e.bad_loss if e.bad_loss is not None else e.loss)
+        numbers.append(number)
+    n = len(iteration)
+    return RecordColumns(iteration, [None] * n, rates, losses, [rank] * n if rank is not None else None, numbers)
 
 
 def _most_common(values: list[int]) -> int:
@@ -268,7 +310,7 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
     sink = _count(scan.args.get("data_sink_steps"))
     if planned and sink:
         planned = planned // sink * sink
-    reached = max((r.iteration for r in records), default=0)
+    reached = max(records.iteration, default=0)
     if planned:
         progress.append(("iterations", reached, planned))
     finished = bool(planned) and reached >= planned
@@ -288,7 +330,7 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
         truncated=reason,
         stopped_early=stopped_short(finished=finished, progress=progress),
     )
-    if run.reason != OUT_OF_MEMORY and "nough" in text and _OOM.search(text):
+    if run.reason != OUT_OF_MEMORY and ("nough" in text or "NOUGH" in text) and _OOM.search(text):
         run = replace(run, status="failed", reason=OUT_OF_MEMORY, throughput=None, iterations=0, window=None,
                       method=None)
     return [run]

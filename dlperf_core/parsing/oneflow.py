@@ -41,33 +41,50 @@ import re
 from dataclasses import dataclass, field
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
-from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
-from dlperf_core.parsing.values import to_float as _float
+from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
+from dlperf_core.parsing.values import jump_tries, literal_starts, search_literal, to_float as _float
 
 NAME = "oneflow_cnns"
 DEFAULT_WARMUP = 20  # the seed discards the first printed interval (loss_print_every_n_iter=20)
 
 _PFX = r"(?:[^\n]{0,60}?\[\d{1,9},\d{1,9}\]<std(?:out|err)>:)?"
-_EVENT = re.compile(
-    r"(?<![\w/])train: epoch (\d{1,9}), iter (\d{1,12}), (?:loss: ([^,\s]{1,40}), )?"
+_EVENT = re.compile(  # (?=^|[tR]): a match starts a line or with one of these, a cheap test of other text
+    r"(?=^|[tR])(?:(?<![\w/])train: epoch (\d{1,9}), iter (\d{1,12}), (?:loss: ([^,\s]{1,40}), )?"
     r"top_1: [^,\s]{0,40}, top_k: [^,\s]{0,40}, samples/s: ([^\s]{1,40})(?:[ \t]+(\d{1,12}(?:\.\d{0,20})?))?"
     r"|^" + _PFX + r"(num_nodes|gpu_num_per_node|batch_size_per_device|loss_print_every_n_iter|num_epochs?"
     r"|num_examples) = ([^\r\n]{0,40})"
     r"|^" + _PFX + r"[ \t]{0,8}(\d{1,12}) iter per epoch"
     r"|Running [^\s:]{1,100}: num_gpu_per_node = (\d{1,9}), num_nodes = (\d{1,9})"
-    r"|^" + _PFX + r"(?:End time|Total time):",
+    r"|^" + _PFX + r"(?:End time|Total time):)",
     re.MULTILINE,
 )
-_DETECT = re.compile(
+# Detection: a train line is tried only around its ", top_k: " (at most _TRAIN_REACH characters after the
+# line's start), a banner only where "Running " starts; both literals are found with memchr jumps.
+_TRAIN_DETECT = re.compile(
     r"(?<![\w/])train: epoch \d{1,9}, iter \d{1,12}, (?:loss: [^,\s]{1,40}, )?top_1: [^,\s]{0,40}, top_k: "
-    r"|Running [^\s:]{1,100}: num_gpu_per_node = \d{1,9}, num_nodes = \d{1,9}"
 )
+_TOP_K = ", top_k: "
+_TRAIN_REACH = 138  # 13 + 9 + 7 + 12 + 2 + (6 + 40 + 2) + 7 + 40: the longest train match before its ", top_k: "
+_BANNER_DETECT = re.compile(r"Running [^\s:]{1,100}: num_gpu_per_node = \d{1,9}, num_nodes = \d{1,9}")
 _RANK = re.compile(r"\[\d{1,9},(\d{1,9})\]<std(?:out|err)>:\Z")
 
 
 def detect(text: str) -> bool:
     """Whether ``text`` holds a ``train: epoch N, iter M, ...`` line or print_args' ``Running`` banner."""
-    return ("train: epoch " in text or "num_gpu_per_node = " in text) and _DETECT.search(text) is not None
+    return search_literal(text, _BANNER_DETECT, "Running ", "R") is not None or _has_train_line(text)
+
+
+def _has_train_line(text: str) -> bool:
+    """Whether a train line ends at some ``, top_k: ``: the regex runs on the few characters before each
+    (after ``jump_tries`` of them that end none, one plain search from there decides)."""
+    tries = jump_tries(text)
+    for n, at in enumerate(literal_starts(text, _TOP_K, "k")):
+        start = max(0, at - _TRAIN_REACH)
+        if n == tries:
+            return text.find("train: epoch ", start) >= 0 and _TRAIN_DETECT.search(text, start) is not None
+        if _TRAIN_DETECT.search(text, start, at + len(_TOP_K)) is not None:
+            return True
+    return False
 
 
 def _count(value: str | None) -> int | None:
@@ -120,11 +137,11 @@ def _scan(text: str) -> list[_Run]:
     return runs
 
 
-def _records(run: _Run, per_epoch: int | None) -> list[IterationRecord]:
-    """The lowest rank's train lines with global iteration numbers."""
+def _records(run: _Run, per_epoch: int | None) -> RecordColumns:
+    """The lowest rank's train lines with global iteration numbers, as columns."""
     ranks = {r for r, *_ in run.lines if r is not None}
     keep = min(ranks) if ranks else None
-    records: list[IterationRecord] = []
+    records: list[tuple[int, float | None, float | None, float | None, int | None, int]] = []
     offset, top, epoch_now = 0, 0, None
     for rank, epoch, it, loss, rate, stamp in run.lines:
         if keep is not None and rank is not None and rank != keep:
@@ -138,13 +155,16 @@ def _records(run: _Run, per_epoch: int | None) -> list[IterationRecord]:
                 epoch_now, top = epoch, it
             top = max(top, it)
             number = offset + it
-        records.append(IterationRecord(number, stamp, rate, loss, rank, epoch))
-    return records
+        records.append((number, stamp, rate, loss, rank, epoch))
+    if not records:
+        return RecordColumns([], [], [], [])
+    iteration, times, rates, losses, rank_column, epochs = map(list, zip(*records))
+    return RecordColumns(iteration, times, rates, losses, rank_column if ranks else None, epochs)
 
 
-def _reported(records: list[IterationRecord]) -> float | None:
+def _reported(records: RecordColumns) -> float | None:
     """The seed's figure: mean of the printed samples/s values but the first."""
-    rates = [r.samples_per_sec for r in records]
+    rates = records.samples_per_sec
     if len(rates) < 2 or any(x is None or not (x > 0 and math.isfinite(x)) for x in rates):
         return None
     rest = rates[1:]
@@ -170,7 +190,7 @@ def _conclude(text: str, run: _Run, file: str, options: ParseOptions) -> ParsedR
     finished = run.finished
     if epochs and per_epoch and records:
         last_print = (epochs - 1) * per_epoch + per_epoch // every * every
-        reached = max(r.iteration for r in records)
+        reached = max(records.iteration)
         progress.append(("iterations", reached, last_print))
         finished = finished or reached >= last_print
     return conclude(

@@ -57,16 +57,31 @@ them instead (each interval's samples over its timestamp span; method "timestamp
 
 Default window: DLPerf's Paddle ResNet50 scripts (extract_paddle_logs.py) skipped ``train batch 0`` and
 averaged lines 20..119, i.e. batches 21..120: warm-up 20, measured 100.
+
+Reading (mechanics only; the rules above are the per-line ones): one ``re.split`` of the whole text by
+``_LINE``, the usual train-step line ``<stamp> INFO: epoch:E   train step:S   loss: L top1: .. top5: .. lr: ..
+elapse: Es ips: I images/sec`` (maybe behind an mpirun prefix), gives those lines' fields as columns and the
+text between them. Only the lines between (a few hundred in a real log) are read one by one, by the per-line
+rules (``_Reader``), which also read train-step lines of other layouts; ``_LINE`` takes a line only where those
+rules would read exactly that step from it and nothing else (see its comment). Times are computed once per
+distinct stamp, steps stay columns (``_Steps``), records are ``RecordColumns``, and an epoch's rates after its
+first post-reset record are computed as one block (``_chained_rates``) when every record gets one, with the
+same floating-point operations as record by record (``_rates_in_order``, used otherwise).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
+from itertools import chain, compress, count, pairwise, repeat
+from operator import add, itemgetter, le, lt, ne, sub, truediv
 
-from dlperf_core.parsing.failures import conclude, loss_failure, stopped_short, text_failure, truncation
-from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.failures import conclude, loss_failure, stopped_short, truncation
+from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions, RecordColumns
 from dlperf_core.parsing.window import TIMESTAMPS
 from dlperf_core.parsing.values import MPIRUN_PREFIX as _PREFIX
 from dlperf_core.parsing.values import anchored_matches, stamp_seconds
@@ -107,6 +122,39 @@ _BANNER = "PaddleClas is powered by PaddlePaddle"
 _LAUNCH = "-----------  Configuration Arguments -----------"
 _NAME_HINTS = (re.compile(r"(?<![\d.])(\d{1,3})n(\d{1,3})g(?![a-z])"), re.compile(r"gpu(\d{1,4})(?!\d)"))
 
+# The usual train-step line, whole: from the "\n" before it to its end (the fast route, see the module docstring).
+# Where it matches, the per-line rules read the same step from the line, and nothing else:
+# * its 19-character stamp is digits and "-/: T", so the line's first "train step:" is the one after "epoch:E"
+#   (where _EPOCH finds E); the time is ``_stamp`` of the stamp (see ``_times_and_epochs``);
+# * the fields are _FAST's, read with narrower classes (values: ASCII letters, digits, ".+-"; spaces for \s;
+#   elapse with a fraction); between loss and elapse only the words "top1:", "top5:" and "lr:" end in a colon,
+#   so " elapse: " is the first place where _FAST's lazy gap can end;
+# * it holds no banner or launcher block (a new run): those have two words in a row with lowercase letters
+#   ("is powered", "Configuration Arguments"), while here such words are the fixed ones and single values
+#   between them (the stamp and the end of the line after "images/sec" have no lowercase letter).
+# Each repetition is followed by a character it cannot take, so it never gives one back: possessive (``{m,n}+``)
+# finds the same match, faster. Elapse is captured only by the variant ``_FastElapse`` uses.
+_VALUE = r"[0-9A-Za-z.+\-]{1,64}+"
+_ELAPSE_VALUE = r"[0-9]{1,12}+\.[0-9]{1,12}+"
+
+
+def _line_regex(prefixed: bool, elapse: bool = False) -> re.Pattern[str]:
+    """``_LINE``: groups head ("<stamp> INFO: epoch:E"), step, loss, ips. ``prefixed`` (for a text holding
+    "<std"): behind an optional mpirun prefix, group 1 its rank; possessive, so taken wherever it matches, as
+    the per-line rules strip it wherever it matches. ``elapse``: a group "elapse" too."""
+    return re.compile(
+        (r"\n(?:" + _PREFIX.pattern + r")?+" if prefixed else r"\n")
+        + r"([-0-9 :/T]{19} INFO: epoch:[0-9]{1,9}+) {1,20}+"  # head
+        + r"train step: {0,20}+([0-9]{1,12}+) {1,20}+loss: {0,20}+(" + _VALUE + ")"  # step, loss
+        + " top1: " + _VALUE + " top5: " + _VALUE + " lr: " + _VALUE
+        + " elapse: " + ("(?P<elapse>" + _ELAPSE_VALUE + ")" if elapse else _ELAPSE_VALUE)
+        + r"s ips: {0,20}+(" + _VALUE + r") images/sec[^\na-z]*+(?![^\n])"  # ips; the line ends
+    )
+
+
+_LINE, _LINE_PREFIXED = _line_regex(False), _line_regex(True)  # (a prefix may hold a banner: see _split)
+_LINE_WITH_ELAPSE, _LINE_PREFIXED_WITH_ELAPSE = _line_regex(False, elapse=True), _line_regex(True, elapse=True)
+
 
 def detect(text: str) -> bool:
     """Whether ``text`` holds the PaddleClas banner, a PaddleClas train-step line or a PaddleCV
@@ -135,9 +183,41 @@ def _stamp(line: str, cache: dict[str, float | None] | None = None) -> tuple[flo
     return t, fractional
 
 
+def _times_and_epochs(heads: list[str]) -> tuple[list[float | None], list[str], set[str]]:
+    """The time and the epoch (as printed) of each ``_LINE`` line from its head "<stamp> INFO: epoch:E", and
+    the distinct epochs. The time is ``_stamp`` of the line, computed once per distinct head (the stamp is
+    followed by a space): the stamp's minute (computed once per distinct minute) plus its seconds."""
+    distinct = list(set(heads))
+    minutes = list(map(_MINUTE, distinct))
+    at_minute = {m: _stamp(m + "00")[0] for m in set(minutes)}  # "YYYY-MM-DD hh:mm:" at second 00
+    try:  # exact: a whole-second stamp is an integer number of seconds
+        time_of = dict(zip(distinct, map(add, map(at_minute.__getitem__, minutes),
+                                         map(_SECONDS.get, map(_SECOND, distinct)))))
+    except TypeError:  # (None + ...) a head whose stamp is no date, or whose seconds are not 00..59
+        time_of = {h: _stamp(h)[0] for h in distinct}
+    time = list(map(time_of.__getitem__, heads))
+    epochs = set(map(_EPOCH_TEXT, distinct))
+    if len(epochs) == 1:  # one epoch (the usual log)
+        return time, [next(iter(epochs))] * len(heads), epochs
+    return time, list(map(_EPOCH_TEXT, heads)), epochs
+
+
+# a _LINE head "YYYY-MM-DD hh:mm:ss INFO: epoch:E": its minute, its seconds, its epoch
+_MINUTE, _SECOND, _EPOCH_TEXT = itemgetter(slice(0, 17)), itemgetter(slice(17, 19)), itemgetter(slice(32, None))
+_SECONDS = {f"{s:02d}": s for s in range(60)}  # as datetime takes them
+
+
+def _floats(texts: list[str]) -> list[float | None]:
+    """``to_float`` of each text."""
+    try:
+        return list(map(float, texts))
+    except ValueError:
+        return [_float(t) for t in texts]
+
+
 @dataclass
 class _Step:
-    """One PaddleClas train-step line."""
+    """One PaddleClas train-step line read by the per-line rules."""
 
     rank: int | None
     epoch: str | None
@@ -145,8 +225,42 @@ class _Step:
     time: float | None
     loss: float | None
     ips: float | None
-    elapse: float | None
-    elapse_decimals: int
+    elapse: str | None  # as printed: "0.280"
+
+
+@dataclass
+class _Steps:
+    """PaddleClas train-step lines as columns, row i being line i (in text order)."""
+
+    rank: list[int | None] | None  # None: no line has an mpirun rank
+    epoch: list[str | None]  # as printed; None: the line names no epoch
+    step: list[int]
+    time: list[float | None]
+    loss: list[float | None]
+    ips: list[float | None]
+    # elapse as printed (its value and decimals are read where needed, _per_card_batch), or for a _LINE line its
+    # number (_FastElapse reads it)
+    elapse: Sequence[str | int | None]
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    @cached_property
+    def epochs(self) -> set[str | None]:
+        """The distinct epochs printed."""
+        return set(self.epoch)
+
+    def columns(self) -> list[Sequence | None]:  # type: ignore[type-arg]
+        """The columns, in field order."""
+        return [self.rank, self.epoch, self.step, self.time, self.loss, self.ips, self.elapse]
+
+    def rows(self, start: int, stop: int) -> _Steps:
+        """Rows start..stop-1."""
+        return _Steps(*(c[start:stop] if c is not None else None for c in self.columns()))
+
+    def pick(self, keep: list[int]) -> _Steps:
+        """The rows numbered in ``keep``."""
+        return _Steps(*([c[i] for i in keep] if c is not None else None for c in self.columns()))
 
 
 @dataclass
@@ -164,11 +278,14 @@ class _Pass:
 
 @dataclass
 class _Run:
-    """What one run's lines say."""
+    """What one run's lines say. Its ``_LINE`` lines are numbers first..last-1 of the text's."""
 
     start: int
+    first: int
     end: int = 0
-    steps: list[_Step] = field(default_factory=list)
+    last: int = 0
+    # its other train-step lines, each with the number of the _LINE line after it
+    slow: list[tuple[int, _Step]] = field(default_factory=list)
     passes: list[_Pass] = field(default_factory=list)
     config: dict[str, str] = field(default_factory=dict)  # top-level config keys
     train_batch: int | None = None  # TRAIN.batch_size (global)
@@ -178,61 +295,87 @@ class _Run:
     local: int | None = None
     ends: int = 0  # END epoch ... train lines
 
-    def trained(self) -> bool:
-        return bool(self.steps or self.passes)
+    def trained(self, k: int) -> bool:
+        """Whether it has training lines before _LINE line number ``k``."""
+        return k > self.first or bool(self.slow or self.passes)
 
 
-def _split(text: str) -> list[_Run]:
-    """One pass over the lines: runs and what each says."""
-    runs = [_Run(0)]
-    run = runs[0]
-    section = ""
-    stamps: dict[str, float | None] = {}
-    prefixed = "<std" in text
-    pos = 0
-    for raw in text.split("\n"):
-        here, pos = pos, pos + len(raw) + 1
+class _Reader:
+    """The per-line rules, for the lines ``_LINE`` did not take: runs and what each says."""
+
+    def __init__(self, text: str, prefixed: bool) -> None:
+        self.text, self.prefixed = text, prefixed
+        self.run = _Run(0, 0)
+        self.runs = [self.run]
+        self.section = ""
+        self.stamps: dict[str, float | None] = {}
+        self._ends: list[int] | None = None  # where each _LINE line ends: read once a new run needs it
+
+    def gap(self, k: int, gap: str) -> None:
+        """The lines of ``gap``, the text between _LINE lines k-1 and k (from the "\\n" ending line k-1)."""
+        lines = gap.split("\n")
+        at = 0  # where the line starts in the gap
+        if k:
+            assert not lines[0]  # a _LINE match ends its line: the gap starts with the "\n" after it
+            del lines[0]
+            at = 1
+        for raw in lines:
+            self.line(raw, k, at)
+            at += len(raw) + 1
+
+    def _offset(self, k: int, at: int) -> int:
+        """The text offset of ``at`` in gap ``k``."""
+        if not k:
+            return at
+        if self._ends is None:
+            rx = _LINE_PREFIXED if self.prefixed else _LINE
+            self._ends = [m.end() for m in rx.finditer(self.text)]
+        return self._ends[k - 1] + at
+
+    def line(self, raw: str, k: int, at: int) -> None:  # noqa: C901 - the per-line rules, in their order
+        """One line (before _LINE line number ``k``, at ``at`` in its gap)."""
+        run = self.run
         line = raw.rstrip("\r")
         rank = None
-        if prefixed:
+        if self.prefixed:
             pm = _PREFIX.match(line)
             if pm is not None:
                 rank, line = int(pm.group(1)), line[pm.end():]
-        if (_BANNER in line or _LAUNCH in line) and run.trained():
-            run.end = here
-            run = _Run(here)
-            runs.append(run)
-            section = ""
+        if (_BANNER in line or _LAUNCH in line) and run.trained(k):
+            here = self._offset(k, at)
+            run.end, run.last = here, k
+            run = self.run = _Run(here, k)
+            self.runs.append(run)
+            self.section = ""
         i = line.find("train step:")
         if i >= 0:
             em = _EPOCH.search(line, max(0, i - 40), i)
             epoch = em.group(1) if em else None
             f = _FAST.match(line, i)
             if f is not None:
-                step, loss, elapse, decimals, ips = f.groups()
-                run.steps.append(_Step(rank, epoch, int(step), _stamp(line, stamps)[0], _float(loss), _float(ips),
-                                       _float(elapse), len(decimals or "")))
-                continue
+                step, loss, elapse, _, ips = f.groups()
+                run.slow.append((k, _Step(rank, epoch, int(step), _stamp(line, self.stamps)[0], _float(loss),
+                                          _float(ips), elapse)))
+                return
             m = _TRAIN.match(line, i)
             if m is not None:
                 step, mid, ips = m.groups()
                 lm, em = _LOSS.search(mid), _ELAPSE.search(mid)
-                run.steps.append(_Step(
-                    rank, epoch, int(step), _stamp(line)[0],
-                    _float(lm.group(1)) if lm else None, _float(ips),
-                    _float(em.group(1)) if em else None, len(em.group(2) or "") if em else 0,
-                ))
-                continue
+                run.slow.append((k, _Step(
+                    rank, epoch, int(step), _stamp(line)[0], _float(lm.group(1)) if lm else None, _float(ips),
+                    em.group(1) if em else None,
+                )))
+                return
         if "[Pass " in line:
             m = _at(line, "[Pass ", _CV)
             if m is not None:
                 t, precise = _stamp(line)
                 run.passes.append(_Pass(rank, int(m.group(1)), int(m.group(2)), t, precise,
                                         _float(m.group(3)), _float(m.group(4))))
-                continue
+                return
         if "END epoch" in line and _END.search(line):
             run.ends += 1
-            continue
+            return
         if " : " in line and "INFO: " in line:
             m = _at(line, "INFO: ", _CONF)
             if m is not None:
@@ -242,10 +385,10 @@ def _split(text: str) -> list[_Run]:
                     if value:
                         run.config.setdefault(key, value)
                     else:
-                        section = key
-                elif section == "TRAIN" and key == "batch_size" and len(indent) <= 4:
+                        self.section = key
+                elif self.section == "TRAIN" and key == "batch_size" and len(indent) <= 4:
                     run.train_batch = run.train_batch or _int(value)
-                continue
+                return
         if ": " in line:
             m = _ARG.fullmatch(line.strip()) if len(line) < 300 else None
             if m is not None:
@@ -262,8 +405,75 @@ def _split(text: str) -> list[_Run]:
             m = _LOCAL.search(line)
             if m is not None:
                 run.local = run.local or _int(m.group(1))
-    run.end = len(text)
-    return runs
+
+
+def _split(text: str) -> tuple[list[_Run], _Steps, _FastElapse]:
+    """The runs, the text's ``_LINE`` lines (as columns) and their elapse: one split of the whole text, then the
+    per-line rules on the lines between."""
+    prefixed = "<std" in text
+    rx = _LINE_PREFIXED if prefixed else _LINE
+    parts: list[str | None] = rx.split(text)  # gap, the line's groups, gap, ..., gap
+    width = rx.groups + 1
+    gaps = parts[::width]
+    between = list(compress(count(), gaps))  # the gaps holding lines
+    if prefixed and any(text.count(marker) != sum(gaps[k].count(marker) for k in between)  # type: ignore[union-attr]
+                        for marker in (_BANNER, _LAUNCH)):  # a banner or launcher block in a _LINE line's prefix
+        parts, gaps, between = [text], [text], [0]  # (never seen): every line is read by the rules
+    columns = [parts[j::width] for j in range(1, width)]
+    ranks = [int(r) if r is not None else None for r in columns.pop(0)] if prefixed else None
+    heads, step, loss, ips = columns
+    time, epoch, epochs = _times_and_epochs(heads)  # type: ignore[arg-type]
+    fast = _Steps(ranks, epoch, list(map(int, step)), time, _floats(loss), _floats(ips),  # type: ignore[arg-type]
+                  range(len(step)))
+    fast.epochs = epochs  # known already
+    reader = _Reader(text, prefixed)
+    for k in between:
+        reader.gap(k, gaps[k])  # type: ignore[arg-type]
+    reader.run.end, reader.run.last = len(text), len(fast)
+    return reader.runs, fast, _FastElapse(text, prefixed, len(fast))
+
+
+class _FastElapse:
+    """The printed elapse of ``_LINE`` line number k (not captured by the split: ``_per_card_batch`` alone needs
+    it, and only for the last rows, if at all). The lines are found from the end of the text back: each "\\n"
+    where ``_LINE`` matches starts one, as in the split."""
+
+    def __init__(self, text: str, prefixed: bool, lines: int) -> None:
+        self.text, self.rx = text, _LINE_PREFIXED_WITH_ELAPSE if prefixed else _LINE_WITH_ELAPSE
+        self.found: dict[int, str] = {}
+        self.below, self.pos = lines, len(text)  # lines below.. are found; the others lie before pos
+
+    def __call__(self, k: int) -> str:
+        while self.below > k:
+            i = self.text.rfind("\n", 0, self.pos)
+            if i < 0:
+                raise LookupError(f"no _LINE line {k}")
+            m = self.rx.match(self.text, i)
+            if m is not None:
+                self.below -= 1
+                self.found[self.below] = m.group("elapse")
+            self.pos = i
+        return self.found[k]
+
+
+def _run_steps(run: _Run, fast: _Steps) -> _Steps:
+    """The run's train-step lines: its _LINE lines and, in their places, the others."""
+    if not run.slow:
+        return fast if (run.first, run.last) == (0, len(fast)) else fast.rows(run.first, run.last)
+    columns = fast.columns()
+    if columns[0] is None:
+        columns[0] = [None] * len(fast)
+    out: list[list] = [[] for _ in columns]  # type: ignore[type-arg]
+    at = run.first
+    for k, s in run.slow:
+        for column, new, value in zip(columns, out, (s.rank, s.epoch, s.step, s.time, s.loss, s.ips, s.elapse)):
+            if k > at:
+                new.extend(column[at:k])  # type: ignore[index]
+            new.append(value)
+        at = k
+    for column, new in zip(columns, out):
+        new.extend(column[at:run.last])  # type: ignore[index]
+    return _Steps(*out)
 
 
 def gpus_from_name(file: str) -> int | None:
@@ -279,22 +489,30 @@ def gpus_from_name(file: str) -> int | None:
     return None
 
 
-def _per_card_batch(steps: list[_Step]) -> tuple[float, float] | None:
+def _per_card_batch(steps: _Steps, fast_elapse: _FastElapse) -> tuple[float, float] | None:
     """(ips x elapse, its uncertainty) from the last post-reset step with both: the per-card batch."""
-    for s in reversed(steps):
-        if s.step >= RESET_STEP and s.ips and s.elapse and 0 < s.ips * s.elapse < math.inf:
-            return s.ips * s.elapse, s.ips * 0.5 * 10.0 ** -min(s.elapse_decimals, 12) + 1e-6
+    for i in reversed(range(len(steps))):
+        ips = steps.ips[i]
+        if steps.step[i] < RESET_STEP or not ips:
+            continue
+        text = steps.elapse[i]
+        if isinstance(text, int):
+            text = fast_elapse(text)
+        elapse = _float(text)
+        if elapse and 0 < ips * elapse < math.inf:
+            decimals = len(text) - text.index(".") - 1 if "." in text else 0  # type: ignore[arg-type,operator]
+            return ips * elapse, ips * 0.5 * 10.0 ** -min(decimals, 12) + 1e-6
     return None
 
 
-def _gpus(run: _Run, hint: int | None, file: str) -> int | None:
+def _gpus(run: _Run, steps: _Steps, fast_elapse: _FastElapse, hint: int | None, file: str) -> int | None:
     """The trainer (GPU) count: what the log says first, then the hint, then the file name. A PaddleCV
     process may drive several listed GPUs itself, so its ``selected_gpus`` list is not a trainer count."""
     if run.trainers or run.gloo:
         return run.trainers or run.gloo
     if run.config.get("is_distributed") == "False":
         return 1
-    est = _per_card_batch(run.steps)
+    est = _per_card_batch(steps, fast_elapse) if run.train_batch else None
     if run.train_batch and est is not None and est[0] > 0:
         near = round(run.train_batch / est[0])
         fits = [g for g in range(max(1, near - 1), near + 2)
@@ -304,7 +522,7 @@ def _gpus(run: _Run, hint: int | None, file: str) -> int | None:
     if run.local:
         return run.local
     listed = run.args.get("selected_gpus") or run.args.get("gpus")
-    if run.steps and listed and all(p.strip().isdigit() for p in listed.split(",")):
+    if len(steps) and listed and all(p.strip().isdigit() for p in listed.split(",")):
         return len(listed.split(","))  # PaddleClas launcher: one process per listed GPU
     return hint if hint and hint > 0 else gpus_from_name(file)
 
@@ -318,34 +536,150 @@ def _keep_rank(items: list, ranks: set[int | None]) -> list:  # type: ignore[typ
     return [x for x in items if x.rank in (low, None)]
 
 
-def _step_records(steps: list[_Step], gpus: int | None, epoch_len: int | None) -> list[IterationRecord]:
-    """Records with the global rate since the previous kept record, from the running averages."""
-    out: list[IterationRecord] = []
-    offset, epoch_text, first, last = 0, None, 0, -1
-    prev: tuple[int, float, bool] | None = None  # (step, n/ips, after reset) of the last rated record
-    for s in steps:
-        changed = s.epoch is not None and epoch_text is not None and s.epoch != epoch_text
-        if not out or changed or s.step <= last:  # a new epoch: the counter and the averages restart
-            if out:
-                offset += max(last + (1 if first == 0 else 0), epoch_len or 0)
-            first, prev = min(s.step, 1), None
-        epoch_text, last = s.epoch if s.epoch is not None else epoch_text, s.step
+def _keep_rank_steps(steps: _Steps, ranks: set[int | None]) -> _Steps:
+    """``_keep_rank`` of train-step rows."""
+    numbered = {r for r in ranks if r is not None}
+    if len(numbered) <= 1 or steps.rank is None:
+        return steps
+    low = min(numbered)
+    return steps.pick([i for i, r in enumerate(steps.rank) if r in (low, None)])
+
+
+def _epoch_starts(steps: _Steps) -> list[int]:
+    """The rows where an epoch starts (the step counter and the averages restart): the first row, a row whose
+    epoch differs from the last one printed, a row whose step is not above the one before."""
+    step, epoch = steps.step, steps.epoch
+    if not step:
+        return []
+    if None in steps.epochs:  # the last printed epoch is not always the row before's
+        starts, printed = [], None
+        for i, (e, s) in enumerate(zip(epoch, step)):
+            if not i or (e is not None and printed is not None and e != printed) or s <= step[i - 1]:
+                starts.append(i)
+            printed = e if e is not None else printed
+        return starts
+    restarts = set() if all(map(lt, step, step[1:])) else set(compress(count(1), map(le, step[1:], step)))
+    if len(steps.epochs) > 1:
+        restarts.update(compress(count(1), map(ne, epoch[1:], epoch)))
+    return [0, *sorted(restarts)]
+
+
+def _rates_in_order(
+    steps: list[int], ips: list[float | None], first: int, gpus: int, prev: tuple[int, float, bool] | None
+) -> tuple[list[float | None], tuple[int, float, bool] | None]:
+    """The global rate of each record of one epoch since the last rated one, record by record: (rates, the
+    last rated record's (step, n/ips, after reset)). ``first``: the epoch's first step, at most 1."""
+    out: list[float | None] = []
+    for step, x in zip(steps, ips):
         rate = None
-        if gpus and s.ips is not None and 0 < s.ips < math.inf:
-            post = s.step >= RESET_STEP
-            u = (s.step - RESET_STEP + 1 if post else s.step - first + 1) / s.ips
+        if x is not None and 0 < x < math.inf:
+            post = step >= RESET_STEP
+            u = (step - RESET_STEP + 1 if post else step - first + 1) / x
             if prev is None or (prev[2] != post and prev[0] != RESET_STEP - 1):
-                card: float | None = s.ips  # the record's own running average (see the module docstring)
+                card: float | None = x  # the record's own running average (see the module docstring)
             elif prev[2] == post:
                 du = u - prev[1]
-                card = (s.step - prev[0]) / du if du > 0 else None
+                card = (step - prev[0]) / du if du > 0 else None
             else:  # prev is step 4: the post-reset average covers exactly the steps since it
-                card = (s.step - prev[0]) / u
+                card = (step - prev[0]) / u
             if card is not None and math.isfinite(card) and card > 0:
-                rate, prev = card * gpus, (s.step, u, post)
-        epoch = int(s.epoch) if s.epoch is not None else None
-        out.append(IterationRecord(offset + s.step, s.time, rate, s.loss, s.rank, epoch))
-    return out
+                rate, prev = card * gpus, (step, u, post)
+        out.append(rate)
+    return out, prev
+
+
+def _chained_rates(steps: list[int], ips: list[float | None], u0: float, gpus: int) -> list[float] | None:
+    """``_rates_in_order`` of post-reset records that all get a rate, each since the one before: ``steps[0]``
+    is the rated record before them (its n/ips ``u0`` > 0), ``ips`` theirs. None when some would get none.
+    Every rate finite and positive means every record got one: a missing or zero ips raises, and the first ips
+    not finite and positive, or running-average time that does not grow, gives a rate <= 0 or NaN."""
+    try:
+        if steps[-1] - steps[0] == len(ips):  # every step printed: each record is one step after the one before
+            # u = (step - RESET_STEP + 1) / ips and rate = 1 / (u - u before), with the ints as floats: Python
+            # divides an int by a float as that int's float, so the quotients are the same
+            u = chain((u0,), map(truediv, count(float(steps[1] - RESET_STEP + 1)), ips))
+            if gpus == 1:  # x * 1 is x
+                rates = [1.0 / (v - w) for w, v in pairwise(u)]
+            else:
+                rates = [1.0 / (v - w) * gpus for w, v in pairwise(u)]
+        else:
+            u = chain((u0,), map(truediv, map(sub, steps[1:], repeat(RESET_STEP - 1)), ips))  # type: ignore[arg-type]
+            rates = [(b - a) / (v - w) * gpus for (a, b), (w, v) in zip(pairwise(steps), pairwise(u))]
+    except (TypeError, ZeroDivisionError):
+        return None
+    if not (math.isfinite(sum(rates)) and min(rates) > 0):
+        return None
+    return rates
+
+
+def _epoch_rates(
+    steps: list[int], ips: list[float | None], first: int, gpus: int | None
+) -> tuple[list[float | None], bool]:
+    """The global rates of one epoch's records (in order up to its first post-reset record, then chained) and
+    whether every record has one."""
+    if not gpus:
+        return [None] * len(steps), not steps
+    k = bisect_left(steps, RESET_STEP) + 1  # the steps of an epoch rise
+    rates, prev = _rates_in_order(steps[:k], ips[:k], first, gpus, None)
+    complete = None not in rates
+    if k < len(steps):
+        chained = None
+        if prev is not None and prev[0] == steps[k - 1]:  # the chain goes on from the record before
+            chained = _chained_rates(steps[k - 1:], ips[k:], prev[1], gpus)
+        if chained is None:
+            chained = _rates_in_order(steps[k:], ips[k:], first, gpus, prev)[0]  # type: ignore[assignment]
+            complete = complete and None not in chained
+        rates += chained
+    return rates, complete
+
+
+def _step_records(
+    steps: _Steps, starts: list[int], gpus: int | None, epoch_len: int | None
+) -> tuple[RecordColumns, bool]:
+    """Records with the global rate since the previous kept record, from the running averages; and whether
+    every record has a rate. ``starts``: ``_epoch_starts``."""
+    step, ips = steps.step, steps.ips
+    if len(starts) == 1:  # one epoch
+        iteration = step
+        rates, complete = _epoch_rates(step, ips, min(step[0], 1), gpus)
+    else:
+        iteration, rates, complete = [], [], True
+        offset, first = 0, 0
+        for a, b in zip(starts, [*starts[1:], len(step)]):
+            if a:  # a new epoch: the counter and the averages restart
+                offset += max(step[a - 1] + (1 if first == 0 else 0), epoch_len or 0)
+            first = min(step[a], 1)
+            iteration += map(add, step[a:b], repeat(offset))
+            part, part_complete = _epoch_rates(step[a:b], ips[a:b], first, gpus)
+            rates += part
+            complete = complete and part_complete
+    numbers = {e: int(e) if e is not None else None for e in steps.epochs}
+    if len(numbers) == 1:
+        epochs = [numbers.popitem()[1]] * len(step)
+    else:
+        epochs = list(map(numbers.__getitem__, steps.epoch))
+    return RecordColumns(iteration, steps.time, rates, steps.loss, steps.rank, epochs), complete
+
+
+def _rated(records: RecordColumns, all_rated: bool) -> RecordColumns:
+    """The records that have a rate (``all_rated``: all of them), without times (measured from the rates)."""
+    rates = records.samples_per_sec
+    if all_rated:
+        return RecordColumns(records.iteration, [None] * len(rates), rates, records.loss, records.rank,
+                             records.epoch)
+    keep = [i for i, r in enumerate(rates) if r is not None]
+
+    def pick(column: Sequence | None) -> list | None:  # type: ignore[type-arg]
+        return [column[i] for i in keep] if column is not None else None
+
+    return RecordColumns(pick(records.iteration), [None] * len(keep), pick(rates),  # type: ignore[arg-type]
+                         pick(records.loss), pick(records.rank), pick(records.epoch))  # type: ignore[arg-type]
+
+
+def _untimed(records: list[IterationRecord] | RecordColumns) -> RecordColumns:
+    """The records without times."""
+    cols = RecordColumns.of(records)
+    return RecordColumns(cols.iteration, [None] * len(cols), cols.samples_per_sec, cols.loss, cols.rank, cols.epoch)
 
 
 def _pass_records(
@@ -378,24 +712,34 @@ def _pass_records(
     return stored, measured, stamped
 
 
-def _published(steps: list[_Step], gpus: int | None) -> float | None:
+def _published(steps: _Steps, gpus: int | None) -> float | None:
     """The report's figure: mean ips of the train-step lines after the first 10 (100 for > 8 GPUs) x GPUs."""
     if not gpus:
         return None
     skip = PUBLISHED_SKIP_MULTINODE if gpus > 8 else PUBLISHED_SKIP
-    values = [s.ips for s in steps[skip:] if s.ips is not None and math.isfinite(s.ips)]
-    return sum(values) / len(values) * gpus if values else None
+    values = steps.ips[skip:]
+    try:
+        total = sum(values)  # type: ignore[arg-type]
+    except TypeError:  # a missing ips
+        total = math.nan
+    if not math.isfinite(total):  # some ips is missing or not finite: the finite ones
+        values = [x for x in values if x is not None and math.isfinite(x)]
+        total = sum(values)  # type: ignore[arg-type]
+    return total / len(values) * gpus if values else None
 
 
-def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions, hint: int | None) -> ParsedRun:
-    ranks = {s.rank for s in run.steps} | {p.rank for p in run.passes}
-    steps, passes = _keep_rank(run.steps, ranks), _keep_rank(run.passes, ranks)
-    gpus = _gpus(run, hint, file)
+def _parse_run(chunk: str, run: _Run, all_steps: _Steps, fast_elapse: _FastElapse, file: str,
+               options: ParseOptions, hint: int | None) -> ParsedRun:
+    ranks = (set(all_steps.rank) if all_steps.rank is not None else set()) | {p.rank for p in run.passes}
+    steps, passes = _keep_rank_steps(all_steps, ranks), _keep_rank(run.passes, ranks)
+    gpus = _gpus(run, all_steps, fast_elapse, hint, file)
     reason: str | None = None
     epochs = _int(run.config.get("epochs"))
     progress: list[tuple[str, int, int]] = []
     stamped = False
-    if steps or not passes:  # PaddleClas
+    stored: list[IterationRecord] | RecordColumns
+    measured: list[IterationRecord] | RecordColumns
+    if len(steps) or not passes:  # PaddleClas
         batch = run.train_batch // gpus if run.train_batch and gpus and run.train_batch % gpus == 0 else None
         global_batch = batch * gpus if batch and gpus else None
         per_epoch = None
@@ -403,21 +747,26 @@ def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions, hint: in
         if total and global_batch:
             per_epoch = total // global_batch
         print_interval = _int(run.config.get("print_interval"))
-        stored = _step_records(steps, gpus, per_epoch if print_interval and print_interval > 1 else None)
-        measured = [IterationRecord(r.iteration, None, r.samples_per_sec, r.loss, r.rank, r.epoch)
-                    for r in stored if r.samples_per_sec is not None]
+        starts = _epoch_starts(steps)
+        stored, all_rated = _step_records(steps, starts, gpus,
+                                          per_epoch if print_interval and print_interval > 1 else None)
+        measured = _rated(stored, all_rated)
         reported = _published(steps, gpus)
-        if steps and not gpus:
+        if len(steps) and not gpus:
             reason = UNKNOWN_GPUS
-        if steps:
-            seen = len({s.epoch for s in steps})
-            in_last = min(s.step for s in steps if s.epoch == steps[-1].epoch)
-            last_count = steps[-1].step + (1 if in_last == 0 else 0)
+        if len(steps):
+            seen = len(steps.epochs)
+            last_epoch = steps.epoch[-1]
+            if seen == 1:  # one epoch: the least step (the first when the steps rise)
+                in_last = steps.step[0] if len(starts) == 1 else min(steps.step)
+            else:
+                in_last = min(s for s, e in zip(steps.step, steps.epoch) if e == last_epoch)
+            last_count = steps.step[-1] + (1 if in_last == 0 else 0)
             if epochs:
                 progress.append(("epochs", seen, epochs))
             if per_epoch:
                 progress.append(("iterations", last_count, per_epoch))
-        finished = run.ends >= (epochs or len({s.epoch for s in steps}) or 1) if run.ends else False
+        finished = run.ends >= (epochs or len(steps.epochs) or 1) if run.ends else False
     else:  # PaddleCV
         cv_batch = _int(run.args.get("batch_size"))  # per trainer process
         global_batch = cv_batch * (gpus or 1) if cv_batch else None
@@ -427,10 +776,12 @@ def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions, hint: in
         if not cv_batch:
             reason = UNKNOWN_BATCH
     why = truncation(chunk, finished=finished, progress=progress, fit=options.fit) or reason
-    if why or not stored or loss_failure(stored) or text_failure(chunk):
-        records = stored  # conclude fails on these before measuring anything
+    # conclude fails on these before measuring anything (a text failure too: it is conclude's first check, and
+    # then the records handed to it do not matter)
+    if why or not stored or loss_failure(stored):
+        records = stored
     else:  # measured without times: timed from the rates; a log whose lines give no rate has none
-        records = measured or [replace(r, time=None) for r in stored]
+        records = measured or _untimed(stored)
     result = conclude(
         text=chunk, file=file, format=NAME, records=records, options=options, reported=reported,
         gpus=gpus, batch_size_per_device=batch, truncated=why,
@@ -438,14 +789,15 @@ def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions, hint: in
     )
     if stamped and result.status == "ok":
         result = replace(result, method=TIMESTAMPS)
-    return replace(result, records=tuple(stored))
+    return replace(result, records=RecordColumns.of(stored))
 
 
 def parse(text: str, file: str, options: ParseOptions, gpus_hint: int | None = None) -> list[ParsedRun]:
     """The runs of a PaddleClas / PaddleCV log (see the module docstring). ``gpus_hint`` is used only when
     the log does not say its GPU count."""
-    runs = _split(text)
-    return [_parse_run(text[r.start:r.end], r, file, options, gpus_hint) for r in runs]
+    runs, fast, fast_elapse = _split(text)
+    return [_parse_run(text[r.start:r.end], r, _run_steps(r, fast), fast_elapse, file, options, gpus_hint)
+            for r in runs]
 
 
 FORMAT = LogFormat(NAME, detect, parse, default_warmup=DEFAULT_WARMUP, default_measured=DEFAULT_MEASURED)

@@ -57,30 +57,60 @@ Default window = the DLPerf seed (PLSC ArcFace, extract_paddle_logs.py): entry.p
 50..140, i.e. iterations 41..140, as a plain mean). Here: warm-up 50, measured to the end of the log, which
 for a run stopped at 150 iterations is exactly iterations 51..150 (a fixed 100 would leave no window on
 logs printed every 100 steps).
+
+How the text is read (the rules above are those of one pass over every line, ``_read_line``; this reading
+gives exactly its results without a Python loop over the lines):
+
+* arcface_paddle's own training lines (``Training: <stamp,mmm> - loss ...``: no mpirun prefix, that
+  ``loss `` the first of its line, that stamp the line's first) are found by one ``re.finditer`` pass over
+  the whole text (``_TRAIN_LINE``) into columns, stamp included.
+* Every other line that may matter lies between those: their words (``_RARE_WORDS``: ``loss `` for any
+  other training line, the engine's, entry.py's, config and stop lines) and header lines (``_KV_ANYWHERE``)
+  are looked for in that part of the text only (joined), and each line found is read with ``_read_line``.
+  The ``--------args----------`` marker is looked for everywhere.
+* A validation / checkpoint line matters only as "one lies between these two training lines": between two
+  training lines that are not neighbours, the first line holding one of their words is read.
+* Runs are index ranges of the training lines, split by text position (argument blocks, steps going
+  back); records are ``RecordColumns``; timestamps are converted per distinct minute, then per line with
+  the same floating-point operations as ``values.stamp_seconds``.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from itertools import accumulate, compress, repeat
+from operator import lt, ne, sub
 
-from dlperf_core.parsing.failures import conclude, loss_failure, stopped_short, text_failure, truncation
-from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
+from dlperf_core.parsing.failures import conclude, stopped_short, truncation
+from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
 from dlperf_core.parsing.window import TIMESTAMPS
 from dlperf_core.parsing.values import MPIRUN_PREFIX as _PREFIX
-from dlperf_core.parsing.values import anchored_matches, stamp_seconds
+from dlperf_core.parsing.values import anchored_matches
 from dlperf_core.parsing.values import match_at as _at, positive_int as _int, to_float as _float
 
 NAME = "paddle_plsc_arcface"
 DEFAULT_WARMUP = 50  # DLPerf seed: skip 50 of 150 iterations
 DEFAULT_MEASURED = None
 
-_STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,6}))?")
-_TRAIN = re.compile(
-    r"loss ([^\s,]{1,64}), lr: [^\s,]{1,64}, epoch: (\d{1,9}), step: (\d{1,12}), eta: [^\n]*?"
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d):(\d\d)(?:[,.](\d{1,6}))?")  # minute, second, fraction
+_TRAIN_BODY = (  # loss, epoch, step, throughput, ips
+    r"([^\s,]{1,64}), lr: [^\s,]{1,64}, epoch: (\d{1,9}), step: (\d{1,12}), eta: [^\n]*?"
     r"(?:throughput: ([^\s,]{1,64}) imgs/sec|ips: ([^\s,]{1,64}) images/sec)"
 )
+_TRAIN = re.compile("loss " + _TRAIN_BODY)
+# In "\n" + text: a training line of arcface_paddle's own shape ("Training: <stamp,mmm> - loss ...": no mpirun
+# prefix, that "loss " the first of the line), to the end of the line. Found at its "loss " (fast), tried
+# only where the fixed-width head is right behind: at most once per line. Groups: the stamp's minute,
+# second and fraction, then _TRAIN's.
+_TRAIN_LINE = re.compile(
+    r"loss (?<=\nTraining: (\d{4}-\d\d-\d\d \d\d:\d\d):(\d\d),(\d{3}) - loss )" + _TRAIN_BODY + r"[^\n]*"
+)
+_OWN_HEAD = len("\nTraining: 2021-09-28 11:10:24,823 - ")  # from the "\n" before such a line to its "loss "
 _SAMPLES = re.compile(r"avg_samples: ([^\s,]{1,64})")
 _ENGINE = re.compile(  # PLSC 2.x engine: epoch, epochs, iter, iters per epoch, middle, ips
     r"\[Train\]\[Epoch (\d{1,9})/\d{1,9}\]\[Iter: (\d{1,12})/(\d{1,12})\]([^\n]*?)\bips: ([^\s,]{1,64}) images/sec"
@@ -93,14 +123,32 @@ _OLD = re.compile(r"Pass:\s?(\d{1,9}),? batch:\s?(\d{1,12})(?!\d)")
 _OLD_LOSS = re.compile(r"\bloss:\s?([^\s,]{1,64})")
 _QPS = re.compile(r"\bqps:\s?([^\s,]{1,64})")
 _KV = re.compile(r" - ([A-Za-z_]\w{0,60}): ([^\s]{1,200})$")
+_KV_ANYWHERE = re.compile(r" - [A-Za-z_]\w{0,60}: [^\s]{1,200}\r*$", re.M)  # on whole texts: a line _KV may read
 _DETECT_TRIES = 1000  # lines holding a needle that detect() looks at
 _TRAINERS = re.compile(
     r"\bPADDLE_TRAINERS_NUM\b[\s|=:'\"]{1,80}(\d{1,6})\b|\b(?:num_trainers|nranks)\b\s{0,4}[:=]\s{0,4}(\d{1,6})\b"
 )
-_VALID = re.compile(r"\[[^\]\n]{1,80}\]\[\d{1,12}\](?:XNorm|Accuracy)|\btest time: ")
+_TRAINERS_WORDS = ("TRAINERS_NUM", "trainers", "nranks")
+# A validation line: r"\[[^\]\n]{1,80}\]\[\d{1,12}\](?:XNorm|Accuracy)|\btest time: " matches in it; its two
+# branches apart, each led by a literal (searched much faster); "t(?<!\wt)est" is "\btest"
+_VALID_SCORE = re.compile(r"\[[^\]\n]{1,80}\]\[\d{1,12}\](?:XNorm|Accuracy)")
+_VALID_TIME = re.compile(r"t(?<!\wt)est time: ")
 _ARGS = "--------args----------"
 _SAVE = "Save model to"
+_PAUSE_WORDS = re.compile(r"Save model to|XNorm|Accuracy|test time: ")  # in every validation / save line
+# in every training, engine, stop, config, entry.py and trainers line: the lines outside _TRAIN_LINE's
+# matches that may matter (with the lines _KV may read); each with a character of it that is rare in logs
+# (None: none is), to find it by jumping between occurrences of that character
+_RARE_WORDS = (("loss ", None), ("[Train][Epoch ", "E"), ("training stops early", None), ("plsc INFO: ", "I"),
+               ("qps:", "q"), ("TRAINERS_NUM", None), ("trainers", None), ("nranks", "k"))
 _HEADER = re.compile(r" - total_batch_size: \d")
+_JUMPS = 64  # occurrences of a rare character that _find checks before a plain search takes over
+_SECONDS = {f"{i:02d}": i for i in range(60)}
+_MILLISECONDS = {f"{i:03d}": float(f"0.{i:03d}") for i in range(1000)}  # float("0." + digits) of 3 digits
+_CLOCK = {f"{h:02d}:{m:02d}": h * 3600 + m * 60 for h in range(24) for m in range(60)}  # seconds of "HH:MM"
+
+# what a line is (_read_line)
+_TRAINING, _OLD_LINE, _STOP, _PAUSE, _SETTING = range(5)
 
 
 def detect(text: str) -> bool:
@@ -121,136 +169,423 @@ def _usable(x: float | None) -> bool:
     return x is not None and 0 < x < math.inf
 
 
-def _stamp(line: str) -> tuple[float | None, bool]:
-    """Unix seconds (UTC) of the first timestamp in the line's first 80 characters (else None) and whether
-    it has sub-second digits."""
+# ------------------------------------------------------------------------------------------ one line
+def _stamp(line: str) -> tuple[str | None, str | None, str | None]:
+    """(minute, second, fraction) of the first timestamp in the line's first 80 characters, else Nones."""
     m = _STAMP.search(line, 0, 80)
-    return stamp_seconds(m) if m is not None else (None, False)
+    return m.groups() if m is not None else (None, None, None)  # type: ignore[return-value]
+
+
+def _read_line(line: str) -> tuple | None:
+    """What one line says, by the rules in their order (``line`` without its mpirun prefix and trailing
+    "\r"; the args marker is looked for apart), else None:
+
+    (_TRAINING, step, epoch, stamp, loss, rate, avg_samples), (_OLD_LINE, batch, pass, stamp, loss, qps,
+    None), (_STOP,), (_PAUSE,) or (_SETTING, key or None, value or None, trainers or None)."""
+    if "step: " in line:
+        m = _at(line, "loss ", _TRAIN)
+        if m is not None:
+            loss, epoch, step, thr, ips = m.groups()
+            sm = _SAMPLES.search(line) if ips is not None else None
+            return (_TRAINING, int(step), int(epoch), _stamp(line), _float(loss), _float(thr or ips),
+                    _float(sm.group(1)) if sm else None)
+    if "[Train][Epoch " in line:
+        m = _at(line, "[Train][Epoch ", _ENGINE)
+        if m is not None:
+            epoch, it, per_epoch, middle, ips = m.groups()
+            lm = _ENGINE_LOSS.search(middle)
+            return (_TRAINING, (int(epoch) - 1) * int(per_epoch) + int(it) + 1, int(epoch), _stamp(line),
+                    _float(lm.group(1)) if lm else None, _float(ips), None)
+    if "training stops early" in line and _ENGINE_STOP.search(line) is not None:
+        return (_STOP,)
+    if "plsc INFO: " in line and " : " in line:
+        m = _ENGINE_CONF.search(line)
+        return (_SETTING, m.group(1), m.group(2), None) if m is not None and m.group(1) in _ENGINE_KEYS else None
+    if "qps:" in line:
+        m = _at(line, "Pass:", _OLD)
+        q = _QPS.search(line, m.end()) if m is not None else None
+        if m is not None and q is not None:
+            lm = _OLD_LOSS.search(line, m.end(), q.start())
+            return (_OLD_LINE, int(m.group(2)), int(m.group(1)), _stamp(line),
+                    _float(lm.group(1)) if lm else None, _float(q.group(1)), None)
+    if _SAVE in line or _VALID_SCORE.search(line) is not None or ("test time: " in line and _VALID_TIME.search(line)):
+        return (_PAUSE,)
+    if ": " in line:
+        m = _at(line, " - ", _KV)
+        t = _TRAINERS.search(line) if any(w in line for w in _TRAINERS_WORDS) else None
+        trainers = _int(t.group(1) or t.group(2)) if t is not None else None
+        if m is not None or trainers:
+            return (_SETTING, m.group(1) if m else None, m.group(2) if m else None, trainers)
+    return None
+
+
+def _line_at(text: str, start: int) -> tuple[int, int | None, str]:
+    """(start of the next line, mpirun rank or None, the line without its prefix and trailing "\r") of the
+    line that starts at ``start``."""
+    end = text.find("\n", start)
+    if end < 0:
+        end = len(text)
+    line = text[start:end].rstrip("\r")
+    rank = None
+    if "<std" in line:  # the prefix holds it
+        pm = _PREFIX.match(line)
+        if pm is not None:
+            rank, line = int(pm.group(1)), line[pm.end() :]
+    return end + 1, rank, line
+
+
+def _line_start(text: str, i: int) -> int:
+    return text.rfind("\n", 0, i) + 1
+
+
+# ------------------------------------------------------------------------------------------ the text
+@dataclass
+class _Lines:
+    """The training lines (arcface_paddle, PLSC 2.x engine, entry.py), in text order, as columns."""
+
+    start: list[int] = field(default_factory=list)  # line start
+    after: list[int] = field(default_factory=list)  # the next line's start
+    rank: list[int | None] = field(default_factory=list)
+    step: list[int] = field(default_factory=list)  # entry.py: its batch until _runs makes it global
+    epoch: list[int] = field(default_factory=list)  # entry.py: the pass
+    minute: Sequence[str | None] = field(default_factory=list)  # the timestamp as printed (_STAMP's groups)
+    second: Sequence[str | None] = field(default_factory=list)
+    fraction: Sequence[str | None] = field(default_factory=list)
+    loss: list[float | None] = field(default_factory=list)
+    rate: list[float | None] = field(default_factory=list)  # throughput / ips / qps as printed
+    samples: list[float | None] = field(default_factory=list)  # avg_samples of the newer form
+    old: list[bool] = field(default_factory=list)  # an entry.py line
+    pause: list[int] = field(default_factory=list)  # gaps before it holding a validation / save (any rank)
+
+    _COLUMNS = ("start", "after", "rank", "step", "epoch", "minute", "second", "fraction", "loss", "rate",
+                "samples", "old")
+
+    def add(self, start: int, after: int, rank: int | None, what: tuple) -> None:
+        """One line read by ``_read_line`` (a _TRAINING or _OLD_LINE)."""
+        kind, step, epoch, (minute, second, fraction), loss, rate, samples = what
+        for name, value in zip(self._COLUMNS, (start, after, rank, step, epoch, minute, second, fraction, loss,
+                                               rate, samples, kind == _OLD_LINE)):
+            getattr(self, name).append(value)
+
+    def extend(self, other: _Lines) -> None:
+        """``other``'s lines too, all in text order."""
+        if not other.start:
+            return
+        starts = [*self.start, *other.start]
+        order = sorted(range(len(starts)), key=starts.__getitem__)
+        for name in self._COLUMNS:
+            column = [*getattr(self, name), *getattr(other, name)]
+            setattr(self, name, list(map(column.__getitem__, order)))
 
 
 @dataclass
-class _Line:
-    """One training line."""
+class _Events:
+    """The rare lines, by line start."""
 
-    rank: int | None
-    step: int
-    epoch: int
-    time: float | None
-    precise: bool  # the timestamp has sub-second digits
-    loss: float | None
-    rate: float | None  # printed throughput / ips / qps as printed
-    samples: float | None  # avg_samples of the newer form
-    pauses: int  # validation / checkpoint-save lines seen so far in the file (any rank)
+    args: list[int] = field(default_factory=list)  # "--------args----------"
+    stops: list[int] = field(default_factory=list)  # the engine's "training stops early"
+    settings: list[tuple[int, str | None, str | None, int | None]] = field(default_factory=list)  # key, value, trainers
+    pauses: list[int] = field(default_factory=list)  # validation / save lines among the lines read one by one
 
 
+def _read(text: str) -> tuple[_Lines, _Events]:
+    """The training lines and the rare lines of ``text`` (see the module docstring)."""
+    lines = _own_lines(text)
+    events = _Events()
+    extra = _Lines()
+    for start in sorted(_rare_line_starts(text, _gaps([0, *lines.after], [*lines.start, len(text)]))):
+        after, rank, line = _line_at(text, start)
+        what = _read_line(line)
+        if what is None:
+            continue
+        kind = what[0]
+        if kind in (_TRAINING, _OLD_LINE):
+            extra.add(start, after, rank, what)
+        elif kind == _STOP:
+            events.stops.append(start)
+        elif kind == _PAUSE:
+            events.pauses.append(start)
+        else:
+            events.settings.append((start, *what[1:]))
+    lines.extend(extra)
+    for start in _line_starts(text, _ARGS):
+        if _ARGS in _line_at(text, start)[2]:
+            events.args.append(start)
+    lines.pause = _pauses(text, lines, events.pauses)
+    return lines, events
+
+
+def _own_lines(text: str) -> _Lines:
+    """arcface_paddle's own training lines (``_TRAIN_LINE``), as columns."""
+    found = list(_TRAIN_LINE.finditer("\n" + text))  # in "\n" + text, the "\n" before a line is at its start
+    if not found:
+        return _Lines()
+    minute, second, fraction, loss, epoch, step, thr, ips = zip(*map(re.Match.groups, found))
+    starts = list(map(sub, map(re.Match.start, found), repeat(_OWN_HEAD)))
+    afters = list(map(re.Match.end, found))
+    n = len(found)
+    out = _Lines(start=starts, after=afters, rank=[None] * n, step=list(map(int, step)), epoch=_ints(epoch),
+                 minute=minute, second=second, fraction=fraction, loss=_floats(loss), old=[False] * n)
+    if ips.count(None) == n:
+        out.rate, out.samples = _floats(thr), [None] * n
+    else:
+        out.rate = _floats([t if t is not None else i for t, i in zip(thr, ips)])
+        out.samples = [_samples(text, a, b) if i is not None else None for a, b, i in zip(starts, afters, ips)]
+    return out
+
+
+def _samples(text: str, start: int, after: int) -> float | None:
+    """avg_samples of the line (arcface_paddle's own: no prefix) from ``start`` to ``after``."""
+    sm = _SAMPLES.search(text, start, after - 1)
+    return _float(sm.group(1)) if sm else None
+
+
+def _gaps(ends: list[int], starts: list[int]) -> list[tuple[int, int]]:
+    """The non-empty (ends[i], starts[i])."""
+    return [(ends[i], starts[i]) for i in compress(range(len(ends)), map(lt, ends, starts))]
+
+
+def _rare_line_starts(text: str, parts: list[tuple[int, int]]) -> set[int]:
+    """The start of every line of ``parts`` (whole lines of ``text``) that holds one of ``_RARE_WORDS`` or
+    that ``_KV`` may read: the lines the per-line rules must read there (all but validation / save lines,
+    which ``_pauses`` reads)."""
+    joined = "".join([text[a:b] for a, b in parts])
+    offsets = list(accumulate((b - a for a, b in parts), initial=0))
+    hits = [m.start() for m in _KV_ANYWHERE.finditer(joined)]
+    for words, rare in _RARE_WORDS:
+        hits.extend(_line_starts(joined, words, rare))
+    out = set()
+    for j in hits:
+        k = bisect_right(offsets, j) - 1
+        out.add(_line_start(text, parts[k][0] + j - offsets[k]))
+    return out
+
+
+def _line_starts(text: str, words: str, rare: str | None = None) -> list[int]:
+    """The start of every line that holds ``words`` (``rare``: see ``_find``)."""
+    out = []
+    i = _find(text, words, rare, 0)
+    while i >= 0:
+        out.append(_line_start(text, i))
+        end = text.find("\n", i)
+        if end < 0:
+            break
+        i = _find(text, words, rare, end)
+    return out
+
+
+def _find(text: str, words: str, rare: str | None, start: int) -> int:
+    """``text.find(words, start)``; with ``rare`` (a character of ``words``) by jumping between its
+    occurrences (a search for one character is much faster), as long as few of them start no ``words``."""
+    if rare is None:
+        return text.find(words, start)
+    at = words.index(rare)
+    i = text.find(rare, start + at)
+    for _ in range(_JUMPS):
+        if i < 0 or text.startswith(words, i - at):
+            return i - at if i >= 0 else -1
+        i = text.find(rare, i + 1)
+    return text.find(words, i - at) if i >= 0 else -1
+
+
+def _pauses(text: str, lines: _Lines, found: list[int]) -> list[int]:
+    """For each training line, how many gaps before it hold a validation / checkpoint line (two lines have a
+    pause between them when these differ): ``found`` are such lines already read; between two training
+    lines that are not neighbours the first line holding a pause's words is read."""
+    n = len(lines.start)
+    marks = [0] * n
+    for p in found:
+        i = bisect_right(lines.start, p)
+        if 0 < i < n:
+            marks[i] = 1
+    for i in compress(range(1, n), map(lt, lines.after, lines.start[1:])):
+        if not marks[i] and _holds_pause(text, lines.after[i - 1], lines.start[i]):
+            marks[i] = 1
+    return list(accumulate(marks))
+
+
+def _holds_pause(text: str, start: int, end: int) -> bool:
+    """Whether the lines from ``start`` to ``end`` (whole lines, none of them a training line) hold a
+    validation or checkpoint line: the first line (a validation usually starts right after training), then
+    each line holding their words."""
+    after, _, line = _line_at(text, start)
+    if _is_pause(line):
+        return True
+    while after < end:
+        m = _PAUSE_WORDS.search(text, after, end)
+        if m is None:
+            return False
+        after, _, line = _line_at(text, _line_start(text, m.start()))
+        if _is_pause(line):
+            return True
+    return False
+
+
+def _is_pause(line: str) -> bool:
+    what = _read_line(line)
+    return what is not None and what[0] == _PAUSE
+
+
+def _ints(texts: list[str]) -> list[int]:
+    """``int`` of each text (few distinct values in many lines: each converted once)."""
+    values = {x: int(x) for x in set(texts)}
+    return list(map(values.__getitem__, texts))
+
+
+def _floats(texts: list[str | None]) -> list[float | None]:
+    """``to_float`` of each text."""
+    try:
+        return list(map(float, texts))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return [_float(x) for x in texts]
+
+
+def _minute_seconds(minute: str) -> float | None:
+    """Unix seconds (UTC) of a ``2021-09-28 11:10`` minute, None when it is no real date (as ``datetime``)."""
+    try:
+        return datetime(int(minute[0:4]), int(minute[5:7]), int(minute[8:10]), int(minute[11:13]),
+                        int(minute[14:16]), tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def _minutes_seconds(minutes: set[str]) -> dict[str, float | None]:
+    """``_minute_seconds`` of each minute, a day's date converted once."""
+    days: dict[str, float | None] = {}
+    out: dict[str, float | None] = {}
+    for minute in minutes:
+        date = minute[:10]
+        if date not in days:
+            days[date] = _minute_seconds(date + " 00:00")
+        day, clock = days[date], _CLOCK.get(minute[11:])
+        out[minute] = day + clock if day is not None and clock is not None else _minute_seconds(minute)
+    return out
+
+
+def _times(minutes: list[str | None], seconds: list[str | None],
+           fractions: list[str | None]) -> tuple[list[float | None], list[bool]]:
+    """Unix seconds (UTC) of each timestamp and whether it has sub-second digits ((None, False): none, or no
+    real date), as ``values.stamp_seconds``: the whole second, then plus float("0." + fraction)."""
+    bases = _minutes_seconds({m for m in set(minutes) if m is not None})
+    try:  # every line with a real timestamp and milliseconds (the logging module's)
+        return ([bases[m] + _SECONDS[s] + _MILLISECONDS[f] for m, s, f in zip(minutes, seconds, fractions)],  # type: ignore[index,operator]
+                [True] * len(minutes))
+    except (KeyError, TypeError):
+        pass
+    try:  # every line with a real timestamp and sub-second digits
+        return ([bases[m] + _SECONDS[s] + float("0." + f) for m, s, f in zip(minutes, seconds, fractions)],  # type: ignore[index,operator]
+                [True] * len(minutes))
+    except (KeyError, TypeError):
+        out = [_time(bases.get(m) if m is not None else None, s, f) for m, s, f in zip(minutes, seconds, fractions)]
+        return [t for t, _ in out], [p for _, p in out]
+
+
+def _time(base: float | None, second: str | None, fraction: str | None) -> tuple[float | None, bool]:
+    if base is None or second is None or int(second) > 59:
+        return None, False
+    t = base + int(second)
+    return (t + float("0." + fraction), True) if fraction else (t, False)
+
+
+# ------------------------------------------------------------------------------------------ runs
 @dataclass
 class _Run:
-    """One run's lines and header values."""
+    """One run: its part of the text, its training lines ``first`` .. ``stop`` - 1 and header values."""
 
     start: int
     end: int = 0
-    lines: list[_Line] = field(default_factory=list)
+    first: int = 0
+    stop: int = 0
+    same_job: bool = False  # started by a step going back: keeps the header read so far
     header: dict[str, str] = field(default_factory=dict)
     trainers: int | None = None
     stopped: bool = False  # the PLSC 2.x engine's "training stops early" line (max_train_step reached)
 
 
-def _split(text: str) -> list[_Run]:
-    """One pass over the lines: runs and what each says."""
+def _runs(text: str, lines: _Lines, events: _Events) -> list[_Run]:
+    """The runs: a new ``--------args----------`` block after training lines, or a step that goes back,
+    starts one (the latter keeps the header read so far). Makes entry.py steps global."""
+    starts, n = lines.start, len(lines.start)
+    new_blocks: list[int] = []
+    for a in events.args:
+        if bisect_left(starts, a) > bisect_left(starts, new_blocks[-1] if new_blocks else 0):
+            new_blocks.append(a)  # training lines since the run began
+    if any(lines.old):
+        _global_batches(lines, new_blocks)
+    step, rank = lines.step, lines.rank
+    went_back = []
+    for i in compress(range(1, n), map(lt, step[1:], step)):
+        if lines.old[i] or (rank[i] is not None and rank[i] != rank[i - 1]):
+            continue
+        if bisect_right(new_blocks, starts[i]) == bisect_right(new_blocks, starts[i - 1]):  # same run so far
+            went_back.append(starts[i])
+    bounds = sorted([(a, False) for a in new_blocks] + [(b, True) for b in went_back])
     runs = [_Run(0)]
-    run = runs[0]
-    prefixed = "<std" in text
-    pauses = 0
-    pos = 0
-    offset, last_pass, last_batch = 0, -1, -1  # entry.py: passes restart the batch counter
-    for raw in text.split("\n"):
-        here, pos = pos, pos + len(raw) + 1
-        line = raw.rstrip("\r")
-        rank = None
-        if prefixed:
-            pm = _PREFIX.match(line)
-            if pm is not None:
-                rank, line = int(pm.group(1)), line[pm.end():]
-        if _ARGS in line and run.lines:
-            run.end, run = here, _Run(here)
-            runs.append(run)
-            offset, last_pass, last_batch = 0, -1, -1
-        if "step: " in line:
-            m = _at(line, "loss ", _TRAIN)
-            if m is not None:
-                loss, epoch, step, thr, ips = m.groups()
-                n = int(step)
-                if run.lines and n < run.lines[-1].step and (rank is None or rank == run.lines[-1].rank):
-                    run.end, run = here, _Run(here, header=dict(run.header), trainers=run.trainers)
-                    runs.append(run)  # the step went back: another run (of the same job settings)
-                sm = _SAMPLES.search(line) if ips is not None else None
-                run.lines.append(_Line(rank, n, int(epoch), *_stamp(line), _float(loss), _float(thr or ips),
-                                       _float(sm.group(1)) if sm else None, pauses))
-                continue
-        if "[Train][Epoch " in line:
-            m = _at(line, "[Train][Epoch ", _ENGINE)
-            if m is not None:
-                epoch, it, per_epoch, middle, ips = m.groups()
-                n = (int(epoch) - 1) * int(per_epoch) + int(it) + 1
-                if run.lines and n < run.lines[-1].step and (rank is None or rank == run.lines[-1].rank):
-                    run.end, run = here, _Run(here, header=dict(run.header), trainers=run.trainers)
-                    runs.append(run)
-                lm = _ENGINE_LOSS.search(middle)
-                run.lines.append(_Line(rank, n, int(epoch), *_stamp(line), _float(lm.group(1)) if lm else None,
-                                       _float(ips), None, pauses))
-                continue
-        if "training stops early" in line and _ENGINE_STOP.search(line) is not None:
-            run.stopped = True
-            continue
-        if "plsc INFO: " in line and " : " in line:
-            m = _ENGINE_CONF.search(line)
-            if m is not None and m.group(1) in _ENGINE_KEYS:
-                run.header.setdefault(m.group(1), m.group(2))
-            continue
-        if "qps:" in line:
-            m = _at(line, "Pass:", _OLD)
-            q = _QPS.search(line, m.end()) if m is not None else None
-            if m is not None and q is not None:
-                lm = _OLD_LOSS.search(line, m.end(), q.start())
-                p, b = int(m.group(1)), int(m.group(2))
-                if p != last_pass:  # a new pass restarts the batch counter (lines of other nodes repeat batches)
-                    if last_batch >= 0:
-                        offset += last_batch + 1
-                    last_pass, last_batch = p, -1
-                last_batch = max(last_batch, b)
-                run.lines.append(_Line(rank, offset + b, p, *_stamp(line), _float(lm.group(1)) if lm else None,
-                                       _float(q.group(1)), None, pauses))
-                continue
-        if _SAVE in line or _VALID.search(line) is not None:
-            pauses += 1
-            continue
-        if ": " in line:
-            m = _at(line, " - ", _KV)
-            if m is not None:
-                run.header.setdefault(m.group(1), m.group(2))
-            if "TRAINERS_NUM" in line or "trainers" in line or "nranks" in line:
-                t = _TRAINERS.search(line)
-                if t is not None:
-                    run.trainers = run.trainers or _int(t.group(1) or t.group(2))
-    run.end = len(text)
+    for pos, same_job in bounds:
+        runs[-1].end = pos
+        runs.append(_Run(pos, same_job=same_job))
+    runs[-1].end = len(text)
+    settings, stops = events.settings, events.stops  # in text order
+    k = 0
+    for previous, run in zip([None, *runs], runs):
+        run.first, run.stop = bisect_left(starts, run.start), bisect_left(starts, run.end)
+        if run.same_job and previous is not None:
+            run.header, run.trainers = dict(previous.header), previous.trainers
+        while k < len(settings) and settings[k][0] < run.end:
+            _, key, value, trainers = settings[k]
+            if key is not None:
+                run.header.setdefault(key, value)  # type: ignore[arg-type]
+            run.trainers = run.trainers or trainers
+            k += 1
+        run.stopped = bisect_left(stops, run.end) > bisect_left(stops, run.start)
     return runs
 
 
-def _kept(lines: list[_Line]) -> list[_Line]:
+def _global_batches(lines: _Lines, new_blocks: list[int]) -> None:
+    """entry.py lines: the batch counter restarts every pass; steps count on (a new run restarts them)."""
+    offset, last_pass, last_batch = 0, -1, -1
+    block = 0
+    lines.step = list(lines.step)
+    for i in compress(range(len(lines.old)), lines.old):
+        b, p = lines.step[i], lines.epoch[i]
+        here = bisect_right(new_blocks, lines.start[i])
+        if here != block:
+            block, offset, last_pass, last_batch = here, 0, -1, -1
+        if p != last_pass:  # a new pass restarts the batch counter (lines of other nodes repeat batches)
+            if last_batch >= 0:
+                offset += last_batch + 1
+            last_pass, last_batch = p, -1
+        last_batch = max(last_batch, b)
+        lines.step[i] = offset + b
+
+
+def _kept(lines: _Lines, first: int, stop: int) -> range | list[int]:
     """The lowest rank's lines (and unprefixed ones) when several ranks printed; a line repeating the step
     of the line before it (another node's copy) is dropped."""
-    ranks = {x.rank for x in lines if x.rank is not None}
-    if len(ranks) > 1:
-        low = min(ranks)
-        lines = [x for x in lines if x.rank in (low, None)]
-    out: list[_Line] = []
-    for x in lines:
-        if not out or x.step > out[-1].step:
-            out.append(x)
+    kept: range | list[int] = range(first, stop)
+    ranks = lines.rank[first:stop]
+    named = set(ranks)
+    named.discard(None)
+    if len(named) > 1:
+        low = min(named)  # type: ignore[type-var]
+        kept = [i for i, r in zip(kept, ranks) if r is None or r == low]
+    steps = _pick(lines.step, kept)
+    if all(map(lt, steps, steps[1:])):
+        return kept
+    out: list[int] = []
+    last = 0
+    for i, s in zip(kept, steps):
+        if not out or s > last:
+            out.append(i)
+            last = s
     return out
 
 
-def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions) -> ParsedRun:
+def _pick(column: list, kept: range | list[int]) -> list:
+    return column[kept.start : kept.stop] if isinstance(kept, range) else [column[i] for i in kept]
+
+
+def _parse_run(chunk: str, run: _Run, lines: _Lines, file: str, options: ParseOptions) -> ParsedRun:
     h = run.header
     world = _int(h.get("world_size")) or run.trainers
     batch = _int(h.get("batch_size"))
@@ -258,55 +593,67 @@ def _parse_run(chunk: str, run: _Run, file: str, options: ParseOptions) -> Parse
     if batch is None and total and world and total % world == 0:
         batch = total // world
     global_batch = total or (world * batch if world and batch else None)
-    lines = _kept(run.lines)
+    kept = _kept(lines, run.first, run.stop)
 
-    stored: list[IterationRecord] = []
-    for x in lines:
-        rate = x.rate
-        if rate is not None and x.samples and global_batch and _usable(x.samples):
-            rate *= max(1, round(global_batch / x.samples))  # ips over avg_samples -> the whole job
-        stored.append(IterationRecord(x.step, x.time, rate, x.loss, x.rank, x.epoch))
+    its, ranks, epochs, losses = (_pick(c, kept) for c in (lines.step, lines.rank, lines.epoch, lines.loss))
+    times, precise = _times(*(_pick(c, kept) for c in (lines.minute, lines.second, lines.fraction)))
+    rates = _pick(lines.rate, kept)
+    samples = _pick(lines.samples, kept)
+    if samples.count(None) < len(samples):  # ips over avg_samples -> the whole job
+        rates = [r * max(1, round(global_batch / s)) if r is not None and s and global_batch and _usable(s) else r
+                 for r, s in zip(rates, samples)]
+    stored = RecordColumns(its, times, rates, losses, ranks, epochs)
 
-    by_time = global_batch is not None and bool(lines) and all(x.precise for x in lines)
-    measured: list[IterationRecord] = []
-    for i, (x, r) in enumerate(zip(lines, stored)):
-        rate = None
-        if i > 0 and x.pauses == lines[i - 1].pauses:  # no validation / save inside the interval
-            prev = stored[i - 1]
-            dt = r.time - prev.time if by_time else None  # type: ignore[operator]
-            if dt is None:
-                rate = r.samples_per_sec
-            elif dt > 0:
-                rate = global_batch * (r.iteration - prev.iteration) / dt  # type: ignore[operator]
-        measured.append(IterationRecord(r.iteration, None, rate, r.loss, r.rank, r.epoch))
+    by_time = global_batch is not None and bool(its) and all(precise)
+    measured = RecordColumns(its, [None] * len(its), _interval_rates(its, times, rates, _pick(lines.pause, kept),
+                                                                     global_batch if by_time else None),
+                             losses, ranks, epochs)
 
     progress: list[tuple[str, int, int]] = []
     steps, interval = _int(h.get("total_steps")), _int(h.get("log_interval_step"))
-    if steps and interval and stored:
-        progress.append(("iterations", stored[-1].iteration, steps - steps % interval))
+    if steps and interval and its:
+        progress.append(("iterations", its[-1], steps - steps % interval))
     max_train_step = _int(h.get("max_train_step"))
-    if max_train_step and stored:
-        progress.append(("iterations", stored[-1].iteration, max_train_step))
+    if max_train_step and its:
+        progress.append(("iterations", its[-1], max_train_step))
     # A run stopped on purpose (the seed's entry.py exit at batch 150) is complete once it reached the
     # window the caller asked for, even though it never reached total_steps.
     planned = options.warmup + options.measured if options.measured is not None else None
-    stopped_as_planned = planned is not None and bool(stored) and stored[-1].iteration >= planned
+    stopped_as_planned = planned is not None and bool(its) and its[-1] >= planned
     finished = stopped_as_planned or run.stopped
     why = truncation(chunk, finished=finished, progress=progress, fit=options.fit)
-    failing = why or not stored or loss_failure(stored) or text_failure(chunk)
+    # A failed run's reason is the same whichever records are given: they share iterations and losses.
     result = conclude(
-        text=chunk, file=file, format=NAME, records=stored if failing else measured, options=options,
+        text=chunk, file=file, format=NAME, records=measured, options=options,
         reported=None, gpus=world, batch_size_per_device=batch, truncated=why,
         stopped_early=stopped_short(finished=finished, progress=progress),
     )
     if result.status == "ok" and by_time:
         result = replace(result, method=TIMESTAMPS)
-    return replace(result, records=tuple(stored))
+    return replace(result, records=stored)
+
+
+def _interval_rates(its: list[int], times: list[float | None], rates: list[float | None], pauses: list[int],
+                    global_batch: int | None) -> list[float | None]:
+    """Each record's rate over the interval since the record before it (None for the first and for an
+    interval holding a validation or a save): from the timestamps with ``global_batch`` (None for a span
+    that is not positive), else the printed rate."""
+    out: list[float | None] = [None]
+    if global_batch is None:
+        out += rates[1:]
+    else:
+        out += [global_batch * (b - a) / dt if dt > 0 else None  # type: ignore[operator]
+                for a, b, dt in zip(its, its[1:], map(sub, times[1:], times))]  # type: ignore[arg-type]
+    if pauses and pauses[0] != pauses[-1]:  # (never decreasing)
+        for i in compress(range(1, len(its)), map(ne, pauses[1:], pauses)):
+            out[i] = None
+    return out if its else []
 
 
 def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
     """The runs of a PLSC ArcFace log (see the module docstring)."""
-    return [_parse_run(text[r.start:r.end], r, file, options) for r in _split(text)]
+    lines, events = _read(text)
+    return [_parse_run(text[r.start : r.end], r, lines, file, options) for r in _runs(text, lines, events)]
 
 
 FORMAT = LogFormat(NAME, detect, parse, default_warmup=DEFAULT_WARMUP, default_measured=DEFAULT_MEASURED)

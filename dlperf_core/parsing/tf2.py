@@ -39,11 +39,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
-from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions
-from dlperf_core.parsing.values import to_float as _float
+from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
+from dlperf_core.parsing.values import search_literal, to_float as _float
 
 NAME = "tf2_official_resnet"
 DEFAULT_WARMUP = 100  # the first TimeHistory window (log_steps=100); DLPerf skipped these 100 steps too
@@ -66,17 +66,19 @@ _MULTI = re.compile(r"[^\n]{0,4000}?num_workers = (\d{1,6}), local_devices = \((
 _DEVICES = re.compile(r"([^)\n]{0,4000})\)")
 _RANK = re.compile(r"\[\d{1,9},(\d{1,9})\]<std(?:out|err)>:")
 _RANK_REACH = 4096  # how far back on its line a match looks for its mpirun prefix
-_DETECT = re.compile(
-    r"TimeHistory: [^\s,]{1,64} seconds, [^\s,]{1,64} examples/second between steps \d"
-    r"|BenchmarkMetric: \{'global step': ?\d"
-)
+_TIME_HISTORY = re.compile(r"TimeHistory: [^\s,]{1,64} seconds, [^\s,]{1,64} examples/second between steps \d")
+_BENCHMARK_METRIC = re.compile(r"BenchmarkMetric: \{'global step': ?\d")
 
 _Line = tuple[int | None, int, int, float | None, float | None]  # rank, start step, end step, seconds, rate
 
 
 def detect(text: str) -> bool:
-    """Whether ``text`` holds a TimeHistory or a TF 2.0/2.1 ``BenchmarkMetric`` step line."""
-    return ("TimeHistory: " in text or "BenchmarkMetric: " in text) and _DETECT.search(text) is not None
+    """Whether ``text`` holds a TimeHistory or a TF 2.0/2.1 ``BenchmarkMetric`` step line (each tried only
+    where its first words start: memchr jumps between the rare H's and B's)."""
+    return (
+        search_literal(text, _TIME_HISTORY, "TimeHistory: ", "H") is not None
+        or search_literal(text, _BENCHMARK_METRIC, "BenchmarkMetric: ", "B") is not None
+    )
 
 
 def _devices(listing: str) -> int:
@@ -162,27 +164,31 @@ def _scan(text: str) -> _Scan:
     return out
 
 
-def _records(events: list[_Line | float | None]) -> tuple[list[_Line], list[IterationRecord]]:
-    """The lowest rank's step lines (by end step) and their records. A record's loss is the last loss
-    printed (by any rank) since the previous record, or the first NaN/inf one; a NaN/inf loss after the
+def _records(events: list[_Line | float | None]) -> tuple[list[_Line], RecordColumns]:
+    """The lowest rank's step lines (by end step) and their records, as columns. A record's loss is the last
+    loss printed (by any rank) since the previous record, or the first NaN/inf one; a NaN/inf loss after the
     last record goes on the last record."""
     ranks = [e[0] for e in events if isinstance(e, tuple) and e[0] is not None]
     keep = min(ranks) if ranks else None
     lines: list[_Line] = []
-    records: list[IterationRecord] = []
+    losses: list[float | None] = []
     pending: float | None = None
     for e in events:
         if isinstance(e, tuple):
             if e[0] == keep:
                 lines.append(e)
-                records.append(IterationRecord(e[2], None, e[4], pending, keep))
+                losses.append(pending)
                 pending = None
         elif e is not None and (pending is None or math.isfinite(pending)):
             pending = e
-    if records and pending is not None and not math.isfinite(pending):
-        records[-1] = replace(records[-1], loss=pending)
+    if lines and pending is not None and not math.isfinite(pending):
+        losses[-1] = pending
     order = sorted(range(len(lines)), key=lambda i: lines[i][2])
-    return [lines[i] for i in order], [records[i] for i in order]
+    lines = [lines[i] for i in order]
+    n = len(lines)
+    records = RecordColumns([line[2] for line in lines], [None] * n, [line[4] for line in lines],
+                            [losses[i] for i in order], [keep] * n if keep is not None else None)
+    return lines, records
 
 
 def _global_batch(lines: list[_Line]) -> int | None:

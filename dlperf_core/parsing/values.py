@@ -1,10 +1,14 @@
-"""Small value readers shared by the format parsers: they never raise, a bad value is None."""
+"""Small value readers shared by the format parsers: they never raise, a bad value is None. And the fast
+literal searches the detectors and the text failure rules use (``find_literal``, ``search_literal``)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from typing import TypeVar
+
+_Text = TypeVar("_Text", str, bytes)
 
 
 def to_float(text: str | None) -> float | None:
@@ -53,12 +57,92 @@ def anchored_matches(text: str, needle: str, rx: re.Pattern[str], tries: int) ->
             return
 
 
+_MINUTE_STARTS: dict[tuple[str, str, str, str, str], float] = {}
+"""Unix seconds of the minutes ``stamp_seconds`` has read, by their (year, month, day, hour, minute) texts:
+the lines of a log share few minutes, and building a ``datetime`` costs more than the rest of the work."""
+
+
 def stamp_seconds(m: re.Match[str]) -> tuple[float | None, bool]:
     """Unix seconds (read as UTC) of a match whose groups are year, month, day, hour, minute, second and an
     optional fraction; and whether it has sub-second digits. (None, False) for no real date."""
     y, mo, d, h, mi, s, frac = m.groups()
-    try:
-        t = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc).timestamp()
-    except ValueError:
-        return None, False
+    minute = _MINUTE_STARTS.get((y, mo, d, h, mi))
+    if minute is not None and s is not None and len(s) <= 2 and s.isascii() and s.isdigit() and int(s) < 60:
+        t = minute + int(s)  # whole seconds: exactly what datetime(...).timestamp() gives
+    else:
+        try:
+            t = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            return None, False
+        if len(_MINUTE_STARTS) >= 4096:
+            _MINUTE_STARTS.clear()
+        _MINUTE_STARTS[(y, mo, d, h, mi)] = t - int(s)
     return (t + float("0." + frac), True) if frac else (t, False)
+
+
+def jump_tries(text: str | bytes) -> int:
+    """How many candidates a fast search checks one by one before one plain scan takes over: occurrences of
+    a rare character (``find_literal``, ``search_literal``), or literals a detector verifies with a regex:
+    16, plus one per 4 KB of text. A check costs about what a substring scan spends on half a KB, so where
+    candidates are common the checks add a few microseconds and about an eighth to the plain scan; where
+    they are rare (the usual case) they save nearly all of it (10-50 x faster)."""
+    return 16 + (len(text) >> 12)
+
+
+def find_literal(text: _Text, needle: _Text, rare: _Text | None = None, start: int = 0) -> int:
+    """``text.find(needle, start)`` (str or bytes), found by jumping with memchr between occurrences of the
+    character ``rare`` of ``needle`` (default its first): pick one that is rare in logs (an upper-case letter,
+    a bracket) and most texts are crossed in a few memchr calls instead of a substring scan. After
+    ``jump_tries`` occurrences that start no ``needle``, ``text.find`` finishes the search."""
+    at = needle.index(rare) if rare else 0
+    char = needle[at : at + 1]
+    i = text.find(char, start + at)
+    tries = jump_tries(text)
+    while i >= 0:
+        if text.startswith(needle, i - at):
+            return i - at
+        tries -= 1
+        if not tries:
+            return text.find(needle, i - at + 1)
+        i = text.find(char, i + 1)
+    return -1
+
+
+def search_literal(
+    text: str, rx: re.Pattern[str], needle: str, rare: str | None = None, pos: int = 0
+) -> re.Match[str] | None:
+    """``rx.search(text, pos)`` for an ``rx`` whose every match starts with the literal ``needle``: ``rx`` is
+    tried only where ``needle`` starts, found by jumping between occurrences of its character ``rare`` as in
+    ``find_literal``; after ``jump_tries`` occurrences that start no match, ``rx.search`` finishes the search
+    (the regex engine scans for a literal prefix itself, just more slowly than memchr)."""
+    at = needle.index(rare) if rare else 0
+    char = needle[at : at + 1]
+    i = text.find(char, pos + at)
+    tries = jump_tries(text)
+    while i >= 0:
+        if text.startswith(needle, i - at):
+            m = rx.match(text, i - at)
+            if m is not None:
+                return m
+        tries -= 1
+        if not tries:
+            return rx.search(text, i - at + 1)
+        i = text.find(char, i + 1)
+    return None
+
+
+def literal_starts(text: str, needle: str, rare: str | None = None) -> Iterator[int]:
+    """Every start of ``needle`` in ``text``, in order (``find_literal`` again and again)."""
+    at = find_literal(text, needle, rare)
+    while at >= 0:
+        yield at
+        at = find_literal(text, needle, rare, at + 1)
+
+
+def literal_matches(text: str, rx: re.Pattern[str], needle: str, rare: str | None = None) -> Iterator[re.Match[str]]:
+    """A match of ``rx`` at every start of ``needle`` where it matches, in order (``search_literal`` again and
+    again; matches may overlap)."""
+    m = search_literal(text, rx, needle, rare)
+    while m is not None:
+        yield m
+        m = search_literal(text, rx, needle, rare, m.start() + 1)

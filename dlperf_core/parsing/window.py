@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from itertools import islice
+from operator import lt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -70,7 +72,7 @@ def _usable(x: float | None) -> bool:
 def _order(iteration: Sequence[int]) -> Sequence[int]:
     """Positions of the records by iteration number, keeping the first record of each number (a parser's
     columns are almost always in order already: then the positions are a range, found in one pass)."""
-    if all(a < b for a, b in zip(iteration, iteration[1:])):
+    if all(map(lt, iteration, islice(iteration, 1, None))):
         return range(len(iteration))
     out: list[int] = []
     last: int | None = None
@@ -108,7 +110,7 @@ def measure(
 
     p = bisect_right(its, warmup)  # its[:p] are warm-up records, the last of them is the base
     q = bisect_right(its, end) if end is not None else len(its)
-    inside = [order[k] for k in range(p, q)]
+    inside = list(order[p:q])
     base = order[p - 1] if p > 0 else None
     if not inside:
         return too_few(last_iter, warmup + 1)
