@@ -45,13 +45,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     store = ResultStore(default_db_url())
     store.ensure_schema()  # a run refused at planning never reached the database: no crash on an empty one
     summary = store.summary(dag_id=dag_run.dag_id, run_id=dag_run.run_id)
-    from dlperf_core.reporting.tables import max_batch_markdown
+    from dlperf_core.reporting.tables import fabric_markdown, max_batch_markdown
 
     searched = max_batch_markdown(store.max_batch_searches(run_id=dag_run.run_id, dag_id=dag_run.dag_id))
-    if len(summary) or not searched:  # a run of searches only has no case table to show
+    fabric = fabric_markdown(store.fabric_summary(run_id=dag_run.run_id, dag_id=dag_run.dag_id))
+    if len(summary) or not (searched or fabric):  # a run of searches or probes only has no case table
         print(seed_tables(summary))
-    if searched:
-        print(("\n" if len(summary) else "") + searched)
+    for extra in (searched, fabric):
+        if extra:
+            print("\n" + extra)
     state = str(dag_run.state)
     from dlperf_cli.report_cmd import report_location
 

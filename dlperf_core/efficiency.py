@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dlperf_core.workload.llm_config import SIZES as LLM_SIZES, flops_per_token
+
 # ------------------------------------------------------------------------------------------ FLOPs
 RESNET50_LAYERS: tuple[int, int, int, int] = (3, 4, 6, 3)
 TRAINING_FLOPS_FACTOR = 3  # forward + backward (gradients of activations and of weights)
@@ -91,9 +93,18 @@ STANDARD_SIZES: dict[str, ModelSize] = {
 }
 
 
+def throughput_unit(model: str) -> str:
+    """What a throughput of ``model`` counts: tokens/s for dlperf's transformers (a sample is a token),
+    samples/s for the rest (images for the CNNs)."""
+    return "tokens/s" if model.startswith("llm_") else "samples/s"
+
+
 def training_flops_per_sample(model: str, size: ModelSize | None = None) -> float | None:
     """Training FLOPs of one sample (3 x forward, 2 FLOPs a MAC) of ``model`` at ``size`` (default: the
-    standard size); None for a model without a count."""
+    standard size); None for a model without a count. For dlperf's transformers (``llm_<size>``) a sample
+    is a token: 6N + 12 x layers x d_model x seq_len (``dlperf_core/workload/llm_config.py``)."""
+    if model.startswith("llm_") and model[4:] in LLM_SIZES:
+        return float(flops_per_token(LLM_SIZES[model[4:]]))
     size = size or STANDARD_SIZES.get(model)
     if size is None:
         return None

@@ -12,6 +12,7 @@ from dlperf_core.efficiency import energy_per_sample, mfu, model_size, training_
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.gpu_sampling import case_power_w
 from dlperf_core.parsing import ParsedRun, parse_file
+from dlperf_core.parsing.fabric import ProbeResult, parse_probe
 from dlperf_core.parsing.failures import ERROR_TAIL_CHARS, error_line
 from dlperf_core.plan import Case
 from dlperf_core.runtime.base import CaseOutcome
@@ -100,3 +101,27 @@ def judge(case: Case, outcome: CaseOutcome, gpu_model: str | None = None) -> Mea
     first, last = parsed.window or (None, None)
     return Measurement("ok", None, parsed.throughput, parsed.reported_throughput, parsed.iterations, first, last,
                        **efficiency(case, parsed, outcome, gpu_model))
+
+
+def judge_probe(case: Case, outcome: CaseOutcome) -> tuple[Measurement, ProbeResult | None]:
+    """The verdict on a probe case run (``kind = "probe"``: the all-reduce probe) and what it measured: ok
+    with its message sizes, or failed with the reason (the process's, else the log's). ``throughput`` of the
+    verdict is the probe's average bus bandwidth (GB/s), for the task's summary only: probes are stored in
+    ``fabric_probes``, never as a throughput."""
+    log = Path(outcome.log_path) if outcome.log_path else None
+    result = parse_probe(log.read_bytes().decode("utf-8", errors="replace")) if log is not None and log.exists() else None
+    if outcome.failure:
+        details = [outcome.failure]
+        if result is not None and result.status != "ok":
+            details.append(f"log: {result.reason}")
+        if log is not None and log.exists() and (error := error_line(_tail(log))):
+            details.append(f"error: {error}")
+        return Measurement("failed", "; ".join(details), None, None, None), result
+    if result is None:
+        return Measurement("failed", "no log was collected from node 0", None, None, None), None
+    if result.status != "ok":
+        return Measurement("failed", result.reason, None, None, None), result
+    if result.ranks is not None and result.ranks != case.total_gpus:
+        reason = f"probe ran on {result.ranks} ranks, the case expects {case.total_gpus}"
+        return Measurement("failed", reason, None, None, None), result
+    return Measurement("ok", None, result.avg_busbw_gbs, None, len(result.sizes)), result

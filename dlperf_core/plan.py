@@ -141,7 +141,27 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
                             continue
                         seen.add(case.key)
                         out.append((case, filters.repeats or bench.repeats or suite.repeats))
-    return out
+    return out + probe_cases(suite, [case for case, _ in out], filters)
+
+
+def probe_cases(suite: Suite, cases: list[Case], filters: PlanFilters = PlanFilters()) -> list[tuple[Case, int]]:
+    """The suite's ``fabric_probe`` at every topology of ``cases`` (in their order), with its repeats; none
+    when the suite has no probe, or the trigger's framework filter leaves the probe out."""
+    from dlperf_core.frameworks.allreduce_probe import AllreduceProbe, PROBE_MODEL
+
+    probe = suite.fabric_probe
+    if probe is None or (filters.frameworks and AllreduceProbe.name not in filters.frameworks):
+        return []
+    topologies = list(dict.fromkeys((c.nodes, c.gpus_per_node) for c in cases))
+    sizes = ("--min-bytes", str(probe.min_bytes), "--max-bytes", str(probe.max_bytes))
+    return [
+        (
+            Case(AllreduceProbe.name, PROBE_MODEL, "fp32", 1, nodes, gpus, probe.warmup, probe.iters,
+                 extra_args=sizes + probe.extra_args),
+            filters.repeats or probe.repeats or suite.repeats,
+        )
+        for nodes, gpus in topologies
+    ]
 
 
 def check_fits(cases: list[tuple[Case, int]], inventory: Inventory, source: str) -> None:

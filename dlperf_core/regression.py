@@ -23,6 +23,15 @@ environment differs from the previous good night's in a field of
 cuDNN, NCCL, GPU model/count, power limit, clocks): an infrastructure change is then told apart
 from a slowdown of the framework itself.
 
+What a regression is put down to (``label``), from what else was measured that night:
+
+* ``fabric``: the all-reduce probe of the same night and topology (``dlperf_core/workload/allreduce.py``)
+  shows its bus bandwidth dropped beyond its own noise too (the same median/MAD rule on the probe's history,
+  at its largest message size): the network or the collectives library, not the framework;
+* ``framework``: the fabric is not to blame and the framework version or the image digest changed since the
+  last good night;
+* ``unexplained``: neither.
+
 Pure: no database, no Airflow. :mod:`plugins.dlperf_airflow.regression_step` feeds it from the store.
 """
 
@@ -39,6 +48,10 @@ MAD_TO_SIGMA = 1.4826
 """MAD x this = standard deviation, for normally distributed noise."""
 
 Kind = Literal["insufficient_history", "steady", "new", "continuing", "recovered"]
+Label = Literal["fabric", "framework", "unexplained"]
+
+FRAMEWORK_FIELDS: tuple[str, ...] = ("framework_version", "image_digest")
+"""Environment fields whose change puts a regression down to the framework build."""
 
 
 @dataclass(frozen=True)
@@ -184,3 +197,35 @@ def judge_series(nights: list[Night], policy: Policy = Policy()) -> list[Verdict
             open_ = None
         verdicts.append(verdict)
     return verdicts
+
+
+@dataclass(frozen=True)
+class FabricNight:
+    """One scheduled night's all-reduce probe of one topology: its bus bandwidth (GB/s) at the largest size."""
+
+    night: date
+    run_id: str
+    busbw_gbs: float
+
+
+def fabric_dropped(history: list[FabricNight], tonight: FabricNight | None, policy: Policy = Policy()) -> bool | None:
+    """Whether tonight's bus bandwidth fell below the probe's own history beyond its noise (the rule of
+    :func:`judge`); None when it cannot be told (no probe tonight, fewer than ``min_nights`` earlier ones)."""
+    if tonight is None:
+        return None
+    past = sorted((n for n in history if n.run_id != tonight.run_id), key=lambda n: n.night)[-policy.window :]
+    if len(past) < policy.min_nights:
+        return None
+    centre, mad = robust_baseline([n.busbw_gbs for n in past], policy.mad_floor_pct)
+    z, pct = _scaled(tonight.busbw_gbs, centre, mad)
+    return tonight.busbw_gbs < centre and _significant(z, pct, policy)
+
+
+def label_regression(verdict: Verdict, fabric: bool | None) -> Label:
+    """What a new regression is put down to: ``fabric`` when the fabric dropped too (``fabric_dropped``),
+    else ``framework`` when the framework version or image digest changed, else ``unexplained``."""
+    if fabric:
+        return "fabric"
+    if any(change.split(":", 1)[0] in FRAMEWORK_FIELDS for change in verdict.environment_changes):
+        return "framework"
+    return "unexplained"

@@ -30,7 +30,8 @@ SUMMARY_COLUMNS = (
 )
 HISTORY_COLUMNS = ("night", "case_key", "median_throughput", "n", "n_failed", "speedup", "run_status", "run_id")
 REGRESSION_COLUMNS = (
-    "night", "case_key", "median_throughput", "baseline_median", "change_pct", "robust_z", "status", "run_id",
+    "night", "case_key", "median_throughput", "baseline_median", "change_pct", "robust_z", "label", "status",
+    "run_id",
 )
 RESULT_COLUMNS = (
     "dag_id", "run_id", "case_key", "repeat", "status", "reason", "throughput", "reported_throughput",

@@ -60,6 +60,26 @@ def _batches_at(value: BatchSizes, precision: str) -> tuple[int, ...]:
     return (value,) if isinstance(value, int) else tuple(value)
 
 
+class FabricProbe(BaseModel):
+    """``fabric_probe:`` in a suite: an all-reduce bandwidth probe (nccl-tests' measurement) at every
+    topology of the suite's benchmarks, launched like them, stored in ``fabric_probes``; the regression
+    detector reads it to tell a slower fabric from a slower framework."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    min_bytes: int = Field(1 << 20, ge=4, description="smallest message (1 MiB)")
+    max_bytes: int = Field(1 << 30, ge=4, description="largest message (1 GiB)")
+    warmup: int = Field(5, ge=0, description="untimed all-reduces per size")
+    iters: int = Field(20, ge=1, description="timed all-reduces per size")
+    repeats: int | None = Field(None, ge=1, le=100, description="default: the suite's repeats")
+    extra_args: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "FabricProbe":
+        if self.min_bytes > self.max_bytes:
+            raise ValueError(f"min_bytes {self.min_bytes} is larger than max_bytes {self.max_bytes}")
+        return self
+
+
 class Benchmark(BaseModel):
     """One framework x model entry of a suite, expanded over precisions, batch sizes and topologies."""
 
@@ -173,6 +193,9 @@ class Suite(BaseModel):
     topologies: tuple[Topology, ...] = (Topology(nodes=1, gpus_per_node=1),)
     compile: tuple[bool, ...] = Field(
         (False,), description="default for benchmarks that do not say: true, false or [false, true]"
+    )
+    fabric_probe: FabricProbe | None = Field(
+        None, description="also probe the all-reduce bandwidth at every topology of the benchmarks"
     )
     timeout_s: float = Field(3600.0, gt=0, description="wall-clock limit of one case run")
     watchdog_s: float | None = Field(600.0, gt=0, description="fail a run whose log shows no progress this long")

@@ -151,7 +151,10 @@ def test_plan_step_settings_refuse_and_override(monkeypatch):
          "frameworks": None, "models": None, "precisions": None}  # the UI sends null for a cleared multi-select
     )
     runs = plan_suite(suite, inventory, settings.filters)
-    assert [(r.case.topology, r.case.batch_size_per_device) for r in runs] == [("1n2g", 4)]
+    assert [(r.case.framework, r.case.topology, r.case.batch_size_per_device) for r in runs] == [
+        ("pytorch_reference", "1n2g", 4),
+        ("allreduce_probe", "1n2g", 1),  # the suite's fabric probe at the same topology (messages, no batch)
+    ]
     with pytest.raises(ConfigError, match="batch_size"):
         steps.resolve_settings({"suite": "suites/smoke.yaml", "batch_size": 5000})
 

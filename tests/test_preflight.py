@@ -229,7 +229,7 @@ def test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run(sshd, docker_
     inventory.write_text(yaml.safe_dump(Inventory(name="two", nodes=(good, bad)).model_dump(mode="json")))
     ids = RunIds("dlperf_benchmark", "manual__preflight_test")
     params = {"suite": str(REPO / "suites/smoke.yaml"), "runtime": "local", "inventory": str(inventory),
-              "topologies": ["1n1g", "2n1g"], "repeats": 1}
+              "topologies": ["1n1g", "2n1g"], "repeats": 1, "frameworks": ["pytorch_reference"]}
     plan = steps.plan_step(params, ids, "manual")
     assert len(plan) == 2
 

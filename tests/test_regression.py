@@ -203,6 +203,7 @@ def test_planted_slowdown_raises_exactly_one_regression(history_db):
     assert row["change_pct"] == pytest.approx(-5, abs=1.0) and row["baseline_nights"] == 14
     assert not row["environment_changed"] and row["night"] == date(2026, 1, 21)
     assert row["trigger"] == "scheduled"
+    assert row["label"] == "unexplained"  # no probe of the fabric that night, the framework unchanged
     calls = notified(notified_file)
     assert len(calls) == 1 and [r["case_key"] for r in calls[0]] == [slow_key]
 
@@ -239,8 +240,10 @@ def test_step_with_framework_change_is_labelled_environment_change(history_db):
     assert row["case_key"] == "pt/resnet50/amp/b256/1n1g" and row["environment_changed"]
     assert row["environment_changes"] == "framework_version: 2.5.0 -> 2.6.0"
     assert row["environment_id"] == env_b
+    assert row["label"] == "framework"  # the framework version changed, and nothing says the fabric did
     alert = notified(notified_file)[0][0]
     assert alert["environment_changed"] is True and alert["environment_changes"] == row["environment_changes"]
+    assert alert["label"] == "framework"
 
 
 @pytest.mark.postgres
@@ -273,3 +276,83 @@ def test_notifier_configuration(monkeypatch):
         configured_notifiers("json.JSONDecoder")
     with pytest.raises(ValueError, match="dotted path"):
         configured_notifiers("LogRegressionNotifier")
+
+
+# ---- fabric or framework: the all-reduce probe of the same night and topology
+GIB = 1 << 30
+
+
+def add_probe(store, run_id: str, night: int, busbw: float, nodes: int = 1, gpn: int = 8, rng=None) -> None:
+    """The night's all-reduce probe of one topology: two repeats around ``busbw`` GB/s at 256 MiB and 1 GiB."""
+    from dlperf_core.storage import ProbeRecord, ProbeSizeRecord
+
+    rng = rng or random.Random(1000 + night)
+    started = datetime(2026, 1, 1, 2, 30, tzinfo=timezone.utc) + timedelta(days=night)
+    for repeat in range(2):
+        value = busbw * (1 + rng.gauss(0, 0.005))
+        sizes = tuple(ProbeSizeRecord(size, size / (value * 1e9) * 1e6 * 8 / 14, value * 8 / 14, value)
+                      for size in (GIB // 4, GIB))
+        store.upsert_probe(ProbeRecord(
+            dag_id="dlperf_benchmark", run_id=run_id, probe_key=f"allreduce_probe/allreduce/fp32/b1/{nodes}n{gpn}g",
+            nodes=nodes, gpus_per_node=gpn, repeat=repeat, status="ok", ranks=nodes * gpn, backend="nccl",
+            dtype="float32", avg_busbw_gbs=value, started_at=started + timedelta(minutes=repeat), sizes=sizes,
+        ))
+
+
+@pytest.fixture
+def fabric_history_db(history_db):
+    """history_db with 20 good nights of the 1n8g probe (about 180 GB/s bus bandwidth)."""
+    store, env_a, env_b, notified_file = history_db
+    for i in range(20):
+        add_probe(store, f"scheduled__2026-{i:03d}", i, 180.0)
+    return store, env_a, env_b, notified_file
+
+
+@pytest.mark.postgres
+def test_a_slowdown_with_a_slower_fabric_is_put_down_to_the_fabric(fabric_history_db):
+    """Night 20: 1n8g 5% slower, and its all-reduce bus bandwidth fell from 180 to 120 GB/s (a link down to a
+    slower path): the regression is the fabric's, even though nothing in the framework changed."""
+    from dlperf_airflow.regression_step import detect_step
+    from dlperf_core.jobs import RunIds
+
+    store, env_a, _, notified_file = fabric_history_db
+    run_id = add_night(store, 20, slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_a)
+    add_probe(store, run_id, 20, 120.0)
+    detect_step(RunIds("dlperf_benchmark", run_id))
+    (row,) = store.regressions(run_id=run_id).itertuples()
+    assert (row.case_key, row.label) == ("pt/resnet50/amp/b256/1n8g", "fabric")
+    assert notified(notified_file)[-1][0]["label"] == "fabric"
+    fabric = store.fabric_history(nodes=1, gpus_per_node=8)
+    assert set(fabric["size_bytes"]) == {GIB // 4, GIB} and len(fabric) == 2 * 21
+    assert fabric[fabric["run_id"] == run_id]["busbw_gbs"].max() == pytest.approx(120.0, rel=0.02)
+
+
+@pytest.mark.postgres
+def test_a_slowdown_with_a_new_framework_and_a_steady_fabric_is_the_frameworks(fabric_history_db):
+    from dlperf_airflow.regression_step import detect_step
+    from dlperf_core.jobs import RunIds
+
+    store, _, env_b, _ = fabric_history_db
+    run_id = add_night(store, 20, slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_b)
+    add_probe(store, run_id, 20, 180.5)  # the fabric as every night
+    detect_step(RunIds("dlperf_benchmark", run_id))
+    (row,) = store.regressions(run_id=run_id).itertuples()
+    assert row.label == "framework" and row.environment_changes == "framework_version: 2.5.0 -> 2.6.0"
+
+
+def test_labels_follow_the_rules():
+    from dlperf_core.regression import FabricNight, Verdict, fabric_dropped, label_regression
+
+    nights = [FabricNight(date(2026, 1, 1 + i), f"r{i}", 180.0 + (i % 3) * 0.5) for i in range(14)]
+    assert fabric_dropped(nights, FabricNight(date(2026, 1, 20), "t", 150.0)) is True
+    assert fabric_dropped(nights, FabricNight(date(2026, 1, 20), "t", 180.4)) is False
+    assert fabric_dropped(nights, FabricNight(date(2026, 1, 20), "t", 210.0)) is False  # faster is no culprit
+    assert fabric_dropped(nights[:3], FabricNight(date(2026, 1, 20), "t", 150.0)) is None  # too little history
+    assert fabric_dropped(nights, None) is None
+    slower = Verdict("new", date(2026, 1, 20), "t", 95.0, environment_changed=True,
+                     environment_changes=("image_digest: sha256:a -> sha256:b",))
+    assert label_regression(slower, True) == "fabric"
+    assert label_regression(slower, False) == "framework" == label_regression(slower, None)
+    driver = Verdict("new", date(2026, 1, 20), "t", 95.0, environment_changed=True,
+                     environment_changes=("driver_version: 550 -> 560",))
+    assert label_regression(driver, False) == "unexplained"

@@ -57,10 +57,11 @@ def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            for view in ("open_regressions", "nightly_history", "latest_summary", "case_summary"):
+            for view in ("fabric_history", "fabric_summary", "open_regressions", "nightly_history",
+                         "latest_summary", "case_summary"):
                 conn.exec_driver_sql(f"DROP VIEW IF EXISTS {view}")
-            for table in ("max_batch_searches", "regressions", "results", "environments", "benchmark_runs",
-                          "dlperf_alembic_version"):
+            for table in ("fabric_probe_sizes", "fabric_probes", "max_batch_searches", "regressions", "results",
+                          "environments", "benchmark_runs", "dlperf_alembic_version"):
                 conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
     finally:
         engine.dispose()
@@ -120,7 +121,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert current_revision(engine) is None
         upgrade(db_url)
         upgrade(db_url)  # idempotent
-        assert current_revision(db_url) == head_revision() == "0006"
+        assert current_revision(db_url) == head_revision() == "0007"
         inspector = sa.inspect(engine)
         assert {"benchmark_runs", "results"} <= set(inspector.get_table_names())
         assert "case_summary" in inspector.get_view_names()
@@ -133,7 +134,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert "case_summary" not in inspector.get_view_names()
 
         upgrade(engine)  # and back up again, through an Engine
-        assert current_revision(engine) == "0006"
+        assert current_revision(engine) == "0007"
     finally:
         engine.dispose()
 

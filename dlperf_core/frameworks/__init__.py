@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dlperf_core.frameworks.allreduce_probe import AllreduceProbe
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
 from dlperf_core.frameworks.mindspore import MindsporeResnet
 from dlperf_core.frameworks.ngc_mxnet import NgcMxnet
@@ -20,6 +21,7 @@ ADAPTERS: dict[str, type[FrameworkAdapter]] = {
         MindsporeResnet,
         OneflowResnet,
         PaddlePlsc,
+        AllreduceProbe,  # not a framework: the fabric probe, launched like one (kind "probe")
     )
 }
 

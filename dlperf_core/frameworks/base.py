@@ -54,6 +54,9 @@ class FrameworkAdapter(ABC):
     """A framework benchmark: models, precisions, image, per-node launch, log format."""
 
     name: ClassVar[str]
+    # "benchmark": a training run measured in samples/s (rows of ``results``); "probe": a measurement of the
+    # cluster itself, launched the same way (the all-reduce probe: rows of ``fabric_probes``)
+    kind: ClassVar[Literal["benchmark", "probe"]] = "benchmark"
     models: ClassVar[frozenset[str]]
     precisions: ClassVar[frozenset[str]]
     log_format: ClassVar[str]  # name of the parser format in dlperf_core.parsing

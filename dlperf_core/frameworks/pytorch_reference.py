@@ -12,11 +12,15 @@ from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLau
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.inventory import Node
 from dlperf_core.plan import Case
+from dlperf_core.workload.llm_config import SIZES as LLM_SIZES
+
+
+LLM_PREFIX = "llm_"  # models llm_tiny .. llm_1b: the Llama-style decoder (train_llm.py --size tiny ...)
 
 
 class PytorchReference(FrameworkAdapter):
     name: ClassVar[str] = "pytorch_reference"
-    models: ClassVar[frozenset[str]] = frozenset({"resnet50_v1.5"})
+    models: ClassVar[frozenset[str]] = frozenset({"resnet50_v1.5", *(LLM_PREFIX + size for size in LLM_SIZES)})
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "tf32", "amp"})
     log_format: ClassVar[str] = "ngc_pytorch_dllogger"
     default_image: ClassVar[str] = "dlperf/pytorch-reference:cpu"
@@ -32,9 +36,14 @@ class PytorchReference(FrameworkAdapter):
 
     @staticmethod
     def train_args(case: Case, ctx: LaunchContext) -> list[str]:
-        """train.py and its arguments (the same under torchrun and mpirun)."""
+        """The workload script and its arguments (the same under torchrun and mpirun): ``train.py`` for
+        ResNet-50, ``train_llm.py --size S`` for the transformer (batch: sequences per device)."""
+        if case.model.startswith(LLM_PREFIX):
+            script = [f"{ctx.workload_dir}/train_llm.py", "--size", case.model[len(LLM_PREFIX):]]
+        else:
+            script = [f"{ctx.workload_dir}/train.py"]
         train = [
-            f"{ctx.workload_dir}/train.py",
+            *script,
             "--batch-size", str(case.batch_size_per_device),
             "--precision", case.precision,
             "--warmup-iterations", str(case.warmup_iterations),

@@ -82,8 +82,9 @@ def _first_text_rule(text: str) -> str | None:
 # The last words of a process that failed: argparse's usage error, else a Python exception's final line,
 # optionally behind mpirun's --tag-output prefix. Checked on the tail of the log only.
 _TAG = r"^(?:\[\d+,\d+\]<std(?:out|err)>:)?[ \t]*"
-# argparse: "<prog>: error: unrecognized arguments: --x"; a prog may hold spaces ("generic-image-rec train script")
-_USAGE_ERROR = re.compile(_TAG + r"([^\s:][^:\n]{0,80}?: error: \S.*?)[ \t]*$", re.MULTILINE)
+# argparse: "<prog>: error: unrecognized arguments: --x"; a prog may hold spaces ("generic-image-rec train script");
+# dlperf's workloads: "train.py: error (rank 0): RuntimeError: ..."
+_USAGE_ERROR = re.compile(_TAG + r"([^\s:][^:\n]{0,80}?: error(?: \(rank \d{1,9}\))?: \S.*?)[ \t]*$", re.MULTILINE)
 _EXCEPTION = re.compile(_TAG + r"([A-Za-z_][\w.]*(?:Error|Exception)(?::[ \t]*\S.*?)?)[ \t]*$", re.MULTILINE)
 ERROR_TAIL_CHARS = 65536
 ERROR_LINE_MAX = 240

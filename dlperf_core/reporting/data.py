@@ -64,6 +64,7 @@ class ReportData:
     history: pd.DataFrame | None
     regressions: pd.DataFrame | None
     max_batch: pd.DataFrame | None = None  # the run's max batch size searches (migration 0003)
+    fabric: pd.DataFrame | None = None  # the run's all-reduce probes, per topology and size (migration 0007)
 
     @property
     def failed_repeats(self) -> pd.DataFrame:
@@ -134,4 +135,5 @@ def load_report_data(store: ResultStore, run_id: str | None = None, dag_id: str 
         regressions = _of_run_configurations(found, summary)
     max_batch = store.max_batch_searches(run_id=run.run_id, dag_id=run.dag_id) if hasattr(
         store, "max_batch_searches") else None
-    return ReportData(run, summary, results, history, regressions, max_batch)
+    fabric = store.fabric_summary(run_id=run.run_id, dag_id=run.dag_id)
+    return ReportData(run, summary, results, history, regressions, max_batch, fabric)

@@ -11,7 +11,15 @@ import pandas as pd
 from dlperf_core.reporting.data import ReportData
 from dlperf_core.reporting.markdown import PLOT_SECTIONS, no_history_note, run_lines, run_regressions
 from dlperf_core.reporting.plots import Plot
-from dlperf_core.reporting.tables import MAX_BATCH_TITLE, format_cell, frame_rows, max_batch_frame, seed_table_frames
+from dlperf_core.reporting.tables import (
+    FABRIC_TITLE,
+    MAX_BATCH_TITLE,
+    fabric_frame,
+    format_cell,
+    frame_rows,
+    max_batch_frame,
+    seed_table_frames,
+)
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2rem auto;
@@ -79,6 +87,9 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
     searched = max_batch_frame(data.max_batch)
     if len(searched):
         body += [f"<h3>{escape(MAX_BATCH_TITLE)}</h3>", frame_html(searched)]
+    fabric = fabric_frame(data.fabric)
+    if len(fabric):
+        body += [f"<h3>{escape(FABRIC_TITLE)}</h3>", html_table(list(fabric.columns), frame_rows(fabric))]
     for kind, heading in PLOT_SECTIONS:
         shown = [p for p in plots if p.kind == kind]
         if shown or kind == "history":

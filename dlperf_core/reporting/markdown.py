@@ -10,6 +10,7 @@ import pandas as pd
 from dlperf_core.reporting.data import ReportData
 from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (
+    fabric_markdown,
     format_cell,
     markdown_table,
     max_batch_markdown,
@@ -26,7 +27,7 @@ PLOT_SECTIONS: tuple[tuple[str, str], ...] = (
 
 REGRESSION_COLUMNS: tuple[str, ...] = (
     "case_key", "night", "median_throughput", "baseline_median", "change_pct", "robust_z", "direction",
-    "environment_changed", "status",
+    "label", "environment_changed", "status",
 )
 
 
@@ -82,6 +83,8 @@ def render_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
     parts += ["\n\n".join(table_markdown(t) for t in tables) if tables else "(no results)"]
     if searched := max_batch_markdown(data.max_batch):
         parts += ["", searched]
+    if fabric := fabric_markdown(data.fabric):
+        parts += ["", fabric]
     for kind, heading in PLOT_SECTIONS:
         shown = [p for p in plots if p.kind == kind]
         if shown or kind == "history":

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from dlperf_core.efficiency import throughput_unit
+
 GROUP_KEYS: tuple[str, ...] = ("framework", "model", "precision", "batch_size_per_device", "variant")
 """One seed table per distinct value of these summary columns."""
 
@@ -31,9 +33,9 @@ def variant_label(variant: str | None) -> str:
     return ", ".join("compiled" if p == "compile" else p for p in parts)
 
 
-def throughput_column(framework: str) -> str:
-    """The seeds' throughput header, e.g. ``samples/s(PyTorch)``."""
-    return f"samples/s({framework})"
+def throughput_column(framework: str, unit: str = "samples/s") -> str:
+    """The seeds' throughput header, e.g. ``samples/s(PyTorch)`` (``tokens/s(...)`` for a transformer)."""
+    return f"{unit}({framework})"
 
 
 def seed_columns(framework: str) -> list[str]:
@@ -75,7 +77,7 @@ def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
                 "node_num": group["nodes"].astype(int).to_numpy(),
                 "gpu_num_per_node": group["gpus_per_node"].astype(int).to_numpy(),
                 "batch_size_per_device": group["batch_size_per_device"].astype(int).to_numpy(),
-                throughput_column(framework): group["median_throughput"].astype(float).to_numpy(),
+                throughput_column(framework, throughput_unit(str(model))): group["median_throughput"].astype(float).to_numpy(),
                 "speedup": group["speedup"].astype(float).to_numpy(),
                 "n": group["n"].astype(int).to_numpy(),
                 "failed": group["n_failed"].astype(int).to_numpy(),
@@ -151,7 +153,8 @@ def side_by_side_frame(summary: pd.DataFrame, precision: str) -> pd.DataFrame:
         ]
         by_topology = {(int(r.nodes), int(r.gpus_per_node)): r for r in mine.itertuples(index=False)}
         cells = [by_topology.get((int(n), int(g))) for n, g in zip(frame["node_num"], frame["gpu_num_per_node"])]
-        frame[throughput_column(label)] = [float(c.median_throughput) if c is not None else math.nan for c in cells]
+        unit = throughput_unit(str(config.model))
+        frame[throughput_column(label, unit)] = [float(c.median_throughput) if c is not None else math.nan for c in cells]
         frame[f"speedup({label})"] = [float(c.speedup) if c is not None else math.nan for c in cells]
     return frame
 
@@ -205,3 +208,40 @@ def max_batch_markdown(searches: pd.DataFrame) -> str:
         return ""
     cells = [[format_cell(v) for v in row] for row in frame.astype(object).itertuples(index=False)]
     return f"### {MAX_BATCH_TITLE}\n\n" + markdown_table(list(frame.columns), cells)
+
+
+FABRIC_TITLE = "All-reduce bus bandwidth, GB/s (median of repeats; nccl-tests' busbw = algbw x 2(n-1)/n)"
+
+
+def fabric_frame(fabric: pd.DataFrame | None) -> pd.DataFrame:
+    """A run's ``fabric_summary`` as one table: a row per message size, a column per topology (busbw)."""
+    if fabric is None or fabric.empty:
+        return pd.DataFrame()
+    fabric = fabric[fabric["busbw_gbs"].notna()]
+    if fabric.empty:
+        return pd.DataFrame()
+    topologies = (
+        fabric[["nodes", "gpus_per_node"]].drop_duplicates().sort_values(["nodes", "gpus_per_node"]).itertuples(index=False)
+    )
+    frame = pd.DataFrame({"size": sorted(fabric["size_bytes"].unique())})
+    for topology in topologies:
+        mine = fabric[(fabric["nodes"] == topology.nodes) & (fabric["gpus_per_node"] == topology.gpus_per_node)]
+        by_size = dict(zip(mine["size_bytes"], mine["busbw_gbs"]))
+        frame[f"{topology.nodes}n{topology.gpus_per_node}g"] = [float(by_size.get(s, math.nan)) for s in frame["size"]]
+    frame["size"] = [_bytes(int(s)) for s in frame["size"]]
+    return frame
+
+
+def _bytes(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def fabric_markdown(fabric: pd.DataFrame | None) -> str:
+    """The fabric table as markdown with its heading ('' when the run probed nothing)."""
+    frame = fabric_frame(fabric)
+    if frame.empty:
+        return ""
+    return f"### {FABRIC_TITLE}\n\n" + markdown_table(list(frame.columns), frame_rows(frame))

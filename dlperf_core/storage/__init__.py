@@ -8,6 +8,8 @@ from dlperf_core.storage.models import (
     CONFIGURATION_COLUMNS,
     Base,
     BenchmarkRun,
+    FabricProbe,
+    FabricProbeSize,
     MaxBatchSearchResult,
     Regression,
     Result,
@@ -17,7 +19,13 @@ from dlperf_core.storage.models import (
     nightly_history,
     open_regressions,
 )
-from dlperf_core.storage.records import BenchmarkRunRecord, MaxBatchSearchRecord, ResultRecord
+from dlperf_core.storage.records import (
+    BenchmarkRunRecord,
+    MaxBatchSearchRecord,
+    ProbeRecord,
+    ProbeSizeRecord,
+    ResultRecord,
+)
 from dlperf_core.storage.store import ResultStore, default_db_url
 
 __all__ = [
@@ -26,6 +34,10 @@ __all__ = [
     "Base",
     "BenchmarkRun",
     "BenchmarkRunRecord",
+    "FabricProbe",
+    "FabricProbeSize",
+    "ProbeRecord",
+    "ProbeSizeRecord",
     "MaxBatchSearchRecord",
     "MaxBatchSearchResult",
     "Regression",

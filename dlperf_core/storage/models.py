@@ -69,6 +69,9 @@ SEARCH_STATUSES: tuple[str, ...] = ("found", "limit_reached", "none_fit", "faile
 DIRECTIONS: tuple[str, ...] = ("slower", "faster")
 """Allowed values of ``regressions.direction``."""
 
+REGRESSION_LABELS: tuple[str, ...] = ("fabric", "framework", "unexplained")
+"""Allowed values of ``regressions.label`` (``dlperf_core.regression.Label``; NULL before migration 0007)."""
+
 
 def one_of(column: str, values: tuple[str, ...]) -> CheckConstraint:
     """The CHECK that keeps ``column`` to ``values`` (the tuples above), named after the column."""
@@ -273,6 +276,60 @@ class Regression(Base):
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )
+    # what the regression is put down to: fabric | framework | unexplained (migration 0007)
+    label: Mapped[str | None] = mapped_column(String(16), nullable=True)
+
+
+class FabricProbe(Base):
+    """One repeat of an all-reduce bandwidth probe case (``dlperf_core/workload/allreduce.py``): migration 0007."""
+
+    __tablename__ = "fabric_probes"
+    __table_args__ = (
+        UniqueConstraint("dag_id", "run_id", "probe_key", "repeat"),
+        one_of("status", RESULT_STATUSES),
+        Index("ix_fabric_probes_run", "run_id", "dag_id"),
+        Index("ix_fabric_probes_topology_started", "nodes", "gpus_per_node", "started_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    benchmark_run_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("benchmark_runs.id", ondelete="CASCADE"), nullable=False
+    )
+    dag_id: Mapped[str] = mapped_column(String(250), nullable=False)
+    run_id: Mapped[str] = mapped_column(String(250), nullable=False)
+    probe_key: Mapped[str] = mapped_column(Text, nullable=False)  # the case key of the probe case
+    nodes: Mapped[int] = mapped_column(Integer, nullable=False)
+    gpus_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
+    repeat: Mapped[int] = mapped_column(Integer, nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    ranks: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    backend: Mapped[str | None] = mapped_column(Text, nullable=True)
+    dtype: Mapped[str | None] = mapped_column(Text, nullable=True)
+    avg_busbw_gbs: Mapped[float | None] = mapped_column(Float, nullable=True)
+    log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    environment_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("environments.id", ondelete="SET NULL"), nullable=True
+    )
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
+    )
+
+
+class FabricProbeSize(Base):
+    """One message size of an ok probe: time of one all-reduce, algorithm and bus bandwidth (GB/s)."""
+
+    __tablename__ = "fabric_probe_sizes"
+
+    probe_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("fabric_probes.id", ondelete="CASCADE"), primary_key=True
+    )
+    size_bytes: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    time_us: Mapped[float] = mapped_column(Float, nullable=False)
+    algbw_gbs: Mapped[float] = mapped_column(Float, nullable=False)
+    busbw_gbs: Mapped[float] = mapped_column(Float, nullable=False)
 
 
 class MaxBatchSearchResult(Base):
@@ -399,4 +456,43 @@ open_regressions = Table(
     *(Column(c.name, c.type) for c in Regression.__table__.columns),
     Column("run_started_at", DateTime(timezone=True)),
     Column("trigger", Text),
+)
+
+#: ``fabric_summary`` (migration 0007): per run, probe and message size, the medians over the ok repeats.
+fabric_summary = Table(
+    "fabric_summary",
+    view_metadata,
+    Column("dag_id", String(250)),
+    Column("run_id", String(250)),
+    Column("probe_key", Text),
+    Column("nodes", Integer),
+    Column("gpus_per_node", Integer),
+    Column("total_gpus", BigInteger),
+    Column("size_bytes", BigInteger),
+    Column("n", BigInteger),
+    Column("busbw_gbs", Float),
+    Column("algbw_gbs", Float),
+    Column("time_us", Float),
+    Column("environment_id", Integer),
+)
+
+#: ``fabric_history`` (migration 0007): ``fabric_summary`` of the scheduled runs, with their night.
+fabric_history = Table(
+    "fabric_history",
+    view_metadata,
+    Column("probe_key", Text),
+    Column("nodes", Integer),
+    Column("gpus_per_node", Integer),
+    Column("total_gpus", BigInteger),
+    Column("size_bytes", BigInteger),
+    Column("night", Date),
+    Column("started_at", DateTime(timezone=True)),
+    Column("dag_id", String(250)),
+    Column("run_id", String(250)),
+    Column("run_status", String(16)),
+    Column("n", BigInteger),
+    Column("busbw_gbs", Float),
+    Column("algbw_gbs", Float),
+    Column("time_us", Float),
+    Column("environment_id", Integer),
 )

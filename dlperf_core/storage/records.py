@@ -130,3 +130,43 @@ class MaxBatchSearchRecord:
     def __post_init__(self) -> None:
         if self.status not in SEARCH_STATUSES:
             raise ValueError(f"search status must be one of {SEARCH_STATUSES}, got {self.status!r}")
+
+
+@dataclass(frozen=True)
+class ProbeSizeRecord:
+    """One message size of a probe (row of ``fabric_probe_sizes``)."""
+
+    size_bytes: int
+    time_us: float
+    algbw_gbs: float
+    busbw_gbs: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeRecord:
+    """One repeat of an all-reduce probe case (row of ``fabric_probes``, with its sizes), identified by
+    ``(dag_id, run_id, probe_key, repeat)``. A failed probe has a reason and no sizes."""
+
+    dag_id: str
+    run_id: str
+    probe_key: str
+    nodes: int
+    gpus_per_node: int
+    repeat: int
+    status: str  # "ok" | "failed"
+    reason: str | None = None
+    ranks: int | None = None
+    backend: str | None = None
+    dtype: str | None = None
+    avg_busbw_gbs: float | None = None
+    log_path: str | None = None
+    environment_id: int | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    sizes: tuple[ProbeSizeRecord, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in RESULT_STATUSES:
+            raise ValueError(f"probe status must be one of {RESULT_STATUSES}, got {self.status!r}")
+        if self.status == "failed" and self.sizes:
+            raise ValueError("a failed probe stores no sizes")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import pandas as pd
-from sqlalchemy import Connection, Engine, Select, select, update
+from sqlalchemy import Connection, Engine, Select, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError
 
@@ -24,18 +24,29 @@ from dlperf_core.storage import migrate
 from dlperf_core.storage.engine import make_engine, write_transaction
 from dlperf_core.storage.models import (
     CONFIGURATION_COLUMNS,
+    REGRESSION_LABELS,
     RUN_STATUSES,
     BenchmarkRun,
+    FabricProbe,
+    FabricProbeSize,
     MaxBatchSearchResult,
     Regression,
     Result,
     StoredEnvironment,
     case_summary,
+    fabric_history,
+    fabric_summary,
     latest_summary,
     nightly_history,
     open_regressions,
 )
-from dlperf_core.storage.records import BenchmarkRunRecord, MaxBatchSearchRecord, ResultRecord, variant_of
+from dlperf_core.storage.records import (
+    BenchmarkRunRecord,
+    MaxBatchSearchRecord,
+    ProbeRecord,
+    ResultRecord,
+    variant_of,
+)
 
 if TYPE_CHECKING:
     from dlperf_core.environment import Environment
@@ -301,6 +312,70 @@ class ResultStore:
                 *(getattr(MaxBatchSearchResult, k) == values[k] for k in key))
             return int(conn.execute(found).scalar_one())
 
+    @_retry
+    def upsert_probe(self, record: ProbeRecord) -> int:
+        """Insert or update the probe repeat ``(dag_id, run_id, probe_key, repeat)`` with its sizes (a retried
+        task replaces them); the run row is created if missing. Returns the probe's id."""
+        values = asdict(record)
+        sizes = values.pop("sizes")
+        values["started_at"] = _utc(record.started_at)
+        values["finished_at"] = _utc(record.finished_at)
+        key = ("dag_id", "run_id", "probe_key", "repeat")
+        with write_transaction(self.engine) as conn:
+            values["benchmark_run_id"] = self._ensure_run(conn, record.dag_id, record.run_id, record.started_at)
+            stmt = _insert(conn, FabricProbe).values(**values)
+            conn.execute(stmt.on_conflict_do_update(
+                index_elements=list(key), set_={k: stmt.excluded[k] for k in values if k not in key}))
+            probe_id = int(conn.execute(
+                select(FabricProbe.id).where(*(getattr(FabricProbe, k) == values[k] for k in key))).scalar_one())
+            conn.execute(delete(FabricProbeSize).where(FabricProbeSize.probe_id == probe_id))
+            if sizes:
+                conn.execute(_insert(conn, FabricProbeSize).values([{"probe_id": probe_id, **size} for size in sizes]))
+            return probe_id
+
+    def probes(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
+        """Rows of ``fabric_probes`` (of one run if given), oldest first."""
+        table = FabricProbe.__table__
+        stmt = select(table)
+        if run_id is not None:
+            stmt = stmt.where(table.c.run_id == run_id)
+        if dag_id is not None:
+            stmt = stmt.where(table.c.dag_id == dag_id)
+        return self._frame(stmt.order_by(table.c.started_at, table.c.id))
+
+    def fabric_summary(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
+        """``fabric_summary``: per run, probe and message size, the median bandwidths over the ok repeats."""
+        view = fabric_summary.c
+        stmt = select(fabric_summary)
+        if run_id is not None:
+            stmt = stmt.where(view.run_id == run_id)
+        if dag_id is not None:
+            stmt = stmt.where(view.dag_id == dag_id)
+        frame = self._frame(stmt.order_by(view.probe_key, view.size_bytes))
+        for column in ("busbw_gbs", "algbw_gbs", "time_us"):
+            frame[column] = frame[column].astype("float64")
+        return frame
+
+    def fabric_history(
+        self, nodes: int | None = None, gpus_per_node: int | None = None, before: datetime | None = None
+    ) -> pd.DataFrame:
+        """``fabric_history`` (scheduled runs) of one topology if given, oldest first; with ``before``, only
+        runs started before it."""
+        view = fabric_history.c
+        stmt = select(fabric_history)
+        if nodes is not None:
+            stmt = stmt.where(view.nodes == nodes)
+        if gpus_per_node is not None:
+            stmt = stmt.where(view.gpus_per_node == gpus_per_node)
+        if before is not None:
+            stmt = stmt.where(view.started_at < _utc(before))
+        frame = self._frame(stmt.order_by(view.probe_key, view.size_bytes, view.started_at, view.run_id))
+        frame["started_at"] = _utc_column(frame["started_at"])
+        frame["night"] = pd.to_datetime(frame["night"]).dt.date
+        for column in ("busbw_gbs", "algbw_gbs", "time_us"):
+            frame[column] = frame[column].astype("float64")
+        return frame
+
     # ------------------------------------------------------------------ reads
 
     def max_batch_searches(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
@@ -510,9 +585,13 @@ class ResultStore:
         case: dict[str, Any],
         verdict: Verdict,
         environment_id: int | None = None,
+        label: str | None = None,
     ) -> int:
         """Store a new regression of ``case`` (CONFIGURATION_COLUMNS + case_key; a missing ``variant`` is
-        the case key's) found in run ``(dag_id, run_id)``; idempotent on (run, case_key). Returns its id."""
+        the case key's) found in run ``(dag_id, run_id)``, with what it is put down to (``label``, one of
+        REGRESSION_LABELS); idempotent on (run, case_key). Returns its id."""
+        if label is not None and label not in REGRESSION_LABELS:
+            raise ValueError(f"regression label must be one of {REGRESSION_LABELS}, got {label!r}")
         case = {"variant": variant_of(case["case_key"]), **case}
         values = {
             "dag_id": dag_id,
@@ -531,6 +610,7 @@ class ResultStore:
             "environment_id": environment_id,
             "status": "open",
             "last_seen_run_id": run_id,
+            "label": label,
         }
         with write_transaction(self.engine) as conn:
             values["benchmark_run_id"] = self._run_pk(conn, dag_id, run_id)

@@ -20,7 +20,16 @@ from typing import Any, Callable
 
 from dlperf_core.environment import INFRASTRUCTURE_FIELDS
 from dlperf_core.jobs import RunIds
-from dlperf_core.regression import Night, OpenRegression, Policy, Verdict, judge
+from dlperf_core.regression import (
+    FabricNight,
+    Night,
+    OpenRegression,
+    Policy,
+    Verdict,
+    fabric_dropped,
+    judge,
+    label_regression,
+)
 from dlperf_core.storage import CONFIGURATION_COLUMNS, ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")
@@ -38,6 +47,23 @@ def _env_id(value: Any) -> int | None:
         return None if value is None or value != value else int(value)  # NaN/NA -> None
     except TypeError:
         return None
+
+
+def fabric_of(store: ResultStore, ids: RunIds, nodes: int, gpus_per_node: int, started_at, policy: Policy) -> bool | None:
+    """Whether this run's all-reduce probe of the topology dropped against its own nightly history (at the
+    largest message size both measured); None when there is no probe of it tonight or too little history."""
+    tonight = store.fabric_summary(run_id=ids.run_id, dag_id=ids.dag_id)
+    tonight = tonight[(tonight["nodes"] == nodes) & (tonight["gpus_per_node"] == gpus_per_node)
+                      & tonight["busbw_gbs"].notna()] if len(tonight) else tonight
+    if tonight.empty:
+        return None
+    size = int(tonight["size_bytes"].max())
+    history = store.fabric_history(nodes=nodes, gpus_per_node=gpus_per_node, before=started_at)
+    history = history[(history["size_bytes"] == size) & history["busbw_gbs"].notna()
+                      & (history["run_status"] != "running")] if len(history) else history
+    nights = [FabricNight(r.night, r.run_id, float(r.busbw_gbs)) for r in history.itertuples()]
+    now = FabricNight(started_at.date(), ids.run_id, float(tonight[tonight["size_bytes"] == size]["busbw_gbs"].iloc[0]))
+    return fabric_dropped(nights, now, policy)
 
 
 def detect_step(
@@ -98,17 +124,24 @@ def _detect(store: ResultStore, ids: RunIds, policy: Policy, notify, context) ->
 
     new: list[dict] = []
     counts: dict[str, int] = {}
+    labels = {  # what each new regression is put down to: the fabric, the framework, or neither
+        case["case_key"]: label_regression(
+            verdict, fabric_of(store, ids, int(case["nodes"]), int(case["gpus_per_node"]), run["started_at"], policy)
+        )
+        for case, verdict, _ in judged if verdict.kind == "new"
+    }
     for case, verdict, env_id in judged:
         counts[verdict.kind] = counts.get(verdict.kind, 0) + 1
-        line = _describe(case["case_key"], verdict)
+        line = _describe(case["case_key"], verdict) + (f" [{labels[case['case_key']]}]" if case["case_key"] in labels else "")
         log.log(logging.WARNING if verdict.kind == "new" else logging.INFO, "%s", line)
         if not scheduled:
             continue
         if verdict.kind == "new":
-            regression_id = store.record_regression(ids.dag_id, ids.run_id, case, verdict, env_id)
+            label = labels[case["case_key"]]
+            regression_id = store.record_regression(ids.dag_id, ids.run_id, case, verdict, env_id, label=label)
             new.append({"id": regression_id, "dag_id": ids.dag_id, "run_id": ids.run_id, **case,
                         **{k: v for k, v in verdict.to_dict().items() if k not in ("kind", "run_id")},
-                        "environment_changes": "; ".join(verdict.environment_changes) or None})
+                        "environment_changes": "; ".join(verdict.environment_changes) or None, "label": label})
         elif verdict.kind == "continuing" and verdict.open_regression_id is not None:
             store.touch_regression(verdict.open_regression_id, ids.run_id)
         elif verdict.kind == "recovered" and verdict.open_regression_id is not None:
@@ -124,7 +157,8 @@ def _detect(store: ResultStore, ids: RunIds, policy: Policy, notify, context) ->
         "judged": len(judged),
         "verdicts": counts,
         "new_regressions": new if scheduled else [
-            {**case, **verdict.to_dict()} for case, verdict, _ in judged if verdict.kind == "new"
+            {**case, **verdict.to_dict(), "label": labels[case["case_key"]]}
+            for case, verdict, _ in judged if verdict.kind == "new"
         ],
         "notifiers_called": notified,
     }

@@ -15,15 +15,24 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlperf_core.efficiency import throughput_unit
 from dlperf_core.errors import ConfigError
 from dlperf_core.form import check_trigger, with_batch_override, with_compile_override
 from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.jobs import RunIds, Runtime, build_job
-from dlperf_core.measure import Measurement, judge
+from dlperf_core.frameworks import get_adapter
+from dlperf_core.measure import Measurement, judge, judge_probe
 from dlperf_core.plan import CaseRun, PlanFilters, plan_searches, plan_suite
 from dlperf_core.runtime.base import CaseOutcome
 from dlperf_core.runtime.local import LocalRuntime
-from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore, default_db_url
+from dlperf_core.storage import (
+    BenchmarkRunRecord,
+    ProbeRecord,
+    ProbeSizeRecord,
+    ResultRecord,
+    ResultStore,
+    default_db_url,
+)
 from dlperf_core.storage.spool import ResultSpool, store_or_spool
 from dlperf_core.suite import Suite, load_suite
 
@@ -230,9 +239,37 @@ def _gpu_model(store: ResultStore, environment_id: int | None) -> str | None:
     return None if frame.empty or pd.isna(frame.iloc[0]["gpu_model"]) else str(frame.iloc[0]["gpu_model"])
 
 
+def store_probe_step(executed: dict, ids: RunIds) -> Measurement:
+    """A probe case run (the all-reduce probe): parse its table, store it in ``fabric_probes`` (idempotently),
+    return the verdict."""
+    run = CaseRun.from_dict(executed["run"])
+    outcome = outcome_from_dict(executed["outcome"])
+    case = run.case
+    verdict, result = judge_probe(case, outcome)
+    ok = verdict.status == "ok" and result is not None
+    sizes = tuple(ProbeSizeRecord(s.size_bytes, s.time_us, s.algbw_gbs, s.busbw_gbs) for s in result.sizes) if ok else ()
+    store = ResultStore(default_db_url())
+    store.upsert_probe(ProbeRecord(
+        dag_id=ids.dag_id, run_id=ids.run_id, probe_key=case.key, nodes=case.nodes, gpus_per_node=case.gpus_per_node,
+        repeat=run.repeat, status=verdict.status, reason=verdict.reason,
+        ranks=result.ranks if result else None, backend=result.backend if result else None,
+        dtype=result.dtype if result else None, avg_busbw_gbs=result.avg_busbw_gbs if ok else None,
+        log_path=outcome.log_path, environment_id=executed.get("environment_id"),
+        started_at=outcome.started_at, finished_at=outcome.finished_at, sizes=sizes,
+    ))
+    store.dispose()
+    largest = result.largest if ok else None
+    figure = (f"bus bandwidth {largest.busbw_gbs:.3f} GB/s at {largest.size_bytes} bytes" if largest
+              else ("one rank: no fabric to measure" if ok else verdict.reason))
+    progress(f"[{run.index + 1}/{run.total}] {case.key} repeat {run.repeat}: {verdict.status}, {figure}")
+    return verdict
+
+
 def store_step(executed: dict, ids: RunIds) -> Measurement:
     """Parse the log, store the row (idempotently), and return the verdict."""
     run = CaseRun.from_dict(executed["run"])
+    if get_adapter(run.case.framework).kind == "probe":
+        return store_probe_step(executed, ids)
     outcome = outcome_from_dict(executed["outcome"])
     case = run.case
     store = ResultStore(default_db_url())
@@ -273,7 +310,7 @@ def store_step(executed: dict, ids: RunIds) -> Measurement:
     )
     if spooled is not None:
         log.warning("results database unavailable: this result is kept in %s until it can be written", spooled)
-    figure = f"{verdict.throughput:.2f} samples/s" if verdict.throughput else verdict.reason
+    figure = f"{verdict.throughput:.2f} {throughput_unit(case.model)}" if verdict.throughput else verdict.reason
     progress(f"[{run.index + 1}/{run.total}] {case.key} repeat {run.repeat}: {verdict.status}, {figure}")
     return verdict
 
@@ -293,18 +330,22 @@ def finish_step(ids: RunIds) -> dict:
     failed = rows[rows["status"] != "ok"] if len(rows) else rows
     searches = store.max_batch_searches(run_id=ids.run_id, dag_id=ids.dag_id)
     failed_searches = searches[searches["status"] == "failed"] if len(searches) else searches
-    stored = len(rows) + len(searches)
-    status = "failed" if len(failed) or len(failed_searches) or not stored else "success"
+    probes = store.probes(run_id=ids.run_id, dag_id=ids.dag_id)
+    failed_probes = probes[probes["status"] == "failed"] if len(probes) else probes
+    stored = len(rows) + len(searches) + len(probes)
+    status = "failed" if len(failed) or len(failed_searches) or len(failed_probes) or not stored else "success"
     store.finish_run(ids.dag_id, ids.run_id, status, datetime.now(timezone.utc))
-    summary = {"results": int(len(rows)), "failed": int(len(failed)), "max_batch_searches": int(len(searches))}
+    summary = {"results": int(len(rows)), "failed": int(len(failed)), "max_batch_searches": int(len(searches)),
+               "fabric_probes": int(len(probes))}
     if not stored:
         raise RuntimeError("no case run was stored: planning failed or every case run crashed (see the task logs)")
     if status == "failed":
         reasons = [f"{r.case_key} r{r.repeat}: {r.reason}" for r in failed.itertuples()]
         reasons += [f"max batch search {r.search_key}: {r.reason}" for r in failed_searches.itertuples()]
+        reasons += [f"probe {r.probe_key} r{r.repeat}: {r.reason}" for r in failed_probes.itertuples()]
         raise RuntimeError(
-            f"{len(failed)} of {len(rows)} case runs and {len(failed_searches)} of {len(searches)} max batch "
-            f"searches failed: {'; '.join(reasons)}"
+            f"{len(failed)} of {len(rows)} case runs, {len(failed_searches)} of {len(searches)} max batch "
+            f"searches and {len(failed_probes)} of {len(probes)} fabric probes failed: {'; '.join(reasons)}"
         )
     return summary
 

@@ -1,0 +1,59 @@
+"""The all-reduce bandwidth probe as a case: nccl-tests' measurement through ``torch.distributed``
+(``dlperf_core/workload/allreduce.py``), launched exactly like the PyTorch benchmarks of the same topology (one
+launcher per node, one process per device, torch.distributed's launcher, the same image and containers), so it
+crosses the same fabric. Its result is not a throughput: ``store_result`` keeps it in ``fabric_probes`` (bus
+and algorithm bandwidth per message size), and the regression detector reads it to tell a slower fabric from a
+slower framework.
+
+A suite asks for it with ``fabric_probe: {...}`` (one probe case per topology of its benchmarks, see
+:class:`dlperf_core.suite.FabricProbe`) or as a benchmark ``{framework: allreduce_probe, model: allreduce}``.
+The case's warm-up and measured iterations are the probe's untimed and timed all-reduces per size; precision
+``fp32`` sends float32 messages, ``amp`` bfloat16.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.frameworks.pytorch_reference import PytorchReference
+from dlperf_core.inventory import Node
+from dlperf_core.plan import Case
+
+PROBE_MODEL = "allreduce"
+
+
+class AllreduceProbe(FrameworkAdapter):
+    name: ClassVar[str] = "allreduce_probe"
+    kind: ClassVar[Literal["benchmark", "probe"]] = "probe"
+    models: ClassVar[frozenset[str]] = frozenset({PROBE_MODEL})
+    precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
+    log_format: ClassVar[str] = "allreduce_probe"  # dlperf_core.parsing.fabric (not a training-log format)
+    default_image: ClassVar[str] = PytorchReference.default_image
+    default_batch: ClassVar[dict[str, int]] = {"fp32": 1, "amp": 1}  # unused: the messages have their sizes
+    default_warmup: ClassVar[int | None] = 5  # untimed all-reduces per size
+    default_measured: ClassVar[int | None] = 20  # timed all-reduces per size
+
+    def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        probe = [
+            f"{ctx.workload_dir}/allreduce.py",
+            "--warmup", str(case.warmup_iterations),
+            "--iters", str(case.measured_iterations),
+            "--dtype", "bfloat16" if case.precision == "amp" else "float32",
+        ]
+        if ctx.cpu_threads_per_process:
+            probe += ["--threads", str(ctx.cpu_threads_per_process)]
+        probe += list(case.extra_args)  # --min-bytes / --max-bytes, --device
+        out = []
+        for rank, node in enumerate(nodes):
+            argv = [
+                ctx.python, "-m", "torch.distributed.run",
+                "--nnodes", str(case.nodes),
+                "--nproc_per_node", str(case.gpus_per_node),
+                "--node_rank", str(rank),
+                "--master_addr", nodes[0].reach_address,
+                "--master_port", str(ctx.master_port),
+                *probe,
+            ]
+            out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env={"PYTHONUNBUFFERED": "1"}))
+        return out
