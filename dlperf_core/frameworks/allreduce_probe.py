@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
-from dlperf_core.frameworks.pytorch_reference import PytorchReference
+from dlperf_core.frameworks.pytorch_reference import PytorchReference, torchrun_launches
 from dlperf_core.inventory import Node
 from dlperf_core.plan import Case
 
@@ -44,16 +44,4 @@ class AllreduceProbe(FrameworkAdapter):
         if ctx.cpu_threads_per_process:
             probe += ["--threads", str(ctx.cpu_threads_per_process)]
         probe += list(case.extra_args)  # --min-bytes / --max-bytes, --device
-        out = []
-        for rank, node in enumerate(nodes):
-            argv = [
-                ctx.python, "-m", "torch.distributed.run",
-                "--nnodes", str(case.nodes),
-                "--nproc_per_node", str(case.gpus_per_node),
-                "--node_rank", str(rank),
-                "--master_addr", nodes[0].reach_address,
-                "--master_port", str(ctx.master_port),
-                *probe,
-            ]
-            out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env={"PYTHONUNBUFFERED": "1"}))
-        return out
+        return torchrun_launches(case, nodes, ctx, probe)

@@ -18,6 +18,24 @@ from dlperf_core.workload.llm_config import SIZES as LLM_SIZES
 LLM_PREFIX = "llm_"  # models llm_tiny .. llm_1b: the Llama-style decoder (train_llm.py --size tiny ...)
 
 
+def torchrun_launches(case: Case, nodes: tuple[Node, ...], ctx: LaunchContext, script: list[str]) -> list[NodeLaunch]:
+    """One ``torch.distributed.run`` per node, all started at once, ``gpus_per_node`` processes each, node 0
+    the rendezvous master: how dlperf's PyTorch workloads (and the all-reduce probe) are launched."""
+    out = []
+    for rank, node in enumerate(nodes):
+        argv = [
+            ctx.python, "-m", "torch.distributed.run",
+            "--nnodes", str(case.nodes),
+            "--nproc_per_node", str(case.gpus_per_node),
+            "--node_rank", str(rank),
+            "--master_addr", nodes[0].reach_address,
+            "--master_port", str(ctx.master_port),
+            *script,
+        ]
+        out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env={"PYTHONUNBUFFERED": "1"}))
+    return out
+
+
 class PytorchReference(FrameworkAdapter):
     name: ClassVar[str] = "pytorch_reference"
     models: ClassVar[frozenset[str]] = frozenset({"resnet50_v1.5", *(LLM_PREFIX + size for size in LLM_SIZES)})
@@ -61,21 +79,7 @@ class PytorchReference(FrameworkAdapter):
         return train + list(case.extra_args)
 
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
-        master = nodes[0].reach_address
-        train = self.train_args(case, ctx)
-        out = []
-        for rank, node in enumerate(nodes):
-            argv = [
-                ctx.python, "-m", "torch.distributed.run",
-                "--nnodes", str(case.nodes),
-                "--nproc_per_node", str(case.gpus_per_node),
-                "--node_rank", str(rank),
-                "--master_addr", master,
-                "--master_port", str(ctx.master_port),
-                *train,
-            ]
-            out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env={"PYTHONUNBUFFERED": "1"}))
-        return out
+        return torchrun_launches(case, nodes, ctx, self.train_args(case, ctx))
 
 
 class PytorchReferenceMpi(PytorchReference):

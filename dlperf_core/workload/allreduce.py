@@ -34,9 +34,9 @@ import torch.distributed as dist
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from train import DistInfo, _positive_int, resolve_device  # type: ignore[import-not-found, no-redef]
+    from train import DistInfo, _positive_int, resolve_device, run_script  # type: ignore[import-not-found, no-redef]
 else:
-    from .train import DistInfo, _positive_int, resolve_device
+    from .train import DistInfo, _positive_int, resolve_device, run_script
 
 DTYPES = {"float32": (torch.float32, "float", 4), "bfloat16": (torch.bfloat16, "bfloat16", 2)}
 
@@ -115,17 +115,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    info = DistInfo.from_env()
-    try:
-        run(args, info)
-    except Exception as exc:  # noqa: BLE001 - one clear line, non-zero exit
-        print(f"allreduce.py: error (rank {info.rank}): {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
-    return 0
+    return run_script("allreduce.py", build_parser(), run, argv)
 
 
 if __name__ == "__main__":

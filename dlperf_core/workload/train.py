@@ -184,6 +184,46 @@ class DLLogger:
         self.log(when, f"Summary: train.loss : {loss:.5f}  train.total_ips : {ips:.2f} img/s")
 
 
+# ----------------------------------------------------------------------- shared by the workloads
+def run_script(prog: str, parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace, DistInfo], None],
+               argv: Sequence[str] | None = None) -> int:
+    """A workload's ``main``: parse the arguments, run, and end any failure as one clear line on stderr
+    (``<prog>: error (rank R): Type: message``, which dlperf names in a failed case's reason) and exit 1."""
+    args = parser.parse_args(argv)
+    info = DistInfo.from_env()
+    try:
+        run(args, info)
+    except Exception as exc:  # noqa: BLE001 - one clear line, non-zero exit
+        print(f"{prog}: error (rank {info.rank}): {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+def mean_over_ranks(loss: torch.Tensor, info: DistInfo, device: torch.device) -> float:
+    """Mean loss over ranks; waits for the device, so the next timestamp is true."""
+    if info.world_size > 1:
+        loss = loss.clone()
+        dist.all_reduce(loss)
+        loss /= info.world_size
+    value = loss.item()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return value
+
+
+def check_no_compilation_in_window(compiled: bool, before_window: int | None, warmup: int) -> None:
+    """Fail the run when torch.compile compiled anything after the warm-up (``before_window``: the count
+    then): the measured window would time the compiler, not training, so no figure is printed."""
+    if compiled and before_window is not None and compilations() > before_window:
+        raise RuntimeError(
+            f"torch.compile compiled {compilations() - before_window} more frame(s)/graph(s) inside the "
+            f"measured window (after warm-up iteration {warmup}): raise --warmup-iterations"
+        )
+
+
 # --------------------------------------------------------------------------------------- training
 def compilations() -> int:
     """How many frames and training graphs torch.compile has compiled so far in this process (dynamo's own
@@ -339,17 +379,6 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         "torch_version": torch.__version__,
     })
 
-    def finished_loss(loss: torch.Tensor) -> float:
-        """Mean loss over ranks; waits for the device, so the next timestamp is true."""
-        if info.world_size > 1:
-            loss = loss.clone()
-            dist.all_reduce(loss)
-            loss /= info.world_size
-        value = loss.item()
-        if cuda:
-            torch.cuda.synchronize(device)
-        return value
-
     total = args.warmup_iterations + args.iterations
     if cuda:
         torch.cuda.synchronize(device)
@@ -368,35 +397,20 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         # Host/device sync only on printed iterations (and the warm-up end and the last one, which the
         # summary needs); throughput is over the interval since the previous printed line.
         if i % args.print_freq == 0 or i == args.warmup_iterations or i == total:
-            loss_value = finished_loss(loss)
+            loss_value = mean_over_ranks(loss, info, device)
             now = time.time()
             logger.iteration(now, i, loss_value, (i - last_i) * global_batch / max(now - last_time, 1e-9))
             last_time, last_i = now, i
             if i == args.warmup_iterations:
                 measure_start = now
                 compiled_before_window = compilations()
-    if args.compile and compiled_before_window is not None and compilations() > compiled_before_window:
-        # the measured window timed compilation, not training: no figure (dlperf stores a failed run)
-        raise RuntimeError(
-            f"torch.compile compiled {compilations() - compiled_before_window} more frame(s)/graph(s) inside the "
-            f"measured window (after warm-up iteration {args.warmup_iterations}): raise --warmup-iterations"
-        )
+    check_no_compilation_in_window(args.compile, compiled_before_window, args.warmup_iterations)
     elapsed = max(last_time - measure_start, 1e-9)
     logger.summary(last_time, loss_value, args.iterations * global_batch / elapsed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    info = DistInfo.from_env()
-    try:
-        run(args, info)
-    except Exception as exc:  # noqa: BLE001 - one clear line, non-zero exit
-        print(f"train.py: error (rank {info.rank}): {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
-    return 0
+    return run_script("train.py", build_parser(), run, argv)
 
 
 if __name__ == "__main__":

@@ -36,14 +36,16 @@ if __package__ in (None, ""):  # run as a script: make the sibling modules impor
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from llm import SIZES, Llm, flops_per_token, num_parameters  # type: ignore[import-not-found, no-redef]
     from train import (  # type: ignore[import-not-found, no-redef]
-        DistInfo, DLLogger, _cpu_cores, _non_negative_int, _positive_float, _positive_int, compilations, lr_at,
-        resolve_device, set_precision_flags,
+        DistInfo, DLLogger, _cpu_cores, _non_negative_int, _positive_float, _positive_int,
+        check_no_compilation_in_window, compilations, lr_at, mean_over_ranks, resolve_device, run_script,
+        set_precision_flags,
     )
 else:
     from .llm import SIZES, Llm, flops_per_token, num_parameters
     from .train import (
-        DistInfo, DLLogger, _cpu_cores, _non_negative_int, _positive_float, _positive_int, compilations, lr_at,
-        resolve_device, set_precision_flags,
+        DistInfo, DLLogger, _cpu_cores, _non_negative_int, _positive_float, _positive_int,
+        check_no_compilation_in_window, compilations, lr_at, mean_over_ranks, resolve_device, run_script,
+        set_precision_flags,
     )
 
 
@@ -138,16 +140,6 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         "torch_version": torch.__version__,
     })
 
-    def finished_loss(loss: torch.Tensor) -> float:
-        if info.world_size > 1:
-            loss = loss.clone()
-            dist.all_reduce(loss)
-            loss /= info.world_size
-        value = loss.item()
-        if cuda:
-            torch.cuda.synchronize(device)
-        return value
-
     total = args.warmup_iterations + args.iterations
     if info.world_size > 1:
         dist.barrier()
@@ -160,18 +152,14 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
                 group["lr"] = lr_at(i, args.lr, args.warmup_iterations)
         loss = step()
         if i % args.print_freq == 0 or i == args.warmup_iterations or i == total:
-            loss_value = finished_loss(loss)
+            loss_value = mean_over_ranks(loss, info, device)
             now = time.time()
             tps = (i - last_i) * tokens_per_step / max(now - last_time, 1e-9)
             logger.log(now, f"Epoch: 0 Iteration: {i}  train.loss : {loss_value:.5f}  train.total_tps : {tps:.2f} tokens/s")
             last_time, last_i = now, i
             if i == args.warmup_iterations:
                 measure_start, compiled_before_window = now, compilations()
-    if args.compile and compiled_before_window is not None and compilations() > compiled_before_window:
-        raise RuntimeError(
-            f"torch.compile compiled {compilations() - compiled_before_window} more frame(s)/graph(s) inside the "
-            f"measured window (after warm-up iteration {args.warmup_iterations}): raise --warmup-iterations"
-        )
+    check_no_compilation_in_window(args.compile, compiled_before_window, args.warmup_iterations)
     elapsed = max(last_time - measure_start, 1e-9)
     logger.log(last_time, f"Summary: train.loss : {loss_value:.5f}  train.total_tps : "
                           f"{args.iterations * tokens_per_step / elapsed:.2f} tokens/s")
@@ -180,17 +168,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    info = DistInfo.from_env()
-    try:
-        run(args, info)
-    except Exception as exc:  # noqa: BLE001 - one clear line, non-zero exit
-        print(f"train_llm.py: error (rank {info.rank}): {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
-    return 0
+    return run_script("train_llm.py", build_parser(), run, argv)
 
 
 if __name__ == "__main__":
