@@ -163,8 +163,6 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     elapsed = max(last_time - measure_start, 1e-9)
     logger.log(last_time, f"Summary: train.loss : {loss_value:.5f}  train.total_tps : "
                           f"{args.iterations * tokens_per_step / elapsed:.2f} tokens/s")
-    if info.world_size > 1:
-        dist.barrier()  # every rank done before any tears the process group down
 
 
 def main(argv: Sequence[str] | None = None) -> int:

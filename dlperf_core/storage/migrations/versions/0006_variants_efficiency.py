@@ -42,6 +42,11 @@ VARIANT_OF_KEY = {
     "postgresql": "CASE WHEN strpos(case_key, '+') > 0 THEN substr(case_key, strpos(case_key, '+')) ELSE '' END",
     "sqlite": "CASE WHEN instr(case_key, '+') > 0 THEN substr(case_key, instr(case_key, '+')) ELSE '' END",
 }
+#: The backfill of the new column, per dialect (fixed text: no value is formatted into it at run time).
+VARIANT_BACKFILL = {
+    dialect: tuple(f"UPDATE {table} SET variant = {expr} WHERE case_key LIKE '%+%'" for table in ("results", "regressions"))
+    for dialect, expr in VARIANT_OF_KEY.items()
+}
 
 # ---------------------------------------------------------------------------- case_summary
 
@@ -359,9 +364,8 @@ def upgrade() -> None:
     op.add_column("results", sa.Column("energy_per_sample_j", sa.Float(), nullable=True))
     op.add_column("results", sa.Column("gpu_power_mean_w", sa.Float(), nullable=True))
     op.add_column("regressions", sa.Column("variant", sa.Text(), server_default="", nullable=False))
-    variant = VARIANT_OF_KEY["postgresql" if pg else "sqlite"]
-    for table in ("results", "regressions"):
-        op.execute(f"UPDATE {table} SET variant = {variant} WHERE case_key LIKE '%+%'")
+    for statement in VARIANT_BACKFILL["postgresql" if pg else "sqlite"]:
+        op.execute(statement)
     _drop_indexes()
     _create_indexes(CONFIGURATION_NAMES)
     op.execute(CASE_SUMMARY_PG if pg else CASE_SUMMARY_SQLITE)

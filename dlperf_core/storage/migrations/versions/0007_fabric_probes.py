@@ -95,7 +95,10 @@ FROM fabric_summary f
 JOIN benchmark_runs b ON b.dag_id = f.dag_id AND b.run_id = f.run_id
 WHERE b."trigger" = 'scheduled'
 """
-NIGHT = {"postgresql": "CAST(b.started_at AT TIME ZONE 'UTC' AS DATE)", "sqlite": "DATE(b.started_at)"}
+FABRIC_HISTORY_PG = FABRIC_HISTORY.format(night="CAST(b.started_at AT TIME ZONE 'UTC' AS DATE)")
+FABRIC_HISTORY_SQLITE = FABRIC_HISTORY.format(night="DATE(b.started_at)")
+FABRIC_VIEWS = ("fabric_history", "fabric_summary", "open_regressions")
+"""Views of this revision, dependents first (the drop order)."""
 
 
 def _frozen(name: str):
@@ -173,13 +176,13 @@ def upgrade() -> None:
         )
     op.execute(_open_regressions((*m0006.REGRESSION_COLUMNS, "label")))
     op.execute(FABRIC_SUMMARY_PG if pg else FABRIC_SUMMARY_SQLITE)
-    op.execute(FABRIC_HISTORY.format(night=NIGHT["postgresql" if pg else "sqlite"]))
+    op.execute(FABRIC_HISTORY_PG if pg else FABRIC_HISTORY_SQLITE)
 
 
 def downgrade() -> None:
     pg = op.get_bind().dialect.name == "postgresql"
     m0006 = _frozen("0006_variants_efficiency.py")
-    for view in ("fabric_history", "fabric_summary", "open_regressions"):
+    for view in FABRIC_VIEWS:
         op.execute(f"DROP VIEW IF EXISTS {view}")
     if pg:
         op.drop_constraint(op.f("ck_regressions_label"), "regressions", type_="check")
