@@ -4,14 +4,16 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo demo-seeds test venv services images bench clean
+.PHONY: demo demo-seeds test lint venv services images bench clean
 
-$(VENV)/.installed: requirements.lock docker/airflow/requirements-celery.lock pyproject.toml
+$(VENV)/.installed: requirements.lock requirements-lint.lock docker/airflow/requirements-celery.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --no-deps -r requirements.lock
 	# the Celery executor, as in the Airflow image (node-routing test: one Celery worker per stand-in node)
 	$(PY) -m pip install -q --no-deps -r docker/airflow/requirements-celery.lock
+	# the tools of `make lint`
+	$(PY) -m pip install -q --no-deps -r requirements-lint.lock
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
@@ -30,6 +32,15 @@ demo-seeds: venv
 ## Start what the tests need (PostgreSQL, Docker engine, locally built images), then run pytest.
 test: venv services
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+## Lint (ruff), format check (ruff format) and type check (mypy), configured in pyproject.toml; all three run,
+## the target fails if any does. scripts/lint-fix.sh applies ruff's safe fixes and formatting.
+lint: venv
+	@status=0; \
+	$(VENV)/bin/ruff check . || status=1; \
+	$(VENV)/bin/ruff format --check . || status=1; \
+	$(VENV)/bin/mypy || status=1; \
+	exit $$status
 
 services:
 	bash scripts/ensure-postgres.sh

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
-from dlperf_core.parsing import LogFormat, ParsedRun, ParseOptions, parse_log
+from hypothesis import HealthCheck, settings
+
+from dlperf_core.parsing import LogFormat, ParsedRun, parse_log
+
+EXAMPLES = int(os.environ.get("DLPERF_HYPOTHESIS_EXAMPLES", "150"))  # raise it for a deeper search
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+"""The hypothesis settings of the parser property tests."""
 
 
 def check_run(run: ParsedRun, fmt: str | None = None) -> None:
@@ -35,14 +42,15 @@ def check_all(text: str, **kw: object) -> list[ParsedRun]:
     return runs
 
 
-def parse_with(fmt: LogFormat, text: str, warmup: int | None = None, measured: int | None = None,
-               file: str = "<text>") -> list[ParsedRun]:
-    """``fmt.parse`` directly (no exception guard, unlike parse_log), window resolved as the API does."""
-    options = ParseOptions(
-        warmup=warmup if warmup is not None else fmt.default_warmup,
-        measured=measured if warmup is not None or measured is not None else fmt.default_measured,
-    )
-    runs = fmt.parse(text, file, options)
+def parse_with(
+    fmt: LogFormat, text: str, warmup: int | None = None, measured: int | None = None, file: str = "<text>"
+) -> list[ParsedRun]:
+    """``text`` parsed as ``fmt`` (no detection), the window resolved by the core itself (``parse_log``: the
+    window the log says it ran with, else the format's defaults), every run checked and of format ``fmt``.
+
+    A parser exception, which ``parse_log`` turns into a failed run "parser error: <type>: <message>", fails
+    here (``check_run``) with that message."""
+    runs = parse_log(text, file=file, format=fmt.name, warmup=warmup, measured=measured)
     assert runs
     for run in runs:
         check_run(run, fmt.name)

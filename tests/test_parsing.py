@@ -1,4 +1,5 @@
-"""Tests of dlperf_core.parsing: real NGC PyTorch logs, the window rule, failures, and robustness.
+"""Tests of dlperf_core.parsing: real NGC PyTorch logs, the window rule, failures, and that
+``measure`` is total (robustness of the parsers: tests/test_parsing_fuzz.py).
 
 The real logs live in ``$DLPERF_SHARED/reallogs`` (default: the repository's ``../shared``).
 """
@@ -7,13 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from parsing_checks import check_all
-from hypothesis import HealthCheck, given, settings
+from parsing_checks import SETTINGS, check_all
+from hypothesis import given
 from hypothesis import strategies as st
 
 from dlperf_core.parsing import (
@@ -362,63 +362,7 @@ def test_to_dict_and_registry(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------ robustness
-EXAMPLES = int(os.environ.get("DLPERF_HYPOTHESIS_EXAMPLES", "150"))  # raise it for a deeper search
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-_pieces = st.sampled_from([
-    "DLL ", "DLL 2020-12-16 11:34:01.884827 - ", "Epoch: ", "Iteration: ", "Summary: ", "PARAMETER ",
-    "train.loss : ", "train.total_ips : ", " img/s", "nan", "inf", "-1", "0", "1e308", "99999999999",
-    "batch_size : ", "world_size : ", "print_freq : ", "prof : ", "epochs : ", "[1,0]<stdout>:",
-    "[1,3]<stderr>:", "out of", " ", "  ", "\n", "\r\n", "\x00", "\ufffd", "9" * 50, ":",
-])
-
-
-@SETTINGS
-@given(st.text())
-def test_any_text_never_crashes(text: str) -> None:
-    check_all(text)
-    check_all(text, format=FMT)
-
-
-@SETTINGS
-@given(st.binary())
-def test_binary_garbage_never_crashes(data: bytes) -> None:
-    check_all(data.decode("utf-8", errors="replace"))
-    check_all(data.decode("latin-1"), format=FMT)
-
-
-@SETTINGS
-@given(st.lists(_pieces, max_size=80).map("".join), st.integers(0, 20), st.none() | st.integers(1, 50))
-def test_dll_like_fragments_never_crash(text: str, warmup: int, measured: int | None) -> None:
-    check_all(text, warmup=warmup, measured=measured)
-    check_all(text, format=FMT, warmup=warmup, measured=measured)
-
-
-@needs_logs
-@SETTINGS
-@given(st.sampled_from(sorted(PUBLISHED)), st.floats(0, 1), st.binary(max_size=20))
-def test_random_truncation_of_real_logs(name: str, where: float, tail: bytes) -> None:
-    text = _real(name)
-    cut = text[: int(where * len(text))]
-    check_all(cut)
-    check_all(cut + tail.decode("utf-8", errors="replace"), format=FMT)
-
-
-def test_huge_lines_never_crash() -> None:
-    ts = "DLL 2020-12-16 11:34:01.884827 - "
-    big = 2_000_000
-    for text in (
-        "DLL " * (big // 4),
-        "x" * big,
-        ts + "Epoch: 0 Iteration: " + "9" * big + "  train.loss : 1  train.total_ips : 5 img/s\n",
-        ts + "Epoch: 0 Iteration: 7  train.loss : " + "9" * big + "  train.total_ips : " + "1" * big + " img/s\n",
-        ts + "PARAMETER " + "batch_size : 8  " * (big // 16) + "\n",
-        ts + "Summary: train.total_ips : " + "5" * big,
-        param_line() + "".join(iter_line(0.1 * i, 0, i, 7.0, 1e308) for i in range(1, 30)),
-    ):
-        check_all(text)
-        check_all(text, format=FMT)
-
-
+# Parsing any text never crashes: tests/test_parsing_fuzz.py (every registered format). The rule itself:
 @SETTINGS
 @given(st.lists(
     st.builds(

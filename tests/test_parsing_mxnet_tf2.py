@@ -1,5 +1,6 @@
 """Tests of the NGC MXNet (``ngc_mxnet``) and TF2 official ResNet (``tf2_official_resnet``) parsers: the real
-MXNet logs reproduce their published figures, synthetic logs cover the tricky cases, failures, robustness.
+MXNet logs reproduce their published figures, synthetic logs cover the tricky cases and the
+failures (robustness: tests/test_parsing_fuzz.py).
 
 The real logs live in ``$DLPERF_SHARED/reallogs`` (default: the repository's ``../shared``). No real TF2 log
 exists there: the TF2 fixtures are synthetic, written the way tensorflow/models prints them.
@@ -7,14 +8,11 @@ exists there: the TF2 fixtures are synthetic, written the way tensorflow/models 
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from parsing_checks import check_all
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from dlperf_core.parsing import (
     WindowResult,
@@ -545,91 +543,7 @@ def test_detection_is_specific() -> None:
         assert not mxnet.detect(text) and not tf2.detect(text), path.name
 
 
-# ------------------------------------------------------------------------------------ robustness
-EXAMPLES = int(os.environ.get("DLPERF_HYPOTHESIS_EXAMPLES", "150"))  # raise it for a deeper search
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-_pieces = st.sampled_from([
-    "[1,0]<stderr>:", "[1,3]<stderr>:", "2020-12-16 08:02:43,201:INFO: ", "Epoch[", "] Batch [", "0-19", "]\tSpeed: ",
-    " samples/sec", "\tcross-entropy=", "Start with arguments Namespace(", "batch_size=", "gpus=[0, 1]", "gpus=[",
-    "benchmark_iters=", "num_epochs=", "disp_batches=", "Experiment took: ", "train.total_ips\n", "     |  96  |\n",
-    "     8     |   2998.1  |\n", "I0115 10:13:05.543210 1402 keras_utils.py:145] ", "TimeHistory: ", " seconds, ",
-    " examples/second between steps ", " and ", "BenchmarkMetric: {'global step':", ", 'time_taken': ",
-    ",'examples_per_second': ", "}", "- loss: ", "'train_loss': ", "Epoch 1/3", "Run stats:",
-    "Using MirroredStrategy with devices (", "'/device:GPU:0', ", ")", "num_workers = ", ", local_devices = (",
-    "MultiWorkerMirroredStrategy with cluster_spec = ", "Created TensorFlow device (/job:localhost/device:GPU:",
-    "nan", "inf", "-1", "0", "1e308", "99999999999", "out of", " ", "\t", "\n", "\r", "\r\n", "\x00", "\ufffd",
-    "9" * 50, ":", "|", ",",
-])
-
-
-@SETTINGS
-@given(st.text())
-def test_any_text_never_crashes(text: str) -> None:
-    check_all(text)
-    check_all(text, format=MX)
-    check_all(text, format=TF)
-
-
-@SETTINGS
-@given(st.binary())
-def test_binary_garbage_never_crashes(data: bytes) -> None:
-    check_all(data.decode("utf-8", errors="replace"), format=MX)
-    check_all(data.decode("latin-1"), format=TF)
-
-
-@SETTINGS
-@given(st.lists(_pieces, max_size=80).map("".join), st.integers(0, 1600), st.none() | st.integers(1, 1000))
-def test_log_like_fragments_never_crash(text: str, warmup: int, measured: int | None) -> None:
-    check_all(text, warmup=warmup, measured=measured)
-    check_all(text, format=MX, warmup=warmup, measured=measured)
-    check_all(text, format=TF, warmup=warmup, measured=measured)
-
-
-@needs_logs
-@SETTINGS
-@given(st.sampled_from(sorted(PUBLISHED)), st.floats(0, 1), st.binary(max_size=20))
-def test_random_truncation_of_real_logs(name: str, where: float, tail: bytes) -> None:
-    text = _real(name)
-    cut = text[: int(where * len(text))]
-    check_all(cut)
-    check_all(cut + tail.decode("utf-8", errors="replace"), format=MX)
-
-
-@SETTINGS
-@given(st.floats(0, 1), st.sampled_from([False, True]))
-def test_random_truncation_of_synthetic_tf2_logs(where: float, legacy: bool) -> None:
-    text = tf_log(legacy=legacy)
-    check_all(text[: int(where * len(text))], format=TF)
-
-
-@SETTINGS
-@given(st.lists(st.sampled_from(mx_bench(64, iters=100).splitlines(keepends=True)), max_size=60).map("".join))
-def test_shuffled_mxnet_lines_never_crash(text: str) -> None:
-    check_all(text, warmup=0)
-    check_all(text)
-
-
-def test_huge_lines_never_crash() -> None:
-    big = 2_000_000
-    pre = "[1,0]<stderr>:2020-12-16 08:02:43,201:INFO: "
-    th = "I0115 10:13:05.543210 1402 keras_utils.py:145] TimeHistory: "
-    for text in (
-        "x" * big,
-        "\n" * big,
-        "Epoch[" * (big // 6),
-        pre + "Epoch[0] Batch [0-19]\tSpeed: " + "9" * big + " samples/sec\n",
-        pre + "Epoch[0] Batch [0-" + "9" * big + "]\tSpeed: 5 samples/sec\n",
-        pre + "Start with arguments Namespace(" + "batch_size=8, " * (big // 14) + "gpus=[" + "0, " * 1000 + "])\n",
-        "train.total_ips\n           |" + "   96   |" * (big // 9) + "\n---\n     1     |   387.07  |\n",
-        th + "9" * big + " seconds, 5 examples/second between steps 0 and 100\n",
-        th + "1.0 seconds, 5 examples/second between steps 0 and " + "9" * big + "\n",
-        "".join(th + f"1e-300 seconds, 1e308 examples/second between steps {i} and {i + 100}\n" for i in range(0, 3000, 100)),
-        "Using MirroredStrategy with devices (" + "'/GPU:0', " * (big // 10) + ")\n",
-        mx_run(1, 32, iters=100).replace("Speed: 128.0", "Speed: 1e308") + "\r" * big,
-    ):
-        check_all(text)
-        check_all(text, format=MX)
-        check_all(text, format=TF)
+# Robustness (any text, truncated and shuffled logs, huge lines): tests/test_parsing_fuzz.py.
 
 
 # ---- ngc_mxnet CPU: real logs of dlperf/ngc-mxnet:cpu (MXNet 1.9.1 Module.fit + stock Speedometer, dist_sync
