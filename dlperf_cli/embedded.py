@@ -14,8 +14,12 @@ DAG_ID = "dlperf_benchmark"
 
 
 def prepare_environment(home: Path | None = None) -> Path:
-    """Point Airflow at the repository's dags/ and plugins/ and a private AIRFLOW_HOME (unless set)."""
-    airflow_home = Path(os.environ.get("AIRFLOW_HOME") or (home or Path.cwd() / ".dlperf" / "airflow")).resolve()
+    """Point Airflow at the repository's dags/ and plugins/ and a private AIRFLOW_HOME (unless set):
+    ``home``, else ``$DLPERF_HOME/.dlperf/airflow`` (:mod:`dlperf_core.home`), whatever the current directory.
+    ``DLPERF_HOME`` is exported as resolved, so every task sees the same home."""
+    from dlperf_core.home import dlperf_home, state_dir
+
+    airflow_home = Path(os.environ.get("AIRFLOW_HOME") or (home or state_dir("airflow"))).resolve()
     airflow_home.mkdir(parents=True, exist_ok=True)
     os.environ["AIRFLOW_HOME"] = str(airflow_home)
     defaults = {
@@ -25,10 +29,10 @@ def prepare_environment(home: Path | None = None) -> Path:
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-        "DLPERF_HOME": str(REPO_ROOT),
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
+    os.environ["DLPERF_HOME"] = str(dlperf_home())  # absolute: a task in another folder resolves the same
     plugins = str(REPO_ROOT / "plugins")
     if plugins not in sys.path:
         sys.path.insert(0, plugins)

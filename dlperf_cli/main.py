@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from dlperf_core.errors import ConfigError
+    from dlperf_core.plan import check_suite
     from dlperf_core.suite import load_suite
 
     try:
-        load_suite(args.suite)  # refuse a bad suite before Airflow even starts
+        check_suite(load_suite(args.suite))  # refuse a bad suite before Airflow even starts
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -64,9 +66,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _redact(url: str) -> str:
+    """``url`` with its password masked (``***``), also when SQLAlchemy cannot parse it."""
     from sqlalchemy.engine import make_url
 
-    return make_url(url).render_as_string(hide_password=True)
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy reads: mask all between "://user:" and the last "@"
+        return re.sub(r"(://[^/@:]*:).*@", r"\1***@", url)
+
+
+RESULTS_COMMANDS = frozenset({"run", "import", "results", "report", "compare", "db"})
+"""The commands that read or write the results database (they name it on stderr when they start)."""
+
+
+def results_database_line(args: argparse.Namespace) -> str | None:
+    """``dlperf: results database URL`` (password masked) for a command that uses the results database,
+    else None: the database ``--db`` names, else ``$DLPERF_DB_URL``, else ``$DLPERF_HOME/.dlperf/dlperf.db``."""
+    if args.command not in RESULTS_COMMANDS or getattr(args, "dry_run", False):
+        return None
+    from dlperf_core.storage import default_db_url
+
+    return f"dlperf: results database {_redact(getattr(args, 'db', None) or default_db_url())}"
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
@@ -227,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--repeats", type=int, help="override repeats per case")
     run.add_argument("--compile", choices=["suite", "eager", "compiled", "both"],
                      help="torch.compile for the benchmarks that can (default: as the suite says)")
-    run.add_argument("--db", help="results database URL (default: $DLPERF_DB_URL or .dlperf/dlperf.db)")
+    run.add_argument("--db", help="results database URL (default: $DLPERF_DB_URL or $DLPERF_HOME/.dlperf/dlperf.db)")
     run.add_argument(
         "--run-date",
         help="logical date (ISO) of the DAG run; giving the same date again re-runs that same DAG run, "
@@ -292,6 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if (line := results_database_line(args)) is not None:
+        print(line, file=sys.stderr, flush=True)  # run from another folder, still visibly the same database
     return args.func(args)
 
 

@@ -410,7 +410,7 @@ def test_default_db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("DLPERF_DB_URL", "postgresql+psycopg2://u@h/db")
     assert default_db_url() == "postgresql+psycopg2://u@h/db"
     monkeypatch.delenv("DLPERF_DB_URL")
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DLPERF_HOME", str(tmp_path))  # not the cwd: see tests/test_home.py
     url = default_db_url()
     assert url == f"sqlite:///{tmp_path}/.dlperf/dlperf.db"
     assert (tmp_path / ".dlperf").is_dir()

@@ -1,10 +1,12 @@
-"""Where reports are written: ``$DLPERF_REPORT_DIR/<dag_id>/<run_id-safe>/`` (default ``.dlperf/reports``)."""
+"""Where reports are written: ``$DLPERF_REPORT_DIR/<dag_id>/<run_id-safe>/`` (default
+``$DLPERF_HOME/.dlperf/reports``, see :mod:`dlperf_core.home`)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
+
+from dlperf_core.home import env_path
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -19,9 +21,8 @@ def safe_name(text: str) -> str:
 
 
 def report_root() -> Path:
-    """``$DLPERF_REPORT_DIR``, else ``<cwd>/.dlperf/reports`` (absolute, not created)."""
-    configured = os.environ.get("DLPERF_REPORT_DIR")
-    return Path(configured).resolve() if configured else (Path.cwd() / ".dlperf" / "reports").resolve()
+    """``$DLPERF_REPORT_DIR``, else ``$DLPERF_HOME/.dlperf/reports`` (absolute, not created)."""
+    return env_path("DLPERF_REPORT_DIR", "reports")
 
 
 def report_dir(dag_id: str, run_id: str, root: Path | None = None) -> Path:

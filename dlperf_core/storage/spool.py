@@ -8,7 +8,7 @@ the store and deletes each file only after its write committed; results are upse
 ``(dag_id, run_id, case_key, repeat)``, so draining twice (or a crash between commit and delete)
 adds no duplicate.
 
-The spool folder is ``$DLPERF_SPOOL_DIR`` (default ``.dlperf/spool``), with one sub-folder per
+The spool folder is ``$DLPERF_SPOOL_DIR`` (default ``$DLPERF_HOME/.dlperf/spool``), with one sub-folder per
 results database (a hash of its URL without password), so records never drain into another
 database. A file that cannot be read back is renamed ``*.bad`` and kept, never deleted.
 """
@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+from dlperf_core.home import env_path
 from dlperf_core.storage.records import BenchmarkRunRecord, ResultRecord
 from dlperf_core.storage.store import ResultStore
 
@@ -41,8 +42,8 @@ _DATETIME_FIELDS = ("started_at", "finished_at")
 
 
 def default_spool_dir() -> Path:
-    """``$DLPERF_SPOOL_DIR``, else ``<cwd>/.dlperf/spool``."""
-    return Path(os.environ.get("DLPERF_SPOOL_DIR") or Path.cwd() / ".dlperf" / "spool").resolve()
+    """``$DLPERF_SPOOL_DIR``, else ``$DLPERF_HOME/.dlperf/spool`` (:mod:`dlperf_core.home`; absolute)."""
+    return env_path("DLPERF_SPOOL_DIR", "spool")
 
 
 def database_key(db_url: str) -> str:

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import pandas as pd
@@ -20,6 +19,7 @@ from sqlalchemy import Connection, Engine, Select, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError
 
+from dlperf_core.home import state_dir
 from dlperf_core.storage import migrate
 from dlperf_core.storage.engine import make_engine, write_transaction
 from dlperf_core.storage.models import (
@@ -77,13 +77,12 @@ _SUMMARY_FLOATS = (
 
 
 def default_db_url() -> str:
-    """``$DLPERF_DB_URL``, else a SQLite file ``<cwd>/.dlperf/dlperf.db`` (folder created)."""
+    """``$DLPERF_DB_URL``, else a SQLite file ``$DLPERF_HOME/.dlperf/dlperf.db`` (folder created; see
+    :mod:`dlperf_core.home`), the same whatever the current directory."""
     url = os.environ.get("DLPERF_DB_URL")
     if url:
         return url
-    folder = Path.cwd() / ".dlperf"
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'dlperf.db'}"
+    return f"sqlite:///{state_dir(create=True) / 'dlperf.db'}"
 
 
 def _retry(fn: Callable[P, T]) -> Callable[P, T]:
