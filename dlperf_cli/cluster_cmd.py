@@ -6,13 +6,18 @@ Per node ``<name>`` of the inventory:
   and extras ``key_file``, ``host_key`` (pins the node's key; without it the workers' known_hosts decide),
   ``conn_timeout`` and ``cmd_timeout: null`` (the provider's default of 10 s of silence would kill a
   quiet benchmark; tasks are bounded by their ``execution_timeout`` instead);
+- the Docker connection ``dlperf_docker_<name>`` (or the node's ``docker.conn_id``; when the node declares
+  ``docker.tls`` or ``docker.registry``): conn type ``docker``, host/login = the registry's server and
+  username, password = ``$<docker.registry.password_env>`` (left as it is when the inventory names no
+  variable, so one set by hand stays), extras ``tls_ca_cert``, ``tls_client_cert``, ``tls_client_key``,
+  ``tls_verify`` (and ``email``). The engine address stays the inventory's ``docker_url``; the docker
+  runtime reaches it with this connection's TLS client and registry login
+  (``dlperf_airflow.docker_runtime.DockerEndpoint``);
 - the one-slot pool ``dlperf_node_<name>``: one task at a time on that node.
 
-No Docker connection is made: the Docker provider's connection holds *registry* credentials, not the
-engine address; each node's engine is its inventory ``docker_url``.
-
 Idempotent: what already matches is left alone, what differs is updated, nothing is duplicated.
-``--prune`` also removes ``dlperf_node_*`` connections and pools of nodes no longer in the inventory.
+``--prune`` also removes ``dlperf_node_*`` connections and pools and ``dlperf_docker_*`` connections of
+nodes no longer in the inventory.
 The metadata DB is Airflow's own configuration (``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``); without one,
 the embedded one of ``dlperf run`` (``.dlperf/airflow``).
 """
@@ -24,23 +29,30 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from dlperf_core.inventory import Inventory, Node
+from dlperf_core.errors import ConfigError
+from dlperf_core.inventory import DOCKER_CONN_PREFIX, Inventory, Node
 
 PREFIX = "dlperf_node_"
 POOL_DESCRIPTION = "one task at a time on node {name} (dlperf cluster sync)"
+DESCRIPTIONS = {"ssh": "dlperf node (dlperf cluster sync)", "docker": "dlperf node's Docker engine (dlperf cluster sync)"}
 
 
 @dataclass(frozen=True)
 class ConnectionSpec:
-    """The Airflow SSH connection of one node, as plain fields."""
+    """The Airflow SSH (or Docker) connection of one node, as plain fields.
+
+    ``password`` None: the connection's password is not managed (left as it is)."""
 
     conn_id: str
-    host: str
-    login: str
-    port: int
+    host: str | None
+    login: str | None
+    port: int | None
     extra: dict
+    conn_type: str = "ssh"
+    password: str | None = None
 
     @classmethod
     def for_node(cls, node: Node) -> "ConnectionSpec":
@@ -51,6 +63,45 @@ class ConnectionSpec:
         if node.ssh.host_key:
             extra["host_key"] = node.ssh.host_key
         return cls(node.airflow_id, node.address, node.ssh.user, node.ssh.port, extra)
+
+    @classmethod
+    def docker_for_node(cls, node: Node, environ: Mapping[str, str] = os.environ) -> "ConnectionSpec | None":
+        """The node's Docker connection (TLS client files, registry login), or None when it declares
+        neither. Raises ConfigError when the registry's password variable is not set."""
+        docker = node.docker
+        if docker.tls is None and docker.registry is None:
+            return None
+        extra: dict = {}
+        if docker.tls is not None:
+            extra.update(tls_ca_cert=docker.tls.ca_cert, tls_client_cert=docker.tls.client_cert,
+                         tls_client_key=docker.tls.client_key, tls_verify=docker.tls.verify)
+        host = login = password = None
+        if (registry := docker.registry) is not None:
+            host, login = registry.server, registry.username
+            if registry.email:
+                extra["email"] = registry.email
+            if registry.password_env:
+                password = environ.get(registry.password_env)
+                if password is None:
+                    raise ConfigError(f"node {node.name}", [(
+                        f"docker.registry.password_env: ${registry.password_env} is not set (the registry "
+                        f"password of connection {node.docker_conn_id})")])
+        return cls(node.docker_conn_id, host, login, None, extra, conn_type="docker", password=password)
+
+
+def docker_specs(inventory: Inventory, environ: Mapping[str, str] = os.environ) -> list[ConnectionSpec]:
+    """The inventory's Docker connections, one per connection id (nodes may share one if they agree)."""
+    specs: dict[str, ConnectionSpec] = {}
+    for node in inventory.nodes:
+        spec = ConnectionSpec.docker_for_node(node, environ)
+        if spec is None:
+            continue
+        if spec.conn_id in specs and specs[spec.conn_id] != spec:
+            raise ConfigError(inventory.name, [(
+                f"node {node.name}: docker connection {spec.conn_id} is shared with another node that gives it "
+                "different TLS files or registry; give each its own docker.conn_id")])
+        specs[spec.conn_id] = spec
+    return list(specs.values())
 
 
 @dataclass(frozen=True)
@@ -69,15 +120,19 @@ def _apply_connection(session, spec: ConnectionSpec) -> str:
     extra = json.dumps(spec.extra, sort_keys=True)
     if existing is None:
         session.add(
-            Connection(conn_id=spec.conn_id, conn_type="ssh", host=spec.host, login=spec.login, port=spec.port,
-                       extra=extra, description="dlperf node (dlperf cluster sync)")
+            Connection(conn_id=spec.conn_id, conn_type=spec.conn_type, host=spec.host, login=spec.login,
+                       port=spec.port, password=spec.password, extra=extra,
+                       description=DESCRIPTIONS[spec.conn_type])
         )
         return "created"
     current = (existing.conn_type, existing.host, existing.login, existing.port, existing.extra_dejson)
-    if current == ("ssh", spec.host, spec.login, spec.port, spec.extra):
+    same = current == (spec.conn_type, spec.host, spec.login, spec.port, spec.extra)
+    if same and (spec.password is None or existing.password == spec.password):
         return "unchanged"
-    existing.conn_type, existing.host, existing.login, existing.port = "ssh", spec.host, spec.login, spec.port
+    existing.conn_type, existing.host, existing.login, existing.port = spec.conn_type, spec.host, spec.login, spec.port
     existing.extra = extra
+    if spec.password is not None:
+        existing.password = spec.password
     return "updated"
 
 
@@ -101,17 +156,22 @@ def sync_cluster(inventory: Inventory, *, prune: bool = False) -> list[SyncChang
     from airflow.utils.session import create_session
 
     changes: list[SyncChange] = []
+    dockers = {spec.conn_id: spec for spec in docker_specs(inventory)}  # refused here, before anything is written
     with create_session() as session:
         for node in inventory.nodes:
             if node.ssh is not None:
                 spec = ConnectionSpec.for_node(node)
                 changes.append(SyncChange("connection", spec.conn_id, _apply_connection(session, spec)))
+            if (docker := dockers.pop(node.docker_conn_id, None)) is not None:
+                changes.append(SyncChange("connection", docker.conn_id, _apply_connection(session, docker)))
             name = node.airflow_id
             changes.append(SyncChange("pool", name, _apply_pool(session, name, POOL_DESCRIPTION.format(name=node.name))))
         if prune:
             wanted_conns = {n.airflow_id for n in inventory.nodes if n.ssh is not None}
+            wanted_conns |= {s.conn_id for s in docker_specs(inventory)}
             wanted_pools = {n.airflow_id for n in inventory.nodes}
-            for conn in session.query(Connection).filter(Connection.conn_id.startswith(PREFIX)).all():
+            managed = Connection.conn_id.startswith(PREFIX) | Connection.conn_id.startswith(DOCKER_CONN_PREFIX)
+            for conn in session.query(Connection).filter(managed).all():
                 if conn.conn_id not in wanted_conns:
                     session.delete(conn)
                     changes.append(SyncChange("connection", conn.conn_id, "removed"))
@@ -137,7 +197,6 @@ def _metadata_db_ready() -> str | None:
 
 
 def cmd_cluster_sync(args: argparse.Namespace) -> int:
-    from dlperf_core.errors import ConfigError
     from dlperf_core.inventory import load_inventory
 
     try:
@@ -157,7 +216,11 @@ def cmd_cluster_sync(args: argparse.Namespace) -> int:
         if problem:
             print(f"dlperf cluster sync: {problem}", file=sys.stderr)
             return 2
-        changes = sync_cluster(inventory, prune=args.prune)
+        try:
+            changes = sync_cluster(inventory, prune=args.prune)
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 2
     if args.json:
         print(json.dumps([asdict(c) for c in changes], indent=2))
     else:
@@ -174,9 +237,11 @@ def add_cluster_parser(sub) -> None:
     csub = cluster.add_subparsers(dest="cluster_command", required=True)
     sync = csub.add_parser(
         "sync",
-        help="create/update one SSH connection and one one-slot pool dlperf_node_<name> per inventory node",
+        help="create/update one SSH connection and one one-slot pool dlperf_node_<name> per inventory node, "
+        "and its Docker connection dlperf_docker_<name> (TLS client, registry login)",
     )
     sync.add_argument("--inventory", required=True, help="node inventory YAML, e.g. inventories/example-cluster.yaml")
-    sync.add_argument("--prune", action="store_true", help="remove dlperf_node_* connections/pools not in it")
+    sync.add_argument("--prune", action="store_true",
+                      help="remove dlperf_node_*/dlperf_docker_* connections and pools not in it")
     sync.add_argument("--json", action="store_true", help="print the changes as JSON")
     sync.set_defaults(func=cmd_cluster_sync)

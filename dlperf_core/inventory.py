@@ -23,6 +23,12 @@ An inventory is a YAML file::
         device_memory_mb: 2048     # CPU stand-in nodes only: the memory of one "device" (see Node)
         ssh: {user: dlperf, port: 22, key_file: /home/airflow/.ssh/id_ed25519,
               host_key: "ssh-ed25519 AAAA..."}   # preflight; host_key pins the node's key
+        docker:                    # how Airflow reaches docker_url (see DockerAccess); all optional
+          conn_id: dlperf_docker_node0           # the default: Airflow Docker connection of this node
+          tls: {ca_cert: /etc/dlperf/docker/ca.pem, client_cert: /etc/dlperf/docker/cert.pem,
+                client_key: /etc/dlperf/docker/key.pem}   # required for a tcp:// docker_url ...
+          insecure: false                        # ... unless this says true (a trusted test network only)
+          registry: {server: registry.example.com:5000, username: bench, password_env: DLPERF_REGISTRY_PASSWORD}
 
 Everything has a sensible default so a laptop inventory is two lines per node.
 """
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -63,6 +70,59 @@ class SshAccess(BaseModel):
     connect_timeout_s: int = Field(10, ge=1, le=300)
 
 
+class DockerTls(BaseModel):
+    """The TLS client of a Docker Engine listening on TCP (``dockerd --tlsverify``): PEM files on the Airflow
+    workers, as made by Docker's "Protect the Docker daemon socket" guide."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ca_cert: str  # the CA that signed the engine's certificate (and the client's)
+    client_cert: str
+    client_key: str
+    verify: bool = True  # verify the engine's certificate against ca_cert
+
+
+class DockerRegistry(BaseModel):
+    """A container registry the node's engine logs in to (the Airflow Docker connection's host and login).
+
+    The password is never written in the inventory: ``password_env`` names an environment variable that
+    ``dlperf cluster sync`` (or, without a connection, the worker) reads; or set the password on the Airflow
+    connection yourself."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    server: str = Field(min_length=1)  # host[:port] of the registry
+    username: str = Field(min_length=1)
+    password_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    email: str | None = None
+
+
+NETWORK_DOCKER_SCHEMES = ("tcp", "http", "https")
+"""docker_url schemes that reach the engine over the network (``unix://`` and ``ssh://`` do not need TLS)."""
+DOCKER_CONN_PREFIX = "dlperf_docker_"
+"""Default id of a node's Airflow Docker connection: ``dlperf_docker_<name>``."""
+
+
+class DockerAccess(BaseModel):
+    """How Airflow reaches the node's Docker Engine at ``docker_url``.
+
+    ``conn_id`` names the node's Airflow Docker connection (default ``dlperf_docker_<name>``, made by
+    ``dlperf cluster sync`` from ``tls`` and ``registry``); when it exists, its TLS files and registry login
+    are used, else the ones given here. A Docker socket on TCP without TLS is root on the node for anyone who
+    can reach it: a ``tcp://`` docker_url needs ``tls``, or ``insecure: true`` said explicitly (stand-in
+    nodes on a trusted test network)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    conn_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    tls: DockerTls | None = None
+    registry: DockerRegistry | None = None
+    insecure: bool = False
+
+    @model_validator(mode="after")
+    def _tls_or_insecure(self) -> "DockerAccess":
+        if self.tls is not None and self.insecure:
+            raise ValueError("tls and insecure: true exclude each other; keep tls")
+        return self
+
+
 class Node(BaseModel):
     """One node of the cluster."""
 
@@ -82,6 +142,7 @@ class Node(BaseModel):
     log_dir: str | None = None  # host folder mounted read-write at /dlperf/logs for files a framework writes
     queue: str = "default"
     ssh: SshAccess | None = None
+    docker: DockerAccess = DockerAccess()
     infiniband_devices: tuple[str, ...] = ()  # HCA names (/sys/class/infiniband/<name>) that must be up
     data_paths: tuple[str, ...] = ()  # host paths that must exist (datasets); mount sources are checked too
     min_free_disk_gb: float = Field(0, ge=0)  # on Docker's root dir and log_dir; 0 = only report
@@ -96,10 +157,26 @@ class Node(BaseModel):
             raise ValueError("device_memory_mb is for CPU stand-in nodes; a GPU brings its own memory")
         return self
 
+    @model_validator(mode="after")
+    def _tls_needs_tcp(self) -> "Node":
+        if self.docker.tls is not None and self.docker_scheme not in NETWORK_DOCKER_SCHEMES:
+            raise ValueError(f"docker.tls is for a tcp:// docker_url, not {self.docker_url!r}")
+        return self
+
     @property
     def airflow_id(self) -> str:
         """Id of this node's Airflow SSH connection and one-slot pool (``dlperf cluster sync``)."""
         return f"dlperf_node_{self.name}"
+
+    @property
+    def docker_conn_id(self) -> str:
+        """Id of this node's Airflow Docker connection: ``docker.conn_id``, else ``dlperf_docker_<name>``."""
+        return self.docker.conn_id or f"{DOCKER_CONN_PREFIX}{self.name}"
+
+    @property
+    def docker_scheme(self) -> str:
+        """The scheme of ``docker_url`` (``unix``, ``tcp``, ``ssh``, ...)."""
+        return urlsplit(self.docker_url).scheme.lower()
 
     @property
     def container_hostname(self) -> str:
@@ -110,6 +187,28 @@ class Node(BaseModel):
     def reach_address(self) -> str:
         """The address other ranks use to reach this node."""
         return self.address if self.network == "host" else self.container_hostname
+
+
+def insecure_docker_nodes(nodes) -> list[str]:
+    """Why each node's engine would be reached over the network without TLS (empty: none is).
+
+    Pure: it looks at the inventory only (a TLS config only in the Airflow connection does not count; declare
+    it in the inventory, ``dlperf cluster sync`` writes it to the connection)."""
+    return [
+        f"node {n.name}: docker_url {n.docker_url} is a Docker socket on TCP without TLS, which is root on the "
+        "node for anyone who can reach that port; configure TLS (docker: {tls: {ca_cert: ..., client_cert: ..., "
+        "client_key: ...}}) or, on a trusted test network only, set docker: {insecure: true} explicitly"
+        for n in nodes
+        if n.docker_scheme in NETWORK_DOCKER_SCHEMES and n.docker.tls is None and not n.docker.insecure
+    ]
+
+
+def check_docker_access(inventory: "Inventory", source: str) -> None:
+    """Refuse (planning, docker runtime) an inventory with a node whose Docker Engine is on TCP without TLS
+    and without an explicit ``insecure: true``."""
+    problems = insecure_docker_nodes(inventory.nodes)
+    if problems:
+        raise ConfigError(source, problems)
 
 
 class Inventory(BaseModel):

@@ -1,6 +1,7 @@
 """``dlperf cluster sync`` against a real Airflow metadata DB in PostgreSQL: creates one SSH connection and
-one one-slot pool per node, a second run changes nothing, a changed inventory updates in place, --prune
-removes nodes that left, and a bad inventory is refused without writing anything.
+one one-slot pool per node, and the Docker connection (TLS client, registry login) of a node that declares
+one, a second run changes nothing, a changed inventory updates in place, --prune removes nodes that left, and
+a bad inventory is refused without writing anything.
 
 The metadata DB is a fresh PostgreSQL database (``pg_url``) migrated by the real ``airflow db migrate``;
 the CLI runs as a subprocess with ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`` pointing at it, like in the
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -33,6 +35,10 @@ nodes:
     queue: gpu-a
     ssh: {{user: bench, port: {port}, key_file: /home/airflow/.ssh/id_ed25519,
            host_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"}}
+    docker_url: tcp://10.1.0.10:2376
+    docker:
+      tls: {{ca_cert: /certs/ca.pem, client_cert: /certs/cert.pem, client_key: /certs/key.pem}}
+      registry: {{server: "registry.example.com:5000", username: bench, password_env: DLPERF_TEST_REGISTRY_PASSWORD}}
   - name: gpu-b
     address: 10.1.0.11
     gpus: 8
@@ -49,6 +55,7 @@ def _env(tmp_path: Path, pg_url: str) -> dict[str, str]:
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=pg_url,
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__FERNET_KEY="",
+        DLPERF_TEST_REGISTRY_PASSWORD="s3cret-registry",
     )
     return env
 
@@ -70,7 +77,8 @@ def _state(pg_url: str) -> tuple[dict, dict]:
     try:
         with engine.connect() as conn:
             conns = {r.conn_id: r for r in conn.execute(sa.text(
-                "SELECT conn_id, conn_type, host, login, port, extra FROM connection WHERE conn_id LIKE 'dlperf_node_%'"))}
+                "SELECT conn_id, conn_type, host, login, port, password, extra FROM connection "
+                "WHERE conn_id LIKE 'dlperf_node_%' OR conn_id LIKE 'dlperf_docker_%'"))}
             pools = {r.pool: r for r in conn.execute(sa.text(
                 "SELECT pool, slots, include_deferred FROM slot_pool WHERE pool LIKE 'dlperf_node_%'"))}
     finally:
@@ -86,12 +94,21 @@ def test_cluster_sync_is_idempotent_against_a_real_metadata_db(tmp_path, pg_url)
     first = _actions(_sync(tmp_path, env, INVENTORY.format(port=2222, extra="")))
     assert first == {
         ("connection", "dlperf_node_gpu-a"): "created",
+        ("connection", "dlperf_docker_gpu-a"): "created",
         ("pool", "dlperf_node_gpu-a"): "created",
         ("connection", "dlperf_node_gpu-b"): "created",
         ("pool", "dlperf_node_gpu-b"): "created",
     }
     conns, pools = _state(pg_url)
-    assert set(conns) == set(pools) == {"dlperf_node_gpu-a", "dlperf_node_gpu-b"}
+    assert set(pools) == {"dlperf_node_gpu-a", "dlperf_node_gpu-b"}
+    assert set(conns) == set(pools) | {"dlperf_docker_gpu-a"}  # gpu-b: its local socket, no Docker connection
+    d = conns["dlperf_docker_gpu-a"]
+    assert (d.conn_type, d.host, d.login, d.port, d.password) == (
+        "docker", "registry.example.com:5000", "bench", None, "s3cret-registry")
+    assert json.loads(d.extra) == {
+        "tls_ca_cert": "/certs/ca.pem", "tls_client_cert": "/certs/cert.pem", "tls_client_key": "/certs/key.pem",
+        "tls_verify": True,
+    }
     a = conns["dlperf_node_gpu-a"]
     assert (a.conn_type, a.host, a.login, a.port) == ("ssh", "10.1.0.10", "bench", 2222)
     # No Fernet key here, so the extra is stored as plain JSON and can be read back as such.
@@ -113,10 +130,22 @@ def test_cluster_sync_is_idempotent_against_a_real_metadata_db(tmp_path, pg_url)
     changed = _actions(_sync(tmp_path, env, INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n")))
     assert changed[("connection", "dlperf_node_gpu-a")] == "updated"
     assert changed[("connection", "dlperf_node_gpu-b")] == "unchanged"
+    assert changed[("connection", "dlperf_docker_gpu-a")] == "unchanged"
     assert changed[("pool", "dlperf_node_cpu-c")] == "created"
     assert ("connection", "dlperf_node_cpu-c") not in changed  # no ssh declared: no SSH connection
     conns, pools = _state(pg_url)
     assert conns["dlperf_node_gpu-a"].port == 2200 and "dlperf_node_cpu-c" in pools
+
+    # A new registry password (the variable the inventory names) updates the Docker connection.
+    rotated = _actions(_sync(tmp_path, {**env, "DLPERF_TEST_REGISTRY_PASSWORD": "rotated-password"},
+                             INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n")))
+    assert rotated[("connection", "dlperf_docker_gpu-a")] == "updated"
+    assert _state(pg_url)[0]["dlperf_docker_gpu-a"].password == "rotated-password"
+    # ... and without the variable, nothing is written at all.
+    unset = _sync(tmp_path, {k: v for k, v in env.items() if k != "DLPERF_TEST_REGISTRY_PASSWORD"},
+                  INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n"))
+    assert unset.returncode == 2 and "DLPERF_TEST_REGISTRY_PASSWORD is not set" in unset.stderr
+    assert _state(pg_url)[0]["dlperf_docker_gpu-a"].password == "rotated-password"
 
     # --prune: gpu-b left the cluster.
     smaller = INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n").replace(
@@ -125,7 +154,19 @@ def test_cluster_sync_is_idempotent_against_a_real_metadata_db(tmp_path, pg_url)
     assert pruned[("connection", "dlperf_node_gpu-b")] == "removed"
     assert pruned[("pool", "dlperf_node_gpu-b")] == "removed"
     conns, pools = _state(pg_url)
-    assert set(conns) == {"dlperf_node_gpu-a"} and set(pools) == {"dlperf_node_gpu-a", "dlperf_node_cpu-c"}
+    assert set(conns) == {"dlperf_node_gpu-a", "dlperf_docker_gpu-a"}
+    assert set(pools) == {"dlperf_node_gpu-a", "dlperf_node_cpu-c"}
+
+    # gpu-a drops its registry and TLS (an insecure test engine): --prune removes its Docker connection.
+    no_docker = re.sub(r"    docker:\n(      .*\n)+", "    docker: {insecure: true}\n", smaller)
+    assert "tls" not in no_docker
+    dropped = _actions(_sync(tmp_path, env, no_docker, "--prune"))
+    assert dropped[("connection", "dlperf_docker_gpu-a")] == "removed"
+    assert dropped[("connection", "dlperf_node_gpu-a")] == "unchanged"
+    conns, pools = _state(pg_url)
+    assert set(conns) == {"dlperf_node_gpu-a"}
+    assert _actions(_sync(tmp_path, env, smaller))[("connection", "dlperf_docker_gpu-a")] == "created"
+    conns, pools = _state(pg_url)
 
     # A bad inventory is refused with the file and field named, and nothing is written.
     bad = _sync(tmp_path, env, "name: x\nnodes:\n  - {name: z, ssh: {port: 70000}}\n")

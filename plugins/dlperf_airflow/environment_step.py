@@ -2,9 +2,9 @@
 one once, and tag every planned case run with its ``environment_id`` (store_result links the results).
 
 * local runtime: the probe runs on this machine (the worker), with the Python that runs the workload.
-* docker runtime: the probe runs in a one-shot container of each case image on each node, through the
-  Docker provider's ``DockerHook`` (as the cases do), so CUDA/cuDNN/NCCL and the framework version are
-  the image's; the image digest comes from the node's engine.
+* docker runtime: the probe runs in a one-shot container of each case image on each node, started from a
+  ``ContainerSpec`` through the node's Docker connection as the cases are (``docker_runtime``), so
+  CUDA/cuDNN/NCCL and the framework version are the image's; the image digest comes from the node's engine.
 
 Capturing never fails the run: a probe that cannot run (no engine, image missing, timeout) leaves the
 cases it concerns without an environment and says why in the task log. On a machine without GPUs
@@ -14,14 +14,16 @@ the environment records what exists and lists what does not (``environments.miss
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from dlperf_core.environment import PROBE_SCRIPT, Environment, NodeProbe, capture_local, combine, parse_probe
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.inventory import Inventory, Node, load_inventory
-from dlperf_core.jobs import RunIds
-from dlperf_core.plan import Case
+from dlperf_core.model import RunIds
+from dlperf_core.model import Case
+from dlperf_core.model import ContainerSpec
 from dlperf_core.storage import ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")
@@ -68,37 +70,33 @@ def probe_in_container(node: Node, image: str, ids: RunIds) -> tuple[NodeProbe, 
     return parse_probe(output), digest
 
 
-def probe_output(node: Node, image: str, ids: RunIds) -> tuple[str, str | None]:
-    """The probe's raw output from a one-shot container of ``image`` on ``node``, and the image digest."""
-    from docker.errors import NotFound
-    from docker.types import DeviceRequest
-
-    from dlperf_airflow.docker_runtime import docker_client
-
-    client = docker_client(node.docker_url)
-    host_config = client.create_host_config(
-        network_mode="host" if node.network == "host" else "bridge",
-        device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if node.accelerator == "nvidia" else None,
-        devices=["/dev/infiniband:/dev/infiniband:rwm"] if node.infiniband else None,
-    )
-    container = client.create_container(
+def probe_spec(node: Node, image: str, ids: RunIds) -> ContainerSpec:
+    """The one-shot probe container of ``image`` on ``node``: the node's GPUs and InfiniBand as a case gets
+    them, on the host network (stand-in nodes: docker's default bridge, with the node's hostname), nothing
+    mounted, labelled with the DAG run (cleanup finds it) and the node."""
+    host = node.network == "host"
+    return ContainerSpec(
+        name=f"dlperf-probe-{ids.short}-{node.name}-{uuid.uuid4().hex[:8]}",
         image=image,
-        command=["sh", "-c", PROBE_SCRIPT],
+        command=("sh", "-c", PROBE_SCRIPT),
         environment={"DLPERF_PYTHON": "python3"},
         labels={**ids.labels, "dlperf.probe": node.name},
-        hostname=None if node.network == "host" else node.container_hostname,
-        host_config=host_config,
-        detach=True,
+        network="host" if host else "bridge",
+        hostname=None if host else node.container_hostname,
+        gpus=node.accelerator == "nvidia",
+        devices=("/dev/infiniband",) if node.infiniband else (),
+        ipc_host=False,
     )
-    try:
-        client.start(container["Id"])
-        client.wait(container["Id"], timeout=PROBE_TIMEOUT_S)
-        output = client.logs(container["Id"], stdout=True, stderr=False).decode(errors="replace")
-    finally:
-        try:
-            client.remove_container(container["Id"], force=True)
-        except NotFound:
-            pass
+
+
+def probe_output(node: Node, image: str, ids: RunIds) -> tuple[str, str | None]:
+    """The probe's raw output from a one-shot container of ``image`` on ``node``, and the image digest.
+
+    The container is started the way the docker runtime starts every container (``run_to_completion``,
+    through the node's Docker connection)."""
+    from dlperf_airflow.docker_runtime import run_to_completion
+
+    output, client = run_to_completion(node, probe_spec(node, image, ids), PROBE_TIMEOUT_S)
     return output, _digest(client, image)
 
 
