@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import get_args
 
 from dlperf_core.errors import ConfigError
+from dlperf_core.frameworks import ADAPTERS
 from dlperf_core.inventory import Inventory, load_inventory
-from dlperf_core.plan import PlanFilters
-from dlperf_core.suite import Benchmark, Precision, Suite, Topology, load_suite
+from dlperf_core.model import Topology
+from dlperf_core.plan import PlanFilters, check_fits, expand_cases
+from dlperf_core.suite import Precision, Suite, load_suite
 
 log = logging.getLogger("dlperf")
 
@@ -69,11 +71,20 @@ def topology_key(name: str) -> tuple[int, int, int]:
     return (topo.total_gpus, topo.nodes, topo.gpus_per_node)
 
 
-def topology_fits(topology: Topology, inventory: Inventory) -> bool:
-    """Whether the first ``topology.nodes`` nodes exist and each has ``gpus_per_node`` devices."""
-    if topology.nodes > len(inventory.nodes):
-        return False
-    return all(node.gpus >= topology.gpus_per_node for node in inventory.first(topology.nodes))
+def fitting_topologies(suite: Suite, inventory: Inventory) -> set[str]:
+    """The topologies of the suite's cases that planning would accept on ``inventory``: each case goes
+    through :func:`dlperf_core.plan.check_fits` (enough nodes, enough devices on each, an adapter that runs
+    it there), and a topology is kept when any of its cases passes."""
+    fitting: set[str] = set()
+    for case, _ in expand_cases(suite):
+        if case.topology in fitting:
+            continue
+        try:
+            check_fits([(case, 1)], inventory, FORM_SOURCE)
+        except ConfigError:
+            continue
+        fitting.add(case.topology)
+    return fitting
 
 
 def topology_label(name: str) -> str:
@@ -84,13 +95,6 @@ def topology_label(name: str) -> str:
     return f"{topo}: {topo.nodes} {nodes} x {topo.gpus_per_node} {devices} ({topo.total_gpus})"
 
 
-def _batch_sizes(suite: Suite, bench: Benchmark, precision: str) -> tuple[int, ...]:
-    resolve = getattr(suite, "batch_sizes_for", None)  # with the adapters' seed defaults, where present
-    if resolve is not None:
-        return tuple(resolve(bench, precision))
-    return bench.batch_sizes(precision) or suite.default_batch_sizes(precision)
-
-
 def _bounds(batches: Iterable[int]) -> BatchBounds:
     used = tuple(sorted(set(batches)))
     return BatchBounds(minimum=1, maximum=max((MAX_BATCH_PER_DEVICE, *used)), in_suites=used)
@@ -98,22 +102,23 @@ def _bounds(batches: Iterable[int]) -> BatchBounds:
 
 def choices_for(suite: Suite, inventory: Inventory, suite_name: str | None = None) -> FormChoices:
     """What one suite offers on its inventory: its frameworks, models, precisions, batch sizes, and
-    the topologies the inventory can hold (a topology larger than the inventory is left out)."""
-    frameworks, models, precisions, topologies, batches = set(), set(), set(), set(), set()
+    the topologies the inventory can hold (:func:`fitting_topologies`: one larger than the inventory is left
+    out)."""
+    frameworks, models, precisions, batches = set(), set(), set(), set()
     for bench in suite.benchmarks:
         frameworks.add(bench.framework)
         models.add(bench.model)
         for precision in bench.precisions or suite.precisions:
             precisions.add(precision)
-            batches.update(_batch_sizes(suite, bench, precision))
-        topologies.update(str(t) for t in bench.topologies or suite.topologies if topology_fits(t, inventory))
+            seed = ADAPTERS[bench.framework].default_batch.get(precision) if bench.framework in ADAPTERS else None
+            batches.update(suite.batch_sizes_for(bench, precision, seed))  # with the adapters' seed defaults
     return FormChoices(
         suites=(suite_name or suite.source,),
         inventories=(),
         frameworks=tuple(sorted(frameworks)),
         models=tuple(sorted(models)),
         precisions=_ordered_precisions(precisions),
-        topologies=tuple(sorted(topologies, key=topology_key)),
+        topologies=tuple(sorted(fitting_topologies(suite, inventory), key=topology_key)),
         batch=_bounds(batches),
         max_repeats=MAX_REPEATS,
         sources=(f"{suite_name or suite.source} on inventory {inventory.name}",),
@@ -247,7 +252,9 @@ def _unbounded_inventory(suite: Suite) -> Inventory:
     topologies = [t for b in suite.benchmarks for t in (b.topologies or suite.topologies)] or list(suite.topologies)
     nodes = max(t.nodes for t in topologies)
     gpus = max(t.gpus_per_node for t in topologies)
-    return Inventory.model_validate({"name": "any", "nodes": [{"name": f"n{i}", "gpus": gpus} for i in range(nodes)]})
+    return Inventory.model_validate(
+        {"name": "any", "nodes": [{"name": f"n{i}", "gpus": gpus, "accelerator": "nvidia"} for i in range(nodes)]}
+    )
 
 
 def check_trigger(suite: Suite, filters: PlanFilters) -> None:

@@ -18,15 +18,15 @@ from dlperf_core.form import (
     check_trigger,
     choices_for,
     discover_choices,
+    fitting_topologies,
     registry_choices,
-    topology_fits,
     topology_label,
     with_batch_override,
 )
 from dlperf_core.frameworks import ADAPTERS
 from dlperf_core.inventory import Inventory
 from dlperf_core.plan import PlanFilters, plan_suite
-from dlperf_core.suite import Topology, parse_suite
+from dlperf_core.suite import parse_suite
 from helpers import REPO
 
 TWO_BY_TWO = Inventory.model_validate(
@@ -66,10 +66,24 @@ def test_topologies_offered_are_those_the_inventory_can_hold():
     assert (choices.batch.minimum, choices.batch.maximum) == (1, MAX_BATCH_PER_DEVICE)
 
 
-def test_topology_fit_rule():
-    assert topology_fits(Topology.model_validate("2n2g"), TWO_BY_TWO)
-    assert not topology_fits(Topology.model_validate("3n1g"), TWO_BY_TWO)
-    assert not topology_fits(Topology.model_validate("1n4g"), TWO_BY_TWO)
+def test_topology_fit_rule_is_planning_s():
+    """A topology is offered when planning (plan.check_fits) accepts one of its cases on the inventory."""
+    suite = parse_suite(suite_data(topologies=["2n2g", "3n1g", "1n4g"]))
+    assert fitting_topologies(suite, TWO_BY_TWO) == {"2n2g"}
+    for topology in ("3n1g", "1n4g"):  # what the form leaves out, planning refuses
+        with pytest.raises(ConfigError):
+            plan_suite(suite, TWO_BY_TWO, PlanFilters(topologies=(topology,)))
+    # a case the adapter cannot run there (AMP on PaddlePaddle's CPU image) does not offer its topology;
+    # the same topology stays offered through a precision that runs
+    cpu = Inventory.model_validate({"name": "cpu", "nodes": [{"name": "a", "gpus": 2, "accelerator": "cpu"}]})
+    amp_only = parse_suite({"name": "p", "runtime": "local", "benchmarks": [{
+        "framework": "paddle_plsc", "model": "arcface_resnet50", "precisions": ["amp"], "batch_size_per_device": 4,
+        "topologies": ["1n1g"]}]})
+    assert fitting_topologies(amp_only, cpu) == set()
+    both = parse_suite({"name": "p", "runtime": "local", "benchmarks": [{
+        "framework": "paddle_plsc", "model": "arcface_resnet50", "precisions": ["fp32", "amp"],
+        "batch_size_per_device": 4, "topologies": ["1n1g"]}]})
+    assert fitting_topologies(both, cpu) == {"1n1g"}
     assert topology_label("2n8g") == "2n8g: 2 nodes x 8 devices (16)"
     assert topology_label("1n1g") == "1n1g: 1 node x 1 device (1)"
 

@@ -79,8 +79,7 @@ def fill_store(url: str) -> dict[tuple, list[float]]:
                         )
                     )
         store.upsert_results(rows)
-    if hasattr(store, "record_regression"):  # migration 0002: the 4n8g slowdown as the detector records it
-        record_regression(store, latest)
+    record_regression(store, latest)  # the 4n8g slowdown as the detector records it
     store.dispose()
     return latest
 
@@ -176,9 +175,8 @@ def test_every_format_renders_with_real_plots(filled, tmp_path):
     files = build_report(store, LATEST, fmt=["html", "md", "json"], out_dir=out)
     assert files.run_id == LATEST and files.main == out / "report.html"
     kinds = sorted(p.kind for p in files.plots)
-    has_history = hasattr(store, "history")
     # scaling and framework comparison per model/precision/batch (2); history per configuration (3)
-    assert kinds == sorted(["scaling"] * 2 + ["frameworks"] * 2 + (["history"] * 3 if has_history else []))
+    assert kinds == sorted(["scaling"] * 2 + ["frameworks"] * 2 + ["history"] * 3)
     for plot in files.plots:
         assert plot.path.parent == out / "plots"
         _png_ok(plot.path.read_bytes())
@@ -192,10 +190,8 @@ def test_every_format_renders_with_real_plots(filled, tmp_path):
     assert len(embedded) == len(files.plots)  # self-contained: every plot inside the page
     for data in embedded:
         _png_ok(base64.b64decode(data))
-    if not has_history:
-        assert "No history yet" in page
-    else:  # the recorded regression is in the page's table and the JSON
-        assert "Regressions found at this run" in page and "pytorch_reference/resnet50_v1.5/fp32/b128/4n8g" in page
+    assert "No history yet" not in page  # the recorded regression is in the page's table and the JSON
+    assert "Regressions found at this run" in page and "pytorch_reference/resnet50_v1.5/fp32/b128/4n8g" in page
 
     markdown = (out / "report.md").read_text()
     for plot in files.plots:
@@ -217,11 +213,10 @@ def test_every_format_renders_with_real_plots(filled, tmp_path):
     assert set(doc["dlperf"]["pytorch_reference"]) == {"resnet50_v1.5_b128_fp32", "resnet50_v1.5_b256_amp"}
     assert list(mxnet) == ["1n1g", "1n4g", "1n8g", "2n8g", "4n8g"]
     assert doc["failed_repeats"][0]["reason"] == "out of memory"
-    if has_history:
-        assert [(r["case_key"], r["direction"]) for r in doc["regressions"]] == [
-            ("pytorch_reference/resnet50_v1.5/fp32/b128/4n8g", "slower")
-        ]
-        assert doc["regressions"][0]["change_pct"] == pytest.approx(-10.0)
+    assert [(r["case_key"], r["direction"]) for r in doc["regressions"]] == [
+        ("pytorch_reference/resnet50_v1.5/fp32/b128/4n8g", "slower")
+    ]
+    assert doc["regressions"][0]["change_pct"] == pytest.approx(-10.0)
 
 
 def test_an_older_run_and_the_latest_one_are_told_apart(filled, tmp_path):
@@ -307,9 +302,8 @@ def test_a_failed_run_stays_failed_and_still_gets_its_report(tmp_path, sqlite_ur
     html = page.read_text()
     assert "Failed repeats" in html and 'class="status-failed">failed<' in html
     assert (page.parent / "report.json").is_file() and (page.parent / "report.md").is_file()
-    store = ResultStore(sqlite_url)
-    if hasattr(store, "set_report_path"):  # migration 0002: the run records where its report is
-        runs = store.engine.connect().exec_driver_sql(
-            "SELECT report_path FROM benchmark_runs WHERE run_id = ?", (run_id[0],)
-        ).all()
-        assert runs == [(str(page),)]
+    store = ResultStore(sqlite_url)  # the run records where its report is
+    runs = store.engine.connect().exec_driver_sql(
+        "SELECT report_path FROM benchmark_runs WHERE run_id = ?", (run_id[0],)
+    ).all()
+    assert runs == [(str(page),)]

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
+from html import unescape
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
-from dlperf_core.results_view import load_results_view, render_page, speedup_png
+from dlperf_airflow.results_page import render_page, speedup_png
+from dlperf_core.reporting import load_overview
 from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore
 from helpers import REPO
 
@@ -57,7 +61,7 @@ def seed(url: str, run_id: str = "manual__2026-11-20T02:00:00+00:00") -> ResultS
 
 
 def test_view_of_an_empty_database_says_so(sqlite_url):
-    view = load_results_view(ResultStore(sqlite_url))  # no tables: read as empty, never migrated from here
+    view = load_overview(ResultStore(sqlite_url))  # no tables: read as empty, never migrated from here
     assert not view.schema_ready
     assert "no dlperf tables" in view.summary.note
     page = render_page(view, ui_base="/", db="sqlite://")
@@ -66,7 +70,7 @@ def test_view_of_an_empty_database_says_so(sqlite_url):
 
 def test_view_summary_plot_and_page(pg_url):
     store = seed(pg_url)
-    view = load_results_view(store)
+    view = load_overview(store)
     by_topo = {f"{r['nodes']}n{r['gpus_per_node']}g": r for r in view.summary.rows}
     assert set(by_topo) == set(SEEDED)
     for topo, (_, _, figures) in SEEDED.items():
@@ -77,20 +81,153 @@ def test_view_summary_plot_and_page(pg_url):
     assert len(view.results.rows) == 7
     png = speedup_png(view.summary.rows)
     assert png is not None and png.startswith(b"\x89PNG")
-    page = render_page(view, ui_base="/", db="postgresql://…")
+    page = render_page(view, ui_base="/", db="postgresql://…", routed=False)
     run_link = "/dags/dlperf_benchmark/runs/manual__2026-11-20T02%3A00%3A00%2B00%3A00"
     assert f'href="{run_link}"' in page and f'href="{run_link}/tasks/run_case/mapped"' in page
     assert "timeout after 600 s" in page
     assert page.count('class="summary-row"') == 3
-    # history and regressions: rows where the store has them, "none yet" (with the reason) otherwise
+    # history and regressions: read from the store; a manual run makes no night and no regression
     for section in (view.history, view.regressions):
-        assert section.rows or "none yet" in section.note or "could not read" in section.note
+        assert section.rows == [] and section.note == "none yet", section
+    assert view.summary.source == "ResultStore.latest_summary()"
 
 
 def test_page_escapes_what_it_shows(sqlite_url):
     store = seed(sqlite_url, run_id="<script>alert(1)</script>")
-    page = render_page(load_results_view(store), ui_base="/", db="x")
+    page = render_page(load_overview(store), ui_base="/", db="x")
     assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
+
+
+# ------------------------------------------------------------------- links into Airflow's UI
+
+def ui_routes() -> list[str]:
+    """The installed Airflow UI's routes under a DAG run (``dags/:dagId/runs/:runId/...``), read from its
+    router in the UI bundle: the routes the page's links have to hit."""
+    import airflow
+
+    bundle = Path(airflow.__file__).parent / "ui" / "dist" / "assets"
+    routes = set()
+    for js in bundle.glob("index-*.js"):
+        routes.update(re.findall(r"path:[`'\"](dags/:dagId/runs/:runId(?:/[^`'\"]*)?)[`'\"]", js.read_text()))
+    assert "dags/:dagId/runs/:runId/tasks/:taskId/mapped/:mapIndex" in routes, sorted(routes)  # the router, found
+    return sorted(routes)
+
+
+def route_of(path: str, routes: list[str]) -> tuple[str, dict[str, str]] | None:
+    """The UI route ``path`` (without the UI's base) matches, with its parameters (URL-decoded)."""
+    for route in routes:
+        pattern = "^" + re.sub(r":(\w+)", r"(?P<\1>[^/]+)", route) + "$"
+        hit = re.match(pattern, path)
+        if hit:
+            return route, {k: unquote(v) for k, v in hit.groupdict().items()}
+    return None
+
+
+LINKS_PROBE = r"""
+import json, sys
+from dlperf_cli.embedded import prepare_environment
+prepare_environment()
+from airflow.dag_processing.dagbag import DagBag
+from dlperf_airflow.results_page import render_page
+from dlperf_core.reporting import load_overview
+from dlperf_core.storage import ResultStore
+bag = DagBag(dag_folder=sys.argv[1])
+errors = {k: str(v) for k, v in bag.import_errors.items()}
+if errors:
+    sys.exit("DAG import errors: " + json.dumps(errors))
+dag = bag.dags["dlperf_benchmark"]
+def mapped(task):
+    return bool(getattr(task, "is_mapped", False)) or task.get_closest_mapped_task_group() is not None
+store = ResultStore(sys.argv[2])
+page = render_page(load_overview(store), ui_base="/ui/", db="x")  # the DAG's shape as this process builds it
+print("PROBE:" + json.dumps({
+    "tasks": {t.task_id: mapped(t) for t in dag.tasks},
+    "page": page,
+}))
+"""
+
+
+@pytest.fixture
+def routed_cluster(tmp_path) -> str:
+    """docker-local's two stand-in nodes, each with a queue of its own (as tests/test_node_routing.py)."""
+    import yaml
+
+    inventory = yaml.safe_load((REPO / "inventories/docker-local.yaml").read_text())
+    inventory["name"] = "routed-local"
+    for node in inventory["nodes"]:
+        node["queue"] = f"queue-{node['name']}"
+    path = tmp_path / "routed-local.yaml"
+    path.write_text(yaml.safe_dump(inventory))
+    return str(path)
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["plain", "node-routing"])
+def test_every_task_link_names_a_task_of_the_dag_in_its_shape(routed, routed_cluster, sqlite_url, tmp_path):
+    """Render the page for a stored run in the process that builds the DAG (with and without
+    DLPERF_CLUSTER_INVENTORY, as a deployment sets it on every component), then follow each link: it hits a
+    route of the installed Airflow UI, for this DAG, and every task it names exists in the DAG built in that
+    shape (a mapped-instances link: a mapped task)."""
+    run_id = "manual__2026-11-20T02:00:00+00:00"
+    seed(sqlite_url, run_id=run_id).dispose()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW") and k != "DLPERF_CLUSTER_INVENTORY"}
+    env |= {"AIRFLOW_HOME": str(tmp_path / "airflow"), "DLPERF_DB_URL": "sqlite://"}
+    if routed:
+        env["DLPERF_CLUSTER_INVENTORY"] = routed_cluster
+    out = subprocess.run([sys.executable, "-c", LINKS_PROBE, str(REPO / "dags"), sqlite_url], env=env, cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("PROBE:")]
+    assert out.returncode == 0 and lines, out.stderr[-3000:]
+    got = json.loads(lines[-1].removeprefix("PROBE:"))
+    tasks = got["tasks"]
+    assert ("case_run.store_result" in tasks) is routed and ("run_case" in tasks) is not routed  # the two shapes
+
+    routes = ui_routes()
+    hrefs = re.findall(r'href="([^"]*)"', got["page"])
+    ui = [unescape(h).removeprefix("/ui/") for h in hrefs if h.startswith("/ui/")]
+    assert len(ui) == len(hrefs) - 1  # all but the page's own JSON link go into Airflow's UI
+    named = set()
+    for path in ui:
+        hit = route_of(path, routes)
+        assert hit, f"{path} is no route of Airflow's UI ({routes})"
+        route, params = hit
+        assert params["dagId"] == DAG_ID and params["runId"] == run_id, path
+        if "taskId" in params:
+            task_id = params["taskId"]
+            assert task_id in tasks, f"{path}: no task {task_id!r} in the {'routed' if routed else 'plain'} DAG"
+            assert tasks[task_id] is route.endswith("/mapped"), f"{path}: {task_id} mapped={tasks[task_id]}"
+            named.add(task_id)
+    # the run's case runs and its plan, in the DAG's own ids
+    assert named == {"case_run.store_result" if routed else "run_case", "plan_cases"}
+
+
+def test_the_page_and_the_dag_share_their_task_ids():
+    """The names node routing uses for XCom (node_step) are those the DAG gives its tasks (task_ids): node_step
+    takes them from task_ids rather than keeping copies."""
+    from dlperf_airflow import node_step, task_ids
+
+    assert node_step.ROUTING_ENV is task_ids.ROUTING_ENV
+    assert node_step.node_task_id is task_ids.node_task_id and node_step.in_case_run is task_ids.in_case_run
+    dag_source = (REPO / "dags" / "dlperf_benchmark.py").read_text()
+    for name in ("PLAN_CASES", "RUN_CASE", "STORE_RESULT", "COLLECT_CASE", "CASE_RUN_GROUP"):
+        assert re.search(rf"(task|group)_id={name}\b", dag_source), f"the DAG does not name a task with {name}"
+
+
+def test_the_page_template_ships_with_the_package():
+    """The Airflow image pip-installs dlperf (docker/airflow/Dockerfile): the page's template must be package
+    data of dlperf_airflow, or the installed plugin has no page."""
+    import fnmatch
+    import tomllib
+
+    from dlperf_airflow.results_page import TEMPLATES
+
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"].get("package-data", {})
+    globs = data.get("dlperf_airflow", [])
+    for template in TEMPLATES.iterdir():
+        name = template.relative_to(TEMPLATES.parent).as_posix()
+        assert any(fnmatch.fnmatch(name, g) for g in globs), (
+            f'{name} is not package data: add "dlperf_airflow" = ["templates/*.html"] under '
+            "[tool.setuptools.package-data] in pyproject.toml"
+        )
 
 
 # ------------------------------------------------------------------- mounted in Airflow's api-server app

@@ -1,5 +1,6 @@
 """Reports of benchmark runs: seed-shaped tables, the DLPerf result JSON, PNG plots and a self-contained
-HTML page, built from the results database. No Airflow import here.
+HTML page, built from the results database; and the data of the results page (:func:`load_overview`), which
+the Airflow plugin renders. No Airflow import here.
 
 ``build_report`` and ``ReportFiles`` are imported on first use, so that callers that only
 print tables (``dlperf run``, ``dlperf results``) do not load matplotlib."""
@@ -8,7 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dlperf_core.reporting.data import ReportData, ReportError, RunInfo, load_report_data
+from dlperf_core.reporting.data import (
+    ReportData,
+    ReportError,
+    ResultsOverview,
+    RunInfo,
+    Section,
+    load_overview,
+    load_report_data,
+)
 from dlperf_core.reporting.paths import FORMATS, report_dir, report_root, safe_name
 from dlperf_core.reporting.tables import SeedTable, markdown_table, seed_table_frames, seed_tables
 
@@ -31,9 +40,12 @@ __all__ = [
     "ReportData",
     "ReportError",
     "ReportFiles",
+    "ResultsOverview",
     "RunInfo",
+    "Section",
     "SeedTable",
     "build_report",
+    "load_overview",
     "load_report_data",
     "markdown_table",
     "report_dir",

@@ -62,8 +62,8 @@ def draw_plots(data: ReportData, plot_dir: Path) -> list[Plot]:
             plots.append(plot_scaling(group, title, plot_dir / f"scaling_{name}.png"))
             plots.append(plot_framework_comparison(group, title, plot_dir / f"frameworks_{name}.png"))
     history = data.history
-    if history is not None and not history.empty:
-        regressions = data.regressions if data.regressions is not None else pd.DataFrame()
+    if not history.empty:
+        regressions = data.regressions
         history = history.assign(variant=history["variant"].fillna(""))
         for key, group in history.groupby(list(HISTORY_GROUP), sort=True):
             framework, model, precision, batch, variant = key

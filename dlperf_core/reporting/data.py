@@ -1,17 +1,21 @@
-"""What a report is made of, read from a :class:`~dlperf_core.storage.ResultStore` (the I/O edge).
+"""What reports and the results page show, read from a :class:`~dlperf_core.storage.ResultStore` (the I/O
+edge of :mod:`dlperf_core.reporting`).
 
-The history and regression reads need the store's migration 0002 methods (``history``,
-``regressions``); on a store without them the report says there is no history yet rather than failing.
+* :func:`load_report_data`: one run's report (:class:`ReportData`, pandas frames);
+* :func:`load_overview` and the ``load_*`` sections: what the results page and its JSON endpoints show
+  (:class:`Section`: JSON-ready rows, where they came from, or why there are none). A database without the
+  dlperf tables reads as empty; it is never migrated from here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import select
+from sqlalchemy import inspect, select
 
 from dlperf_core.storage import BenchmarkRun, ResultStore
 
@@ -55,16 +59,16 @@ class RunInfo:
 class ReportData:
     """Everything one run's report shows.
 
-    ``history`` and ``regressions`` are None when the store cannot give them (no migration 0002 yet),
-    and empty frames when it can but there is nothing to show."""
+    ``history`` holds the nights up to this run of the run's configurations, ``regressions`` every
+    regression of those configurations (open or not); empty frames when there is nothing to show."""
 
     run: RunInfo
     summary: pd.DataFrame
     results: pd.DataFrame
-    history: pd.DataFrame | None
-    regressions: pd.DataFrame | None
-    max_batch: pd.DataFrame | None = None  # the run's max batch size searches (migration 0003)
-    fabric: pd.DataFrame | None = None  # the run's all-reduce probes, per topology and size (migration 0007)
+    history: pd.DataFrame
+    regressions: pd.DataFrame
+    max_batch: pd.DataFrame  # the run's max batch size searches
+    fabric: pd.DataFrame  # the run's all-reduce probes, per topology and size
 
     @property
     def failed_repeats(self) -> pd.DataFrame:
@@ -125,15 +129,153 @@ def load_report_data(store: ResultStore, run_id: str | None = None, dag_id: str 
     run = find_run(store, run_id, dag_id)
     summary = store.summary(run_id=run.run_id, dag_id=run.dag_id)
     results = store.results(run_id=run.run_id, dag_id=run.dag_id)
-    history = None
-    if hasattr(store, "history"):  # the nights up to this run (the last 30 of each configuration)
-        before = run.started_at + timedelta(seconds=1) if run.started_at else None
-        history = _of_run_configurations(store.history(before=before), summary)
-    regressions = None
-    if hasattr(store, "regressions"):
-        found = store.regressions(run_id=None, open_only=False)
-        regressions = _of_run_configurations(found, summary)
-    max_batch = store.max_batch_searches(run_id=run.run_id, dag_id=run.dag_id) if hasattr(
-        store, "max_batch_searches") else None
+    before = run.started_at + timedelta(seconds=1) if run.started_at else None  # the nights up to this run
+    history = _of_run_configurations(store.history(before=before), summary)
+    regressions = _of_run_configurations(store.regressions(run_id=None, open_only=False), summary)
+    max_batch = store.max_batch_searches(run_id=run.run_id, dag_id=run.dag_id)
     fabric = store.fabric_summary(run_id=run.run_id, dag_id=run.dag_id)
     return ReportData(run, summary, results, history, regressions, max_batch, fabric)
+
+
+# ----------------------------------------------------------------------------- the results page's data
+
+RUN_COLUMNS = ("dag_id", "run_id", "suite", "trigger", "runtime", "status", "started_at", "finished_at")
+SUMMARY_COLUMNS = (
+    "dag_id", "run_id", "case_key", "framework", "model", "precision", "batch_size_per_device", "variant",
+    "nodes", "gpus_per_node", "total_gpus", "n", "n_failed", "median_throughput", "speedup",
+    "scaling_efficiency", "gpu_memory_peak_mb", "mfu", "energy_per_sample_j",
+)
+HISTORY_COLUMNS = ("night", "case_key", "median_throughput", "n", "n_failed", "speedup", "run_status", "run_id")
+REGRESSION_COLUMNS = (
+    "night", "case_key", "median_throughput", "baseline_median", "change_pct", "robust_z", "label", "status",
+    "run_id",
+)
+RESULT_COLUMNS = (
+    "dag_id", "run_id", "case_key", "repeat", "status", "reason", "throughput", "reported_throughput",
+    "started_at",
+)
+
+
+def records(
+    frame: pd.DataFrame | None, columns: tuple[str, ...] | None = None, date_unit: str = "ms"
+) -> list[dict[str, Any]]:
+    """JSON-ready rows of ``frame`` (NaN -> None, timestamps ISO 8601 to ``date_unit``), ``columns`` first
+    where present."""
+    if frame is None or not len(frame):
+        return []
+    if columns:
+        keep = [c for c in columns if c in frame.columns]
+        frame = frame[keep + [c for c in frame.columns if c not in keep]] if keep else frame
+    return json.loads(frame.to_json(orient="records", date_format="iso", date_unit=date_unit))
+
+
+def _rows(frame: pd.DataFrame, columns: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    return records(frame, columns, date_unit="s")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the results page: its rows, where they came from, or why there are none."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    source: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ResultsOverview:
+    """Everything the results page and its JSON endpoints show."""
+
+    schema_ready: bool
+    summary: Section
+    runs: Section
+    results: Section
+    history: Section
+    regressions: Section
+
+
+NO_SCHEMA = Section(note="no results yet: the results database has no dlperf tables")
+
+
+def schema_ready(store: ResultStore) -> bool:
+    """Whether the database has the dlperf tables (it is never migrated from the results page)."""
+    return inspect(store.engine).has_table("benchmark_runs")
+
+
+def _unreadable(what: str, exc: Exception) -> Section:
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return Section(note=f"could not read {what}: {type(exc).__name__}: {first_line[:300]}")
+
+
+def _section(read: Any, what: str, source: str, empty: str, columns: tuple[str, ...] | None = None) -> Section:
+    """The rows of ``read()``; a database that cannot give them (e.g. one migration behind this code) reads
+    as a note naming the error, never as a broken page."""
+    try:
+        rows = _rows(read(), columns)
+    except Exception as exc:  # noqa: BLE001 - shown on the page instead
+        return _unreadable(what, exc)
+    return Section(rows=rows, source=source, note="" if rows else empty)
+
+
+def load_summary(store: ResultStore) -> Section:
+    """The latest summary per framework and topology (``ResultStore.latest_summary()``)."""
+    if not schema_ready(store):
+        return NO_SCHEMA
+    return _section(store.latest_summary, "the latest summary", "ResultStore.latest_summary()", "none yet",
+                    SUMMARY_COLUMNS)
+
+
+def _runs_frame(store: ResultStore, limit: int) -> pd.DataFrame:
+    table = BenchmarkRun.__table__
+    stmt = select(*(table.c[c] for c in RUN_COLUMNS)).order_by(table.c.started_at.desc(), table.c.id.desc())
+    with store.engine.connect() as conn:
+        return pd.read_sql(stmt.limit(limit), conn)
+
+
+def load_runs(store: ResultStore, limit: int = 20) -> Section:
+    """The ``limit`` most recently started benchmark runs."""
+    if not schema_ready(store):
+        return NO_SCHEMA
+    return _section(lambda: _runs_frame(store, limit), "the benchmark runs", "benchmark_runs", "no runs yet",
+                    RUN_COLUMNS)
+
+
+def load_results(store: ResultStore, run_id: str | None = None) -> Section:
+    """Every repeat of ``run_id`` (default: the latest run)."""
+    if not schema_ready(store):
+        return NO_SCHEMA
+    try:
+        run_id = run_id or store.latest_run_id()
+        rows = _rows(store.results(run_id=run_id), RESULT_COLUMNS) if run_id else []
+    except Exception as exc:  # noqa: BLE001 - shown on the page instead
+        return _unreadable("the results", exc)
+    return Section(rows=rows, source=f"results of run {run_id}" if run_id else "", note="" if rows else "no results yet")
+
+
+def load_history(store: ResultStore) -> Section:
+    """Nightly history (``ResultStore.history()``)."""
+    if not schema_ready(store):
+        return NO_SCHEMA
+    return _section(store.history, "nightly history", "ResultStore.history()", "none yet")
+
+
+def load_regressions(store: ResultStore) -> Section:
+    """Open regressions (``ResultStore.regressions()``)."""
+    if not schema_ready(store):
+        return NO_SCHEMA
+    return _section(store.regressions, "open regressions", "ResultStore.regressions()", "none yet")
+
+
+def load_overview(store: ResultStore, run_id: str | None = None, runs_limit: int = 20) -> ResultsOverview:
+    """Everything the results page shows: the latest summary, recent runs, the repeats of ``run_id``
+    (default: the latest run), nightly history and open regressions."""
+    if not schema_ready(store):
+        return ResultsOverview(False, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA)
+    return ResultsOverview(
+        schema_ready=True,
+        summary=load_summary(store),
+        runs=load_runs(store, runs_limit),
+        results=load_results(store, run_id),
+        history=load_history(store),
+        regressions=load_regressions(store),
+    )

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from dlperf_core.dlperf_folder import FolderLog, RepeatFigure, result_json
-from dlperf_core.reporting.data import ReportData
+from dlperf_core.reporting.data import ReportData, records
 
 
 def repeat_figures(results: pd.DataFrame) -> list[RepeatFigure]:
@@ -43,26 +43,19 @@ def dlperf_result_json(results: pd.DataFrame) -> dict[str, dict[str, dict]]:
     }
 
 
-def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
-    """JSON-ready records of a frame (NaN as null, timestamps ISO), None for None."""
-    if frame is None:
-        return None
-    return json.loads(frame.to_json(orient="records", date_format="iso"))
-
-
 def report_json(data: ReportData) -> dict[str, Any]:
     """The JSON document of one run's report."""
     regressions = data.regressions
-    if regressions is not None and not regressions.empty:
+    if not regressions.empty:
         regressions = regressions[regressions["run_id"] == data.run.run_id]
     ok = int((data.results["status"] == "ok").sum()) if not data.results.empty else 0
     return {
         "run": data.run.as_dict(),
         "repeats": {"ok": ok, "failed": int(len(data.results) - ok)},
         "dlperf": dlperf_result_json(data.results),
-        "cases": _records(data.summary),
-        "failed_repeats": _records(data.failed_repeats),
-        "regressions": _records(regressions),
+        "cases": records(data.summary),
+        "failed_repeats": records(data.failed_repeats),
+        "regressions": records(regressions),
     }
 
 

@@ -98,9 +98,8 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
             body.append(f'<p class="note">{escape(note)}</p>')
         body += [image_html(p) for p in shown]
     regressions = run_regressions(data)
-    if regressions is not None:
-        body.append("<h2>Regressions found at this run</h2>")
-        body.append(frame_html(regressions) if len(regressions) else "<p>None.</p>")
+    body.append("<h2>Regressions found at this run</h2>")
+    body.append(frame_html(regressions) if len(regressions) else "<p>None.</p>")
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"

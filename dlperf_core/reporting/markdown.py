@@ -31,10 +31,8 @@ REGRESSION_COLUMNS: tuple[str, ...] = (
 )
 
 
-def run_regressions(data: ReportData) -> pd.DataFrame | None:
-    """The regressions found at this run (None when the store has no regression detection)."""
-    if data.regressions is None:
-        return None
+def run_regressions(data: ReportData) -> pd.DataFrame:
+    """The regressions found at this run."""
     if data.regressions.empty:
         return data.regressions
     found = data.regressions[data.regressions["run_id"] == data.run.run_id]
@@ -43,8 +41,6 @@ def run_regressions(data: ReportData) -> pd.DataFrame | None:
 
 def no_history_note(data: ReportData) -> str | None:
     """Why there is no history plot, or None when there is history."""
-    if data.history is None:
-        return "No history yet: this results database has no nightly history (schema before migration 0002)."
     if data.history.empty:
         return "No history yet: none of this run's configurations has a scheduled (nightly) run."
     return None
@@ -94,7 +90,6 @@ def render_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
         for plot in shown:
             parts += [f"![{plot.title}]({Path(os.path.relpath(plot.path, out_dir)).as_posix()})", ""]
     regressions = run_regressions(data)
-    if regressions is not None:
-        parts += ["", "## Regressions found at this run", ""]
-        parts += [frame_markdown(regressions) if len(regressions) else "None."]
+    parts += ["", "## Regressions found at this run", ""]
+    parts += [frame_markdown(regressions) if len(regressions) else "None."]
     return "\n".join(parts).rstrip() + "\n"

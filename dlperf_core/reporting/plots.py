@@ -5,11 +5,14 @@ One function per plot; each takes the frames it shows and the file to write, and
 
 * :func:`plot_scaling`: throughput and speedup against GPU count, with the ideal (linear) line;
 * :func:`plot_framework_comparison`: throughput of every framework at each topology, min-max of repeats;
-* :func:`plot_history`: nightly median throughput per configuration, regressions marked.
+* :func:`plot_history`: nightly median throughput per configuration, regressions marked;
+* :func:`speedup_figure` / :func:`speedup_png`: speedup of every configuration of a summary in one panel
+  (the results page's plot, served as PNG bytes rather than written to a file).
 """
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +23,8 @@ matplotlib.use("Agg")  # no display: the figures are only ever written to files
 import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+
+from dlperf_core.reporting.tables import GROUP_KEYS, variant_label  # noqa: E402
 
 DPI = 110
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -37,6 +42,13 @@ class Plot:
 
 def topology(nodes: int, gpus_per_node: int) -> str:
     return f"{int(nodes)}n{int(gpus_per_node)}g"
+
+
+def png_bytes(fig: Figure) -> bytes:
+    """``fig`` as PNG bytes (same resolution as the report's files)."""
+    out = io.BytesIO()
+    fig.savefig(out, dpi=DPI, format="png")
+    return out.getvalue()
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -72,6 +84,15 @@ def _points(ax: Axes, group: pd.DataFrame, y: str, color: str, label: str) -> No
     ax.plot(group[~one]["gpus"], group[~one][y], "s", color=color)
 
 
+def _speedup_axes(ax: Axes, cases: pd.DataFrame) -> None:
+    """The ideal (linear) speedup line, the GPU axis and the speedup labels of a speedup panel."""
+    top = int(cases["gpus"].max())
+    ax.plot([1, top], [1, top], "--", color="grey", label="ideal (linear)")
+    ax.set_ylabel("speedup vs 1n1g")
+    ax.set_ylim(bottom=0)
+    _gpu_axis(ax, cases)
+
+
 def plot_scaling(summary: pd.DataFrame, title: str, path: Path) -> Plot | None:
     """Two panels for one model, precision and batch: samples/s and speedup against GPU count, one line
     per framework through its topologies, and the ideal linear scaling from the framework's 1n1g
@@ -91,15 +112,13 @@ def plot_scaling(summary: pd.DataFrame, title: str, path: Path) -> Plot | None:
         with_speedup = group[group["speedup"].notna()]
         if len(with_speedup):
             _points(right, with_speedup, "speedup", color, str(framework))
-    right.plot([1, top], [1, top], "--", color="grey", label="ideal (linear)")
     left.set_ylabel("samples/s (median of repeats)")
     left.set_title("Throughput")
     left.set_ylim(bottom=0)
-    right.set_ylabel("speedup vs 1n1g")
+    _gpu_axis(left, cases)
+    _speedup_axes(right, cases)
     right.set_title("Speedup")
-    right.set_ylim(bottom=0)
     for ax in (left, right):
-        _gpu_axis(ax, cases)
         ax.legend(fontsize=8, loc="upper left")
     fig.suptitle(title)
     return Plot("scaling", title, _save(fig, path))
@@ -196,3 +215,36 @@ def plot_history(history: pd.DataFrame, regressions: pd.DataFrame | None, title:
         ax.set_visible(False)
     fig.suptitle(f"{title}: nightly history (dotted line: environment changed)")
     return Plot("history", title, _save(fig, path))
+
+
+def has_speedup(summary: pd.DataFrame) -> bool:
+    """Whether ``summary`` has a speedup to plot: a case on more than one device with a speedup."""
+    if summary is None or summary.empty or not {"speedup", "nodes", "gpus_per_node"} <= set(summary.columns):
+        return False
+    devices = summary["nodes"].fillna(0) * summary["gpus_per_node"].fillna(0)
+    return bool((summary["speedup"].notna() & (devices > 1)).any())
+
+
+def speedup_figure(summary: pd.DataFrame) -> Figure | None:
+    """Speedup against GPU count of every configuration in ``summary`` (one line per framework, model,
+    precision, batch and variant, through its topologies), with the ideal (linear) line. None when no case
+    on more than one device has a speedup."""
+    if not has_speedup(summary):
+        return None
+    cases = _ok_cases(summary[summary["speedup"].notna()])
+    cases["variant"] = cases["variant"].fillna("") if "variant" in cases else ""
+    fig = Figure(figsize=(7.5, 4.2), layout="constrained")
+    ax = fig.subplots()
+    groups = cases.groupby(list(GROUP_KEYS), sort=True)
+    for color, ((framework, model, precision, batch, variant), group) in zip(COLORS * 8, groups):
+        label = variant_label(variant)
+        _points(ax, group, "speedup", color, f"{framework} {model} {precision} b{batch}" + (f" ({label})" if label else ""))
+    _speedup_axes(ax, cases)
+    ax.legend(fontsize=7, loc="upper left")
+    return fig
+
+
+def speedup_png(summary: pd.DataFrame) -> bytes | None:
+    """:func:`speedup_figure` as PNG bytes (None when there is nothing to plot)."""
+    fig = speedup_figure(summary)
+    return None if fig is None else png_bytes(fig)

@@ -90,12 +90,13 @@ def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
     return tables
 
 
-def format_cell(value: object, digits: int = 2) -> str:
-    """A table cell: floats to ``digits`` decimals, missing values as ``-``."""
+def format_cell(value: object, digits: int = 2, *, missing: str = "-", grouped: bool = False) -> str:
+    """A table cell: floats to ``digits`` decimals (with thousands separators when ``grouped``), missing
+    values (None, NaN) as ``missing``."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
+        return missing
     if isinstance(value, float):
-        return f"{value:.{digits}f}"
+        return f"{value:,.{digits}f}" if grouped else f"{value:.{digits}f}"
     return str(value)
 
 

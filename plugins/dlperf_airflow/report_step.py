@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from dlperf_core.jobs import RunIds
+from dlperf_core.model import RunIds
 from dlperf_core.reporting import build_report, report_dir
 from dlperf_core.storage import ResultStore, default_db_url
 
@@ -17,12 +17,11 @@ FORMATS = ("html", "md", "json")
 
 def report_step(ids: RunIds) -> str:
     """Write the report of this DAG run into ``$DLPERF_REPORT_DIR/<dag_id>/<run_id-safe>/``, record its
-    path on the run (``benchmark_runs.report_path``, where the schema has it) and return the path."""
+    path on the run (``benchmark_runs.report_path``) and return the path."""
     store = ResultStore(default_db_url())
     try:
         files = build_report(store, ids.run_id, dag_id=ids.dag_id, fmt=FORMATS, out_dir=report_dir(ids.dag_id, ids.run_id))
-        if hasattr(store, "set_report_path"):
-            store.set_report_path(ids.dag_id, ids.run_id, str(files.main))
+        store.set_report_path(ids.dag_id, ids.run_id, str(files.main))
     finally:
         store.dispose()
     log.info("report of %s: %s (%d plots)", ids.run_id, files.main, len(files.plots))

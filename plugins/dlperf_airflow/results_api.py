@@ -1,11 +1,11 @@
 """The results page's FastAPI app, mounted on Airflow's api-server by ``plugins/dlperf_results_plugin.py``.
 
-JSON under ``api/`` and one HTML page at ``/``, all read from the dlperf results database
-(``DLPERF_DB_URL``) through :mod:`dlperf_core.results_view`. Every route needs what Airflow's own API
-needs to read the ``dlperf_benchmark`` DAG runs: the api-server's JWT (``Authorization: Bearer`` or the
-UI's ``_token`` cookie), resolved and authorized by Airflow's own ``get_user`` and ``requires_access_dag``
-(no token: 401, bad token: 403, a user without access: 403). Plugin apps are not authenticated by
-Airflow on their own, hence the app-wide dependency.
+JSON under ``api/`` and one HTML page at ``/`` (rendered by :mod:`dlperf_airflow.results_page`), all read
+from the dlperf results database (``DLPERF_DB_URL``) through :mod:`dlperf_core.reporting`. Every route needs
+what Airflow's own API needs to read the ``dlperf_benchmark`` DAG runs: the api-server's JWT
+(``Authorization: Bearer`` or the UI's ``_token`` cookie), resolved and authorized by Airflow's own
+``get_user`` and ``requires_access_dag`` (no token: 401, bad token: 403, a user without access: 403). Plugin
+apps are not authenticated by Airflow on their own, hence the app-wide dependency.
 
 Airflow's security module imports the core ORM, which scheduler and task processes (which also load
 plugins) should not pay for, so it is imported when a request arrives, not when the plugin loads.
@@ -20,16 +20,15 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from dlperf_core.results_view import (
+from dlperf_airflow.results_page import render_page, speedup_png
+from dlperf_core.reporting.data import (
     Section,
     load_history,
+    load_overview,
     load_regressions,
     load_results,
-    load_results_view,
     load_runs,
     load_summary,
-    render_page,
-    speedup_png,
 )
 from dlperf_core.storage import ResultStore, default_db_url
 
@@ -81,7 +80,7 @@ def create_app(auth: Callable = require_dag_run_read) -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse, summary="The results page")
     def page(request: Request, run_id: str | None = None, store: ResultStore = Depends(results_store)) -> str:
-        view = load_results_view(store, run_id=run_id)
+        view = load_overview(store, run_id=run_id)
         return render_page(view, ui_base=_ui_base(request), db=store.engine.url.render_as_string(hide_password=True))
 
     @app.get("/api/summary", summary="Latest summary per framework and topology")
@@ -99,11 +98,11 @@ def create_app(auth: Callable = require_dag_run_read) -> FastAPI:
             raise HTTPException(status_code=404, detail=f"no results for run_id {run_id!r}")
         return _json(section)
 
-    @app.get("/api/history", summary="Nightly history (from ResultStore.history where the store has it)")
+    @app.get("/api/history", summary="Nightly history")
     def history(store: ResultStore = Depends(results_store)) -> dict:
         return _json(load_history(store))
 
-    @app.get("/api/regressions", summary="Open regressions (from ResultStore.regressions where the store has it)")
+    @app.get("/api/regressions", summary="Open regressions")
     def regressions(store: ResultStore = Depends(results_store)) -> dict:
         return _json(load_regressions(store))
 

@@ -1,0 +1,91 @@
+"""The results page: HTML (a Jinja2 template, autoescaped) of what :func:`dlperf_core.reporting.load_overview`
+read, with links into Airflow's UI for each run and its tasks.
+
+The links use the Airflow 3 UI's routes (``/dags/{dag_id}/runs/{run_id}`` for a run,
+``.../tasks/{task_id}`` for a task and ``.../tasks/{task_id}/mapped`` for the instances of a mapped task) and
+the DAG's own task ids from :mod:`dlperf_airflow.task_ids`, in the shape the DAG has here (node routing or
+not). Numbers are formatted by :func:`dlperf_core.reporting.tables.format_cell`; the speedup plot is
+:func:`dlperf_core.reporting.plots.speedup_png` (imported on use: matplotlib is not for every process that
+loads plugins).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pandas as pd
+
+from dlperf_airflow.task_ids import PLAN_CASES, case_runs_task_id, node_routing
+from dlperf_core.reporting.data import HISTORY_COLUMNS, REGRESSION_COLUMNS, ResultsOverview
+from dlperf_core.reporting.tables import format_cell
+
+TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATE = "results.html"
+
+
+def run_url(ui_base: str, dag_id: str, run_id: str) -> str:
+    """A DAG run in Airflow's UI (route ``dags/:dagId/runs/:runId``)."""
+    return f"{ui_base.rstrip('/')}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+
+
+def task_url(ui_base: str, dag_id: str, run_id: str, task_id: str, mapped: bool = False) -> str:
+    """A task of a DAG run (route ``.../tasks/:taskId``), or with ``mapped`` the list of a mapped task's
+    instances (route ``.../tasks/:taskId/mapped``)."""
+    url = f"{run_url(ui_base, dag_id, run_id)}/tasks/{quote(task_id, safe='')}"
+    return url + "/mapped" if mapped else url
+
+
+def ui_links(ui_base: str, dag_id: str, run_id: str, routed: bool | None = None) -> dict[str, str]:
+    """Links into Airflow's UI for a DAG run: the run, its case runs (the mapped task that runs or, under node
+    routing, stores each case) and plan_cases. ``routed``: the DAG's shape (default: as it is built here)."""
+    routed = node_routing() if routed is None else routed
+    return {
+        "run": run_url(ui_base, dag_id, run_id),
+        "case_logs": task_url(ui_base, dag_id, run_id, case_runs_task_id(routed), mapped=True),
+        "plan_logs": task_url(ui_base, dag_id, run_id, PLAN_CASES),
+    }
+
+
+def cell(value: Any, digits: int = 2) -> str:
+    """A table cell of the page: numbers with thousands separators, missing values as an en dash."""
+    return format_cell(value, digits, missing="–", grouped=True)
+
+
+def display_columns(rows: list[dict[str, Any]], preferred: tuple[str, ...], limit: int = 10) -> list[str]:
+    """The columns a generic table shows: the ``preferred`` ones present, else the first ``limit``."""
+    if not rows:
+        return []
+    present = list(rows[0].keys())
+    chosen = [c for c in preferred if c in present]
+    return chosen or present[:limit]
+
+
+def speedup_png(summary_rows: list[dict[str, Any]]) -> bytes | None:
+    """The page's speedup plot of the latest summary's rows (None when there is no speedup to plot)."""
+    from dlperf_core.reporting.plots import speedup_png as plot
+
+    return plot(pd.DataFrame(summary_rows))
+
+
+@lru_cache(maxsize=1)
+def _template() -> Any:
+    from jinja2 import Environment, FileSystemLoader
+
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True)
+    return env.get_template(TEMPLATE)
+
+
+def render_page(view: ResultsOverview, ui_base: str, db: str, routed: bool | None = None) -> str:
+    """The results page; links into Airflow's UI are made from ``ui_base`` (the UI's root URL path) for the
+    DAG shape ``routed`` (default: as the DAG is built here)."""
+    from dlperf_core.reporting.plots import has_speedup
+
+    routed = node_routing() if routed is None else routed
+    return _template().render(
+        view=view, db=db, cell=cell, has_plot=has_speedup(pd.DataFrame(view.summary.rows)),
+        display_columns=display_columns, history_cols=HISTORY_COLUMNS, regression_cols=REGRESSION_COLUMNS,
+        links=lambda dag_id, run_id: ui_links(ui_base, dag_id, run_id, routed),
+    )

@@ -1,0 +1,49 @@
+"""The task ids of the ``dlperf_benchmark`` DAG that anything outside the DAG file names: the DAG names its
+tasks with these constants, and the results page builds its links into Airflow's UI from them, so a rename
+changes both (``tests/test_results_api.py`` follows every link of the page into the DAG built in each shape).
+
+Two shapes (``dags/dlperf_benchmark.py``):
+
+* plain: ``run_case`` and ``store_result`` mapped over the plan;
+* node routing (``$DLPERF_CLUSTER_INVENTORY`` set on every Airflow component): the mapped task group
+  ``case_run`` with ``on_<node>`` per node, ``collect_case`` and ``store_result``, so the group's tasks are
+  ``case_run.on_<node>``, ``case_run.collect_case`` and ``case_run.store_result``.
+
+No import beyond the standard library: the DAG file, the plugin's web app and the node tasks all read it.
+"""
+
+from __future__ import annotations
+
+import os
+
+PLAN_CASES = "plan_cases"
+RUN_CASE = "run_case"
+STORE_RESULT = "store_result"
+COLLECT_CASE = "collect_case"
+CASE_RUN_GROUP = "case_run"
+"""The task group of one case run under node routing."""
+
+ROUTING_ENV = "DLPERF_CLUSTER_INVENTORY"
+"""Set (non-empty) on every Airflow component: the DAG has the ``case_run`` group instead of ``run_case``."""
+
+
+def node_task_id(node_name: str) -> str:
+    """The task, inside :data:`CASE_RUN_GROUP`, that runs ``node_name``'s part of a case run."""
+    return f"on_{node_name}"
+
+
+def in_case_run(task_id: str) -> str:
+    """The full id of a task of the ``case_run`` group, e.g. ``case_run.store_result``."""
+    return f"{CASE_RUN_GROUP}.{task_id}"
+
+
+def node_routing() -> bool:
+    """Whether the DAG is built with node routing here (the same test the DAG makes at parse time)."""
+    return bool(os.environ.get(ROUTING_ENV))
+
+
+def case_runs_task_id(routed: bool) -> str:
+    """The mapped task whose instances are a DAG run's case runs, one per map index (labelled with the case):
+    ``run_case`` in the plain DAG, ``case_run.store_result`` under node routing (the group's last task, failed
+    with the reason when the case failed)."""
+    return in_case_run(STORE_RESULT) if routed else RUN_CASE
