@@ -32,15 +32,24 @@ What a regression is put down to (``label``), from what else was measured that n
   last good night;
 * ``unexplained``: neither.
 
-Pure: no database, no Airflow. :mod:`plugins.dlperf_airflow.regression_step` feeds it from the store.
+What a run's verdicts do (:func:`decide_run`): a *good night* of a configuration is a scheduled run,
+finished, where it had at least one ok repeat and no failed one (:func:`is_good_night`); the baseline is the
+last ``window`` of them. On a scheduled run a ``new`` verdict **opens** a regression (with its label), a
+``continuing`` one **touches** the open regression (``last_seen_run_id``) and a ``recovered`` one **closes** it
+("recovered in run ..."). A manual run is judged the same way but decides nothing: it is not part of the
+nightly series. An open regression that tonight's own run opened (the same run judged again) is not carried.
+
+Pure: no database, no Airflow. :mod:`plugins.dlperf_airflow.regression_step` feeds it from the store, stores
+the decisions and sends the alerts.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import Literal
+from typing import Any, Literal
 
 from dlperf_core.environment import environment_changes
 
@@ -91,6 +100,13 @@ class OpenRegression:
     baseline_median: float
     baseline_mad: float
     direction: str
+    run_id: str | None = None  # the run that opened it
+
+    @classmethod
+    def from_record(cls, row: Mapping[str, Any]) -> OpenRegression:
+        """From a row of the ``regressions`` table."""
+        return cls(row["id"], row["median_throughput"], row["baseline_median"], row["baseline_mad"],
+                   row["direction"], row.get("run_id"))
 
 
 @dataclass(frozen=True)
@@ -229,3 +245,299 @@ def label_regression(verdict: Verdict, fabric: bool | None) -> Label:
     if any(change.split(":", 1)[0] in FRAMEWORK_FIELDS for change in verdict.environment_changes):
         return "framework"
     return "unexplained"
+
+
+def describe_verdict(case_key: str, verdict: Verdict) -> str:
+    """One line for the task log: what ``verdict`` says about ``case_key``."""
+    if verdict.kind == "insufficient_history":
+        return f"{case_key}: {verdict.baseline_nights} good nights so far, no verdict yet"
+    env = f"; environment changed: {'; '.join(verdict.environment_changes)}" if verdict.environment_changed else ""
+    return (
+        f"{case_key}: {verdict.kind}, median {verdict.median_throughput:.2f} vs {verdict.baseline_median:.2f} "
+        f"({verdict.change_pct:+.2f}%, robust z {verdict.robust_z:+.2f}, {verdict.baseline_nights} nights){env}"
+    )
+
+
+def describe_regression(regression: Mapping[str, Any]) -> str:
+    """One line per new regression, for people (an alert: :meth:`Decision.alert` or a ``regressions`` row)."""
+    where = "an environment change" if regression.get("environment_changed") else "no environment change"
+    changes = f" ({regression['environment_changes']})" if regression.get("environment_changes") else ""
+    return (
+        f"{regression['case_key']}: {regression['direction']} by {abs(regression['change_pct']):.1f}% "
+        f"on {regression['night']} (median {regression['median_throughput']:.2f} vs baseline "
+        f"{regression['baseline_median']:.2f} over {regression['baseline_nights']} nights, "
+        f"robust z {regression['robust_z']:+.1f}); {where}{changes}; run {regression['run_id']}"
+    )
+
+
+# --------------------------------------------------------------------------- what one run decides
+
+
+def _missing(value: Any) -> bool:
+    """None, NaN or pandas' NA: what a store row holds for "no value"."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)  # noqa: PLR0124 - NaN is not equal to itself
+    except TypeError:  # pandas.NA: comparing it gives NA, whose truth is undefined
+        return True
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if _missing(value) else int(value)
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if _missing(value) else float(value)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case of the run being judged (a ``case_summary`` row): its configuration and tonight's median."""
+
+    case_key: str
+    configuration: Mapping[str, Any]  # the configuration columns: framework, model, ..., nodes, gpus_per_node
+    median_throughput: float | None
+    n: int  # ok repeats; a case without one is not judged
+    environment_id: int | None = None
+
+    @classmethod
+    def from_record(cls, row: Mapping[str, Any], configuration_columns: Sequence[str]) -> CaseResult:
+        return cls(row["case_key"], {c: row[c] for c in configuration_columns},
+                   _optional_float(row["median_throughput"]), int(row["n"]), _optional_int(row["environment_id"]))
+
+    @property
+    def topology(self) -> tuple[int, int]:
+        """(nodes, gpus_per_node)."""
+        return int(self.configuration["nodes"]), int(self.configuration["gpus_per_node"])
+
+
+@dataclass(frozen=True)
+class NightlyRow:
+    """One scheduled run of one configuration (a ``nightly_history`` row), good night or not."""
+
+    case_key: str
+    night: date
+    run_id: str
+    median_throughput: float | None
+    n: int  # ok repeats
+    n_failed: int
+    run_status: str  # benchmark_runs.status: running, success, failed
+    environment_id: int | None = None
+
+    @classmethod
+    def from_record(cls, row: Mapping[str, Any]) -> NightlyRow:
+        return cls(row["case_key"], row["night"], row["run_id"], _optional_float(row["median_throughput"]),
+                   int(row["n"]), int(row["n_failed"]), row["run_status"], _optional_int(row["environment_id"]))
+
+
+def is_good_night(row: NightlyRow, case_key: str) -> bool:
+    """A good night of ``case_key``: (a scheduled run, as every ``nightly_history`` row) finished, with at least
+    one ok repeat of the case and no failed one."""
+    return row.case_key == case_key and row.n > 0 and row.n_failed == 0 and row.run_status != "running"
+
+
+def good_nights(rows: Iterable[NightlyRow], case_key: str, policy: Policy = Policy()) -> list[NightlyRow]:
+    """The baseline of ``case_key``: the last ``policy.window`` good nights of ``rows`` (oldest first)."""
+    good = [row for row in rows if is_good_night(row, case_key)]
+    return good[-policy.window :]
+
+
+def environment_ids(
+    cases: Iterable[CaseResult], history: Mapping[str, Sequence[NightlyRow]], policy: Policy = Policy()
+) -> set[int]:
+    """The environments :func:`decide_run` compares: of the judged cases tonight and of their baseline nights."""
+    ids: set[int] = set()
+    for case in cases:
+        if case.n <= 0:
+            continue
+        ids |= {r.environment_id for r in good_nights(history.get(case.case_key, ()), case.case_key, policy)
+                if r.environment_id is not None}
+        if case.environment_id is not None:
+            ids.add(case.environment_id)
+    return ids
+
+
+@dataclass(frozen=True)
+class FabricFigure:
+    """One message size of one all-reduce probe in one run (a ``fabric_summary`` or ``fabric_history`` row)."""
+
+    nodes: int
+    gpus_per_node: int
+    size_bytes: int
+    busbw_gbs: float | None
+    run_id: str
+    night: date | None = None  # fabric_history rows
+    run_status: str | None = None  # fabric_history rows
+
+    @classmethod
+    def from_record(cls, row: Mapping[str, Any]) -> FabricFigure:
+        return cls(int(row["nodes"]), int(row["gpus_per_node"]), int(row["size_bytes"]),
+                   _optional_float(row["busbw_gbs"]), row["run_id"], row.get("night"), row.get("run_status"))
+
+
+def fabric_dropped_tonight(
+    tonight: Iterable[FabricFigure],
+    history: Iterable[FabricFigure],
+    topology: tuple[int, int],
+    night: date,
+    run_id: str,
+    policy: Policy = Policy(),
+) -> bool | None:
+    """Whether run ``run_id``'s all-reduce probe of ``topology`` (nodes, gpus per node) dropped against its own
+    nightly history, at the largest message size measured tonight (:func:`fabric_dropped`); None when there is
+    no probe of it tonight or too little history. ``history``: earlier scheduled runs; running ones are left out."""
+    here = [f for f in tonight if (f.nodes, f.gpus_per_node) == topology and f.busbw_gbs is not None]
+    if not here:
+        return None
+    size = max(f.size_bytes for f in here)
+    past = [
+        FabricNight(f.night, f.run_id, f.busbw_gbs)  # type: ignore[arg-type]
+        for f in history
+        if (f.nodes, f.gpus_per_node) == topology and f.size_bytes == size and f.busbw_gbs is not None
+        and f.run_status != "running"
+    ]
+    now = next(f.busbw_gbs for f in here if f.size_bytes == size)
+    return fabric_dropped(past, FabricNight(night, run_id, now), policy)  # type: ignore[arg-type]
+
+
+Action = Literal["open", "touch", "close"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one case of a run comes to: its verdict, and on a scheduled run what it does to the regressions."""
+
+    case_key: str
+    configuration: Mapping[str, Any]
+    verdict: Verdict
+    environment_id: int | None = None
+    label: Label | None = None  # a new regression only: what it is put down to
+    action: Action | None = None  # open a regression, touch or close the open one; None: nothing to store
+
+    @property
+    def case(self) -> dict[str, Any]:
+        """The configuration columns and the case key (what ``record_regression`` stores)."""
+        return {**self.configuration, "case_key": self.case_key}
+
+    @property
+    def closed_reason(self) -> str | None:
+        return f"recovered in run {self.verdict.run_id}" if self.action == "close" else None
+
+    def describe(self) -> str:
+        """The task log's line: the verdict, and a new regression's label in brackets."""
+        line = describe_verdict(self.case_key, self.verdict)
+        return line + (f" [{self.label}]" if self.label is not None else "")
+
+    def alert(self, dag_id: str, regression_id: int | None) -> dict[str, Any]:
+        """A stored new regression as the notifiers get it (the columns of the ``regressions`` table)."""
+        verdict = {k: v for k, v in self.verdict.to_dict().items() if k not in ("kind", "run_id")}
+        return {"id": regression_id, "dag_id": dag_id, "run_id": self.verdict.run_id, **self.case, **verdict,
+                "environment_changes": "; ".join(self.verdict.environment_changes) or None, "label": self.label}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The case, its verdict and its label (a manual run's new regressions, which are not stored)."""
+        return {**self.case, **self.verdict.to_dict(), "label": self.label}
+
+
+@dataclass(frozen=True)
+class RunDecisions:
+    """Every judged case of one run, in the order of the run's summary."""
+
+    run_id: str
+    trigger: str
+    decisions: tuple[Decision, ...]
+
+    @property
+    def scheduled(self) -> bool:
+        """Only a scheduled (nightly) run opens, touches or closes regressions and alerts."""
+        return self.trigger == "scheduled"
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Verdict kind -> how many cases got it."""
+        counts: dict[str, int] = {}
+        for decision in self.decisions:
+            counts[decision.verdict.kind] = counts.get(decision.verdict.kind, 0) + 1
+        return counts
+
+    @property
+    def new(self) -> tuple[Decision, ...]:
+        """The cases judged a new regression (stored only on a scheduled run)."""
+        return tuple(d for d in self.decisions if d.verdict.kind == "new")
+
+    def result(self, alerts: list[dict[str, Any]], notified: int) -> dict[str, Any]:
+        """What the ``detect_regressions`` step returns: ``alerts`` are the stored new regressions of a
+        scheduled run (:meth:`Decision.alert`); a manual run lists its new verdicts instead."""
+        return {
+            "trigger": self.trigger,
+            "stored": self.scheduled,
+            "judged": len(self.decisions),
+            "verdicts": self.counts,
+            "new_regressions": alerts if self.scheduled else [d.to_dict() for d in self.new],
+            "notifiers_called": notified,
+        }
+
+
+FabricEvidence = Callable[[int, int], bool | None] | Mapping[tuple[int, int], bool | None] | None
+"""Whether the fabric of a topology (nodes, gpus per node) dropped tonight (:func:`fabric_dropped_tonight`):
+a function (called only for the topologies of new regressions) or a mapping (a missing topology: unknown)."""
+
+
+def decide_run(
+    *,
+    run_id: str,
+    trigger: str,
+    night: date,
+    cases: Iterable[CaseResult],
+    history: Mapping[str, Sequence[NightlyRow]],
+    open_regressions: Mapping[str, OpenRegression] | None = None,
+    environments: Mapping[int, dict] | None = None,
+    fabric: FabricEvidence = None,
+    policy: Policy = Policy(),
+) -> RunDecisions:
+    """Judge every case of run ``run_id`` (started on ``night``; ``trigger`` scheduled or manual) that has an ok
+    repeat against its good nights (``history``: nightly rows by case key, good or not), carrying the case's
+    open regression (``open_regressions`` by case key), and decide what each verdict does (module docstring).
+    ``environments``: infrastructure fields by environment id; ``fabric``: see :data:`FabricEvidence`."""
+    environments = environments or {}
+    open_regressions = open_regressions or {}
+    judged: list[tuple[CaseResult, Verdict]] = []
+    for case in cases:
+        if case.n <= 0:
+            continue
+        past = [
+            Night(row.night, row.run_id, float(row.median_throughput),  # type: ignore[arg-type]
+                  environments.get(row.environment_id), row.environment_id)  # type: ignore[arg-type]
+            for row in good_nights(history.get(case.case_key, ()), case.case_key, policy)
+        ]
+        tonight = Night(night, run_id, float(case.median_throughput),  # type: ignore[arg-type]
+                        environments.get(case.environment_id), case.environment_id)  # type: ignore[arg-type]
+        open_ = open_regressions.get(case.case_key)
+        if open_ is not None and open_.run_id == run_id:
+            open_ = None  # this very run opened it: the run is being judged again
+        judged.append((case, judge(past, tonight, policy, open_)))
+
+    def fabric_of(topology: tuple[int, int]) -> bool | None:
+        if fabric is None:
+            return None
+        if callable(fabric):
+            return fabric(*topology)
+        return fabric.get(topology)
+
+    labels = {case.case_key: label_regression(verdict, fabric_of(case.topology))
+              for case, verdict in judged if verdict.kind == "new"}
+    scheduled = trigger == "scheduled"
+    decisions = []
+    for case, verdict in judged:
+        action: Action | None = None
+        if scheduled:
+            if verdict.kind == "new":
+                action = "open"
+            elif verdict.kind == "continuing" and verdict.open_regression_id is not None:
+                action = "touch"
+            elif verdict.kind == "recovered" and verdict.open_regression_id is not None:
+                action = "close"
+        decisions.append(Decision(case.case_key, case.configuration, verdict, case.environment_id,
+                                  labels.get(case.case_key), action))
+    return RunDecisions(run_id, trigger, tuple(decisions))

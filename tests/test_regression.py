@@ -14,7 +14,23 @@ import pytest
 
 from airflow.sdk import BaseNotifier
 from dlperf_core.environment import INFRASTRUCTURE_FIELDS
-from dlperf_core.regression import Night, Policy, judge, judge_series, robust_baseline
+from dlperf_core.regression import (
+    CaseResult,
+    FabricFigure,
+    Night,
+    NightlyRow,
+    OpenRegression,
+    Policy,
+    decide_run,
+    describe_regression,
+    environment_ids,
+    fabric_dropped_tonight,
+    good_nights,
+    is_good_night,
+    judge,
+    judge_series,
+    robust_baseline,
+)
 
 START = date(2026, 1, 1)
 ENV_A = {f: None for f in INFRASTRUCTURE_FIELDS} | {"driver_version": "535.104.05", "image_digest": "sha256:a"}
@@ -189,7 +205,7 @@ def notified(path: Path) -> list[list[dict]]:
 @pytest.mark.postgres
 def test_planted_slowdown_raises_exactly_one_regression(history_db):
     from dlperf_airflow.regression_step import detect_step
-    from dlperf_core.jobs import RunIds
+    from dlperf_core.model import RunIds
 
     store, env_a, env_b, notified_file = history_db
     slow_key = "pt/resnet50/amp/b256/1n8g"
@@ -229,7 +245,7 @@ def test_planted_slowdown_raises_exactly_one_regression(history_db):
 @pytest.mark.postgres
 def test_step_with_framework_change_is_labelled_environment_change(history_db):
     from dlperf_airflow.regression_step import detect_step
-    from dlperf_core.jobs import RunIds
+    from dlperf_core.model import RunIds
 
     store, env_a, env_b, notified_file = history_db
     run_id = add_night(store, 20, slow={"pt/resnet50/amp/b256/1n1g": 0.94}, env_id=env_b)
@@ -249,7 +265,7 @@ def test_step_with_framework_change_is_labelled_environment_change(history_db):
 @pytest.mark.postgres
 def test_manual_run_is_judged_but_stores_and_alerts_nothing(history_db):
     from dlperf_airflow.regression_step import detect_step
-    from dlperf_core.jobs import RunIds
+    from dlperf_core.model import RunIds
 
     store, env_a, _, notified_file = history_db
     run_id = add_night(store, 20, trigger="manual", slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_a,
@@ -313,7 +329,7 @@ def test_a_slowdown_with_a_slower_fabric_is_put_down_to_the_fabric(fabric_histor
     """Night 20: 1n8g 5% slower, and its all-reduce bus bandwidth fell from 180 to 120 GB/s (a link down to a
     slower path): the regression is the fabric's, even though nothing in the framework changed."""
     from dlperf_airflow.regression_step import detect_step
-    from dlperf_core.jobs import RunIds
+    from dlperf_core.model import RunIds
 
     store, env_a, _, notified_file = fabric_history_db
     run_id = add_night(store, 20, slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_a)
@@ -330,7 +346,7 @@ def test_a_slowdown_with_a_slower_fabric_is_put_down_to_the_fabric(fabric_histor
 @pytest.mark.postgres
 def test_a_slowdown_with_a_new_framework_and_a_steady_fabric_is_the_frameworks(fabric_history_db):
     from dlperf_airflow.regression_step import detect_step
-    from dlperf_core.jobs import RunIds
+    from dlperf_core.model import RunIds
 
     store, _, env_b, _ = fabric_history_db
     run_id = add_night(store, 20, slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_b)
@@ -356,3 +372,189 @@ def test_labels_follow_the_rules():
     driver = Verdict("new", date(2026, 1, 20), "t", 95.0, environment_changed=True,
                      environment_changes=("driver_version: 550 -> 560",))
     assert label_regression(driver, False) == "unexplained"
+
+
+# --------------------------------------------------------------------------- what a run decides (pure)
+
+
+KEY = "pt/resnet50/amp/b256/1n8g"
+CONFIG = {"framework": "pt", "model": "resnet50", "precision": "amp", "batch_size_per_device": 256,
+          "variant": "", "nodes": 1, "gpus_per_node": 8}
+INFRA_A = {"framework_version": "2.5.0", "image_digest": "sha256:a", "driver_version": "550"}
+INFRA_B = INFRA_A | {"framework_version": "2.6.0"}
+NIGHT_20 = START + timedelta(days=20)
+
+
+def rows(levels: list[float], key: str = KEY, env_id: int | None = 1, **overrides) -> list[NightlyRow]:
+    """Nightly rows of ``key``, one a night from START, at ``levels`` (no noise: medians are exact)."""
+    return [
+        NightlyRow(**{"case_key": key, "night": START + timedelta(days=i), "run_id": f"scheduled__{i}",
+                      "median_throughput": level, "n": 3, "n_failed": 0, "run_status": "success",
+                      "environment_id": env_id, **overrides})
+        for i, level in enumerate(levels)
+    ]
+
+
+def wiggle(n: int, level: float = 1000.0) -> list[float]:
+    return [level * (1 + 0.004 * ((i % 5) - 2)) for i in range(n)]
+
+
+def tonight(median: float, n: int = 3, env_id: int | None = 1, key: str = KEY, config=CONFIG) -> CaseResult:
+    return CaseResult(key, config, median, n, env_id)
+
+
+def decide(case: CaseResult, history: list[NightlyRow], trigger: str = "scheduled", run_id: str = "scheduled__20",
+           **kwargs):
+    kwargs.setdefault("environments", {1: INFRA_A, 2: INFRA_B})
+    return decide_run(run_id=run_id, trigger=trigger, night=NIGHT_20, cases=[case],
+                      history={case.case_key: history}, **kwargs)
+
+
+def test_a_good_night_is_finished_with_ok_repeats_and_no_failure():
+    good = rows([1000.0])[0]
+    assert is_good_night(good, KEY)
+    assert not is_good_night(good, "other/key")
+    assert not is_good_night(NightlyRow(**{**good.__dict__, "n_failed": 1}), KEY)
+    assert not is_good_night(NightlyRow(**{**good.__dict__, "n": 0}), KEY)
+    assert not is_good_night(NightlyRow(**{**good.__dict__, "run_status": "running"}), KEY)
+    assert is_good_night(NightlyRow(**{**good.__dict__, "run_status": "failed"}), KEY)  # finished, case was fine
+
+
+def test_the_baseline_is_the_last_window_of_good_nights():
+    history = rows(wiggle(20))
+    history[18] = NightlyRow(**{**history[18].__dict__, "n_failed": 1, "median_throughput": 10.0})
+    history[19] = NightlyRow(**{**history[19].__dict__, "run_status": "running", "median_throughput": 10.0})
+    baseline = good_nights(history + rows([5.0], key="other/key"), KEY, Policy(window=14))
+    assert [r.run_id for r in baseline] == [f"scheduled__{i}" for i in range(4, 18)]
+    verdict = decide(tonight(1000.0), history).decisions[0].verdict
+    assert verdict.kind == "steady" and verdict.baseline_nights == 14  # the bad nights did not count
+
+
+def test_a_new_regression_on_a_scheduled_night_is_opened_with_its_label():
+    decided = decide(tonight(900.0), rows(wiggle(20)))
+    (decision,) = decided.decisions
+    assert decided.scheduled and decision.verdict.kind == "new" and decision.action == "open"
+    assert decision.label == "unexplained" and decision.closed_reason is None
+    assert decision.case == {**CONFIG, "case_key": KEY}
+    assert decided.counts == {"new": 1} and decided.new == (decision,)
+    assert decision.describe().startswith(f"{KEY}: new, median 900.00 vs 1000.00 (-10.00%, robust z ")
+    assert decision.describe().endswith(", 14 nights) [unexplained]")
+
+
+def test_labels_come_from_the_fabric_and_the_framework():
+    history = rows(wiggle(20))
+    asked = []
+
+    def fabric(nodes, gpus):
+        asked.append((nodes, gpus))
+        return True
+
+    assert decide(tonight(900.0), history, fabric=fabric).decisions[0].label == "fabric"
+    assert asked == [(1, 8)]
+    assert decide(tonight(900.0), history, fabric={(1, 8): True}).decisions[0].label == "fabric"
+    assert decide(tonight(900.0), history, fabric={(2, 8): True}).decisions[0].label == "unexplained"
+    framework = decide(tonight(900.0, env_id=2), history, fabric={(1, 8): False}).decisions[0]
+    assert framework.label == "framework"
+    assert framework.verdict.environment_changes == ("framework_version: 2.5.0 -> 2.6.0",)
+    asked.clear()
+    steady = decide(tonight(1001.0), history, fabric=fabric).decisions[0]
+    assert steady.label is None and steady.action is None and asked == []  # the fabric is asked only to explain
+
+
+def test_an_open_regression_is_touched_while_slow_and_closed_when_back():
+    history = rows(wiggle(20))
+    open_ = OpenRegression(7, 900.0, 1000.0, 4.0, "slower", run_id="scheduled__19")
+    still = decide(tonight(902.0), history, open_regressions={KEY: open_}).decisions[0]
+    assert (still.verdict.kind, still.action, still.verdict.open_regression_id) == ("continuing", "touch", 7)
+    assert still.label is None
+    back = decide(tonight(999.0), history, open_regressions={KEY: open_}).decisions[0]
+    assert (back.verdict.kind, back.action, back.closed_reason) == ("recovered", "close", "recovered in run scheduled__20")
+    further = decide(tonight(800.0), history, open_regressions={KEY: open_}).decisions[0]
+    assert (further.verdict.kind, further.action) == ("new", "open")
+
+
+def test_the_run_that_opened_a_regression_judged_again_opens_it_again():
+    open_ = OpenRegression(7, 900.0, 1000.0, 4.0, "slower", run_id="scheduled__20")
+    again = decide(tonight(900.0), rows(wiggle(20)), open_regressions={KEY: open_}).decisions[0]
+    assert (again.verdict.kind, again.action, again.verdict.open_regression_id) == ("new", "open", None)
+
+
+def test_a_manual_run_is_judged_but_decides_nothing():
+    history = rows(wiggle(20))
+    open_ = OpenRegression(7, 900.0, 1000.0, 4.0, "slower", run_id="scheduled__19")
+    decided = decide(tonight(800.0), history, trigger="manual", run_id="manual__1", fabric={(1, 8): True})
+    (decision,) = decided.decisions
+    assert not decided.scheduled and decision.verdict.kind == "new" and decision.label == "fabric"
+    assert decision.action is None
+    result = decided.result([], 0)
+    assert result["stored"] is False and result["verdicts"] == {"new": 1} and result["judged"] == 1
+    (listed,) = result["new_regressions"]
+    assert listed["kind"] == "new" and listed["run_id"] == "manual__1" and listed["label"] == "fabric"
+    assert listed["case_key"] == KEY and listed["nodes"] == 1
+    back = decide(tonight(1000.0), history, trigger="manual", open_regressions={KEY: open_}).decisions[0]
+    assert back.verdict.kind == "recovered" and back.action is None  # the nightly series' regression stays open
+
+
+def test_cases_without_an_ok_repeat_and_short_histories():
+    decided = decide_run(
+        run_id="scheduled__20", trigger="scheduled", night=NIGHT_20,
+        cases=[tonight(None, n=0), tonight(1000.0, key="pt/resnet50/amp/b256/1n1g")],
+        history={KEY: rows(wiggle(20)), "pt/resnet50/amp/b256/1n1g": rows(wiggle(3), key="pt/resnet50/amp/b256/1n1g")},
+    )
+    (decision,) = decided.decisions
+    assert decision.case_key == "pt/resnet50/amp/b256/1n1g" and decision.action is None
+    assert decision.verdict.kind == "insufficient_history"
+    assert decision.describe() == "pt/resnet50/amp/b256/1n1g: 3 good nights so far, no verdict yet"
+
+
+def test_the_environments_needed_are_the_baselines_and_tonights():
+    history = rows(wiggle(30), env_id=5)[:16] + rows(wiggle(14), env_id=6)
+    cases = [tonight(1000.0, env_id=9), tonight(1000.0, n=0, env_id=10, key="x")]
+    assert environment_ids(cases, {KEY: history}) == {6, 9}
+    assert environment_ids(cases, {KEY: history}, Policy(window=20)) == {5, 6, 9}
+
+
+def test_the_stored_alert_of_a_new_regression():
+    (decision,) = decide(tonight(900.0, env_id=2), rows(wiggle(20)), fabric={(1, 8): False}).decisions
+    alert = decision.alert("dlperf_benchmark", 41)
+    assert {k: alert[k] for k in ("id", "dag_id", "run_id", "case_key", "label", "direction", "night")} == {
+        "id": 41, "dag_id": "dlperf_benchmark", "run_id": "scheduled__20", "case_key": KEY, "label": "framework",
+        "direction": "slower", "night": "2026-01-21"}
+    assert "kind" not in alert and alert["environment_changes"] == "framework_version: 2.5.0 -> 2.6.0"
+    assert describe_regression(alert) == (
+        f"{KEY}: slower by 10.0% on 2026-01-21 (median 900.00 vs baseline 1000.00 over 14 nights, robust z "
+        f"{alert['robust_z']:+.1f}); an environment change (framework_version: 2.5.0 -> 2.6.0); run scheduled__20"
+    )
+
+
+def test_the_fabric_is_judged_at_tonights_largest_message_size():
+    def figure(size, busbw, run_id, night=None, status=None, nodes=1):
+        return FabricFigure(nodes, 8, size, busbw, run_id, night, status)
+
+    past = [figure(GIB, 180.0 + (i % 3) * 0.5, f"r{i}", START + timedelta(days=i), "success") for i in range(14)]
+    past += [figure(GIB // 4, 50.0, f"r{i}", START + timedelta(days=i), "success") for i in range(14)]
+    now = [figure(GIB // 4, 50.0, "t"), figure(GIB, 150.0, "t"), figure(2 * GIB, None, "t"), figure(GIB, 5.0, "t", nodes=2)]
+    assert fabric_dropped_tonight(now, past, (1, 8), NIGHT_20, "t") is True
+    steady = [figure(GIB // 4, 20.0, "t"), figure(GIB, 180.2, "t")]  # a drop at a smaller size does not count
+    assert fabric_dropped_tonight(steady, past, (1, 8), NIGHT_20, "t") is False
+    assert fabric_dropped_tonight(now, past, (2, 8), NIGHT_20, "t") is None  # no history of 2n8g
+    assert fabric_dropped_tonight(now, past, (4, 8), NIGHT_20, "t") is None  # no probe of 4n8g tonight
+    running = [figure(f.size_bytes, f.busbw_gbs, f.run_id, f.night, "running") for f in past]
+    assert fabric_dropped_tonight(now, running, (1, 8), NIGHT_20, "t") is None  # unfinished runs are no history
+
+
+def test_store_rows_become_the_core_types():
+    import pandas as pd
+
+    case = CaseResult.from_record({**CONFIG, "case_key": KEY, "median_throughput": 1.5, "n": 2,
+                                   "environment_id": pd.NA, "extra": 1}, tuple(CONFIG))
+    assert case == CaseResult(KEY, CONFIG, 1.5, 2, None) and case.topology == (1, 8)
+    night = NightlyRow.from_record({"case_key": KEY, "night": START, "run_id": "r", "median_throughput": float("nan"),
+                                    "n": 0, "n_failed": 3, "run_status": "failed", "environment_id": 4})
+    assert night.median_throughput is None and night.environment_id == 4 and not is_good_night(night, KEY)
+    open_ = OpenRegression.from_record({"id": 3, "median_throughput": 9.0, "baseline_median": 10.0,
+                                        "baseline_mad": 0.1, "direction": "slower", "run_id": "r"})
+    assert open_ == OpenRegression(3, 9.0, 10.0, 0.1, "slower", "r")
+    probe = FabricFigure.from_record({"nodes": 1, "gpus_per_node": 8, "size_bytes": GIB, "busbw_gbs": float("nan"),
+                                      "run_id": "r"})
+    assert probe.busbw_gbs is None and probe.night is None

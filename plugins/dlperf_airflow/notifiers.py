@@ -26,23 +26,13 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
+from dlperf_core.regression import describe_regression
+
 log = logging.getLogger("dlperf.regressions")
 
 ENV_VAR = "DLPERF_REGRESSION_NOTIFIERS"
 VARIABLE = "dlperf_regression_notifiers"
 DEFAULT = "dlperf_airflow.notifiers.LogRegressionNotifier"
-
-
-def describe_regression(regression: dict[str, Any]) -> str:
-    """One line per regression, for people."""
-    where = "an environment change" if regression.get("environment_changed") else "no environment change"
-    changes = f" ({regression['environment_changes']})" if regression.get("environment_changes") else ""
-    return (
-        f"{regression['case_key']}: {regression['direction']} by {abs(regression['change_pct']):.1f}% "
-        f"on {regression['night']} (median {regression['median_throughput']:.2f} vs baseline "
-        f"{regression['baseline_median']:.2f} over {regression['baseline_nights']} nights, "
-        f"robust z {regression['robust_z']:+.1f}); {where}{changes}; run {regression['run_id']}"
-    )
 
 
 class LogRegressionNotifier(BaseNotifier):

@@ -11,28 +11,39 @@
 
 A good night of a configuration: a scheduled run, finished, where the configuration had at least one
 ok repeat and no failed one.
+
+The rules (good nights, verdicts, labels, open / touch / close) are the core's:
+:func:`dlperf_core.regression.decide_run`. This step reads what they need from the store, writes the
+decisions back, logs them and calls the notifiers.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+
+import pandas as pd
 
 from dlperf_core.environment import INFRASTRUCTURE_FIELDS
-from dlperf_core.jobs import RunIds
+from dlperf_core.model import RunIds
 from dlperf_core.regression import (
-    FabricNight,
-    Night,
+    CaseResult,
+    FabricFigure,
+    NightlyRow,
     OpenRegression,
     Policy,
-    Verdict,
-    fabric_dropped,
-    judge,
-    label_regression,
+    RunDecisions,
+    decide_run,
+    environment_ids,
+    fabric_dropped_tonight,
 )
 from dlperf_core.storage import CONFIGURATION_COLUMNS, ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return frame.to_dict("records") if len(frame) else []
 
 
 def _environments(store: ResultStore, ids: set[int]) -> dict[int, dict]:
@@ -42,28 +53,16 @@ def _environments(store: ResultStore, ids: set[int]) -> dict[int, dict]:
     return {int(row["id"]): {f: row[f] for f in INFRASTRUCTURE_FIELDS} for _, row in frame.iterrows()}
 
 
-def _env_id(value: Any) -> int | None:
-    try:
-        return None if value is None or value != value else int(value)  # NaN/NA -> None
-    except TypeError:
-        return None
-
-
 def fabric_of(store: ResultStore, ids: RunIds, nodes: int, gpus_per_node: int, started_at, policy: Policy) -> bool | None:
     """Whether this run's all-reduce probe of the topology dropped against its own nightly history (at the
-    largest message size both measured); None when there is no probe of it tonight or too little history."""
-    tonight = store.fabric_summary(run_id=ids.run_id, dag_id=ids.dag_id)
-    tonight = tonight[(tonight["nodes"] == nodes) & (tonight["gpus_per_node"] == gpus_per_node)
-                      & tonight["busbw_gbs"].notna()] if len(tonight) else tonight
-    if tonight.empty:
-        return None
-    size = int(tonight["size_bytes"].max())
+    largest message size both measured); None when there is no probe of it tonight or too little history
+    (the rule: :func:`dlperf_core.regression.fabric_dropped_tonight`)."""
+    tonight = [FabricFigure.from_record(r) for r in _records(store.fabric_summary(run_id=ids.run_id, dag_id=ids.dag_id))]
+    if not any((f.nodes, f.gpus_per_node) == (nodes, gpus_per_node) for f in tonight):
+        return None  # no probe of this topology tonight: its history is not needed
     history = store.fabric_history(nodes=nodes, gpus_per_node=gpus_per_node, before=started_at)
-    history = history[(history["size_bytes"] == size) & history["busbw_gbs"].notna()
-                      & (history["run_status"] != "running")] if len(history) else history
-    nights = [FabricNight(r.night, r.run_id, float(r.busbw_gbs)) for r in history.itertuples()]
-    now = FabricNight(started_at.date(), ids.run_id, float(tonight[tonight["size_bytes"] == size]["busbw_gbs"].iloc[0]))
-    return fabric_dropped(nights, now, policy)
+    return fabric_dropped_tonight(tonight, [FabricFigure.from_record(r) for r in _records(history)],
+                                  (nodes, gpus_per_node), started_at.date(), ids.run_id, policy)
 
 
 def detect_step(
@@ -80,97 +79,53 @@ def detect_step(
         store.dispose()
 
 
-def _detect(store: ResultStore, ids: RunIds, policy: Policy, notify, context) -> dict:
+def load_decisions(store: ResultStore, ids: RunIds, policy: Policy = Policy()) -> RunDecisions:
+    """Read what run ``ids`` is judged on from the store and let the core decide
+    (:func:`dlperf_core.regression.decide_run`); nothing is written."""
     run = store.run_info(ids.dag_id, ids.run_id)
     if run is None:
         raise RuntimeError(f"no benchmark run {ids.dag_id}/{ids.run_id} in the results database")
-    scheduled = run["trigger"] == "scheduled"
-    tonight_date = run["started_at"].date()
-    summary = store.summary(run_id=ids.run_id, dag_id=ids.dag_id)
-    summary = summary[summary["n"] > 0]
-    judged: list[tuple[dict, Verdict, int | None]] = []
-    histories = {}
-    env_ids: set[int] = set()
-    for case in summary.to_dict("records"):
-        history = store.history(
-            **{"batch" if c == "batch_size_per_device" else c: case[c] for c in CONFIGURATION_COLUMNS},
+    cases = [CaseResult.from_record(row, CONFIGURATION_COLUMNS)
+             for row in _records(store.summary(run_id=ids.run_id, dag_id=ids.dag_id))]
+    cases = [case for case in cases if case.n > 0]
+    history = {
+        case.case_key: [NightlyRow.from_record(row) for row in _records(store.history(
+            **{"batch" if c == "batch_size_per_device" else c: v for c, v in case.configuration.items()},
             nights=None, before=run["started_at"],
-        )
-        history = history[(history["case_key"] == case["case_key"]) & (history["n"] > 0)
-                          & (history["n_failed"] == 0) & (history["run_status"] != "running")]
-        history = history.tail(policy.window)
-        histories[case["case_key"]] = history
-        env_ids |= {int(e) for e in history["environment_id"].dropna()}
-        if _env_id(case["environment_id"]) is not None:
-            env_ids.add(_env_id(case["environment_id"]))  # type: ignore[arg-type]
-    environments = _environments(store, env_ids)
-
-    for case in summary.to_dict("records"):
-        history = histories[case["case_key"]]
-        nights = [
-            Night(row.night, row.run_id, float(row.median_throughput),
-                  environments.get(_env_id(row.environment_id)), _env_id(row.environment_id))
-            for row in history.itertuples()
-        ]
-        env_id = _env_id(case["environment_id"])
-        tonight = Night(tonight_date, ids.run_id, float(case["median_throughput"]), environments.get(env_id), env_id)
-        configuration = {c: case[c] for c in CONFIGURATION_COLUMNS}
-        open_row = store.open_regression(configuration)
-        open_ = None
-        if open_row is not None and open_row["run_id"] != ids.run_id:
-            open_ = OpenRegression(open_row["id"], open_row["median_throughput"], open_row["baseline_median"],
-                                   open_row["baseline_mad"], open_row["direction"])
-        judged.append(({**configuration, "case_key": case["case_key"]}, judge(nights, tonight, policy, open_), env_id))
-
-    new: list[dict] = []
-    counts: dict[str, int] = {}
-    labels = {  # what each new regression is put down to: the fabric, the framework, or neither
-        case["case_key"]: label_regression(
-            verdict, fabric_of(store, ids, int(case["nodes"]), int(case["gpus_per_node"]), run["started_at"], policy)
-        )
-        for case, verdict, _ in judged if verdict.kind == "new"
+        ))]
+        for case in cases
     }
-    for case, verdict, env_id in judged:
-        counts[verdict.kind] = counts.get(verdict.kind, 0) + 1
-        line = _describe(case["case_key"], verdict) + (f" [{labels[case['case_key']]}]" if case["case_key"] in labels else "")
-        log.log(logging.WARNING if verdict.kind == "new" else logging.INFO, "%s", line)
-        if not scheduled:
-            continue
-        if verdict.kind == "new":
-            label = labels[case["case_key"]]
-            regression_id = store.record_regression(ids.dag_id, ids.run_id, case, verdict, env_id, label=label)
-            new.append({"id": regression_id, "dag_id": ids.dag_id, "run_id": ids.run_id, **case,
-                        **{k: v for k, v in verdict.to_dict().items() if k not in ("kind", "run_id")},
-                        "environment_changes": "; ".join(verdict.environment_changes) or None, "label": label})
-        elif verdict.kind == "continuing" and verdict.open_regression_id is not None:
-            store.touch_regression(verdict.open_regression_id, ids.run_id)
-        elif verdict.kind == "recovered" and verdict.open_regression_id is not None:
-            store.close_regression(verdict.open_regression_id, f"recovered in run {ids.run_id}")
+    open_regressions = {}
+    for case in cases:
+        row = store.open_regression(dict(case.configuration))
+        if row is not None:
+            open_regressions[case.case_key] = OpenRegression.from_record(row)
+    return decide_run(
+        run_id=ids.run_id, trigger=run["trigger"], night=run["started_at"].date(), cases=cases, history=history,
+        open_regressions=open_regressions, environments=_environments(store, environment_ids(cases, history, policy)),
+        fabric=lambda nodes, gpus: fabric_of(store, ids, nodes, gpus, run["started_at"], policy), policy=policy,
+    )
+
+
+def _detect(store: ResultStore, ids: RunIds, policy: Policy, notify, context) -> dict:
+    decided = load_decisions(store, ids, policy)
+    new: list[dict] = []
+    for decision in decided.decisions:
+        log.log(logging.WARNING if decision.verdict.kind == "new" else logging.INFO, "%s", decision.describe())
+        regression_id = decision.verdict.open_regression_id
+        if decision.action == "open":
+            regression_id = store.record_regression(ids.dag_id, ids.run_id, decision.case, decision.verdict,
+                                                    decision.environment_id, label=decision.label)
+            new.append(decision.alert(ids.dag_id, regression_id))
+        elif decision.action == "touch":
+            store.touch_regression(regression_id, ids.run_id)  # type: ignore[arg-type]
+        elif decision.action == "close":
+            store.close_regression(regression_id, decision.closed_reason)  # type: ignore[arg-type]
     notified = 0
     if new:
         if notify is None:
             from dlperf_airflow.notifiers import notify_regressions as notify
         notified = notify(new, context or {})
-    result = {
-        "trigger": run["trigger"],
-        "stored": scheduled,
-        "judged": len(judged),
-        "verdicts": counts,
-        "new_regressions": new if scheduled else [
-            {**case, **verdict.to_dict(), "label": labels[case["case_key"]]}
-            for case, verdict, _ in judged if verdict.kind == "new"
-        ],
-        "notifiers_called": notified,
-    }
-    log.info("regression detection on %s run %s: %s", run["trigger"], ids.run_id, counts)
+    result = decided.result(new, notified)
+    log.info("regression detection on %s run %s: %s", decided.trigger, ids.run_id, decided.counts)
     return result
-
-
-def _describe(case_key: str, verdict: Verdict) -> str:
-    if verdict.kind == "insufficient_history":
-        return f"{case_key}: {verdict.baseline_nights} good nights so far, no verdict yet"
-    env = f"; environment changed: {'; '.join(verdict.environment_changes)}" if verdict.environment_changed else ""
-    return (
-        f"{case_key}: {verdict.kind}, median {verdict.median_throughput:.2f} vs {verdict.baseline_median:.2f} "
-        f"({verdict.change_pct:+.2f}%, robust z {verdict.robust_z:+.2f}, {verdict.baseline_nights} nights){env}"
-    )

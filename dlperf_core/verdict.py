@@ -1,0 +1,137 @@
+"""Whether a benchmark run passed: the verdict ``finish_run`` closes the run with (and fails the DAG run on).
+
+A run passes when it stored something (a case run, a max batch size search or a fabric probe) and none of it
+failed: a case run that is not ``ok``, a search or a probe that is ``failed``. A search that found no batch
+that fits (``none_fit``) or stopped at its limit (``limit_reached``) is an answer, not a failure.
+A run that stored nothing failed too: planning failed, or every case run crashed before it could be stored.
+
+Pure: :func:`judge_run` works on plain outcomes; :func:`outcomes_of_run` reads them from a results store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from dlperf_core.storage import ResultStore
+
+OutcomeKind = Literal["case_run", "max_batch_search", "fabric_probe"]
+
+NOTHING_STORED = "no case run was stored: planning failed or every case run crashed (see the task logs)"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One stored outcome of a run: a case run repeat, a max batch size search or a fabric probe repeat."""
+
+    kind: OutcomeKind
+    key: str  # case_key, search_key or probe_key
+    status: str
+    reason: str | None = None
+    repeat: int | None = None  # case runs and probes
+
+    @property
+    def failed(self) -> bool:
+        """A case run counts only when ``ok``; a search or a probe fails only when ``failed``."""
+        return self.status != "ok" if self.kind == "case_run" else self.status == "failed"
+
+    def describe(self) -> str:
+        """Why it failed, as the run's failure message lists it."""
+        if self.kind == "case_run":
+            return f"{self.key} r{self.repeat}: {self.reason}"
+        if self.kind == "max_batch_search":
+            return f"max batch search {self.key}: {self.reason}"
+        return f"probe {self.key} r{self.repeat}: {self.reason}"
+
+
+def case_run(case_key: str, repeat: int, status: str, reason: str | None = None) -> Outcome:
+    return Outcome("case_run", case_key, status, reason, repeat)
+
+
+def max_batch_search(search_key: str, status: str, reason: str | None = None) -> Outcome:
+    return Outcome("max_batch_search", search_key, status, reason)
+
+
+def fabric_probe(probe_key: str, repeat: int, status: str, reason: str | None = None) -> Outcome:
+    return Outcome("fabric_probe", probe_key, status, reason, repeat)
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """The verdict on one run: its status, the counts ``finish_run`` returns and, if it failed, why."""
+
+    outcomes: tuple[Outcome, ...]
+
+    def _of(self, kind: OutcomeKind) -> list[Outcome]:
+        return [o for o in self.outcomes if o.kind == kind]
+
+    def _failed(self, kind: OutcomeKind) -> list[Outcome]:
+        return [o for o in self._of(kind) if o.failed]
+
+    @property
+    def stored(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.outcomes) and not any(o.failed for o in self.outcomes)
+
+    @property
+    def status(self) -> Literal["success", "failed"]:
+        """What ``benchmark_runs.status`` is set to."""
+        return "success" if self.passed else "failed"
+
+    @property
+    def reasons(self) -> list[str]:
+        """One line per failed outcome: case runs, then searches, then probes, each in stored order."""
+        kinds: tuple[OutcomeKind, ...] = ("case_run", "max_batch_search", "fabric_probe")
+        return [o.describe() for kind in kinds for o in self._failed(kind)]
+
+    @property
+    def message(self) -> str | None:
+        """Why the run failed (what ``finish_run`` raises with); None when it passed."""
+        if not self.outcomes:
+            return NOTHING_STORED
+        if self.passed:
+            return None
+        cases, searches, probes = (self._of(k) for k in ("case_run", "max_batch_search", "fabric_probe"))
+        failed = [self._failed(k) for k in ("case_run", "max_batch_search", "fabric_probe")]
+        return (
+            f"{len(failed[0])} of {len(cases)} case runs, {len(failed[1])} of {len(searches)} max batch "
+            f"searches and {len(failed[2])} of {len(probes)} fabric probes failed: {'; '.join(self.reasons)}"
+        )
+
+    def summary(self) -> dict[str, int]:
+        """What ``finish_run`` returns: how many case runs, failed ones, searches and probes were stored."""
+        return {"results": len(self._of("case_run")), "failed": len(self._failed("case_run")),
+                "max_batch_searches": len(self._of("max_batch_search")),
+                "fabric_probes": len(self._of("fabric_probe"))}
+
+
+def judge_run(outcomes: Iterable[Outcome]) -> RunVerdict:
+    """The verdict on a run from everything it stored (module docstring)."""
+    return RunVerdict(tuple(outcomes))
+
+
+def _rows(frame: Any) -> list[Any]:
+    return list(frame.itertuples()) if len(frame) else []
+
+
+def outcomes_of_run(store: ResultStore, dag_id: str, run_id: str) -> list[Outcome]:
+    """Everything run ``(dag_id, run_id)`` stored: its case run repeats, searches and probe repeats."""
+    results = store.results(run_id=run_id)
+    results = results[results["dag_id"] == dag_id] if len(results) else results
+    searches = store.max_batch_searches(run_id=run_id, dag_id=dag_id)
+    probes = store.probes(run_id=run_id, dag_id=dag_id)
+    return (
+        [case_run(r.case_key, r.repeat, r.status, r.reason) for r in _rows(results)]
+        + [max_batch_search(r.search_key, r.status, r.reason) for r in _rows(searches)]
+        + [fabric_probe(r.probe_key, r.repeat, r.status, r.reason) for r in _rows(probes)]
+    )
+
+
+def verdict_of_run(store: ResultStore, dag_id: str, run_id: str) -> RunVerdict:
+    """:func:`judge_run` on what the run stored (the results database must be reachable)."""
+    return judge_run(outcomes_of_run(store, dag_id, run_id))

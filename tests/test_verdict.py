@@ -1,0 +1,137 @@
+"""Whether a run passed (dlperf_core.verdict): verdicts on hand-made lists of outcomes, then finish_run on a
+SQLite results database (the run's status, its summary and the message the DAG run fails with)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from dlperf_core.verdict import (
+    NOTHING_STORED,
+    Outcome,
+    case_run,
+    fabric_probe,
+    judge_run,
+    max_batch_search,
+)
+
+KEY = "pytorch_reference/resnet50_v1.5/fp32/b8/1n2g"
+
+
+def test_a_run_that_stored_nothing_failed():
+    verdict = judge_run([])
+    assert not verdict.passed and verdict.status == "failed"
+    assert verdict.message == NOTHING_STORED
+    assert verdict.summary() == {"results": 0, "failed": 0, "max_batch_searches": 0, "fabric_probes": 0}
+
+
+def test_every_outcome_ok_passes():
+    verdict = judge_run([case_run(KEY, 0, "ok"), case_run(KEY, 1, "ok"), max_batch_search("s", "found"),
+                         max_batch_search("t", "none_fit"), max_batch_search("u", "limit_reached"),
+                         fabric_probe("p", 0, "ok")])
+    assert verdict.passed and verdict.status == "success" and verdict.message is None and verdict.reasons == []
+    assert verdict.summary() == {"results": 2, "failed": 0, "max_batch_searches": 3, "fabric_probes": 1}
+
+
+def test_a_search_or_a_probe_alone_is_a_run():
+    assert judge_run([max_batch_search("s", "found")]).passed
+    assert judge_run([fabric_probe("p", 0, "ok")]).passed
+
+
+@pytest.mark.parametrize("status", ["failed", "timeout", "skipped"])
+def test_a_case_run_counts_only_when_ok(status):
+    verdict = judge_run([case_run(KEY, 0, "ok"), case_run(KEY, 1, status, "no throughput")])
+    assert verdict.status == "failed" and verdict.summary()["failed"] == 1
+    assert verdict.reasons == [f"{KEY} r1: no throughput"]
+
+
+def test_the_message_names_every_failure_case_runs_first():
+    outcomes = [
+        fabric_probe("allreduce_probe/allreduce/fp32/b1/2n1g", 1, "failed", "rank 1 timed out"),
+        max_batch_search("pytorch_reference/resnet50_v1.5/fp32/1n1g", "failed", "batch 96: loss is NaN/inf"),
+        case_run(KEY, 0, "ok"),
+        case_run(KEY, 1, "failed", "node0 exited with code 2"),
+        max_batch_search("other", "found"),
+        fabric_probe("allreduce_probe/allreduce/fp32/b1/2n1g", 0, "ok"),
+        case_run(KEY, 2, "failed", None),
+    ]
+    verdict = judge_run(outcomes)
+    assert verdict.message == (
+        "2 of 3 case runs, 1 of 2 max batch searches and 1 of 2 fabric probes failed: "
+        f"{KEY} r1: node0 exited with code 2; {KEY} r2: None; "
+        "max batch search pytorch_reference/resnet50_v1.5/fp32/1n1g: batch 96: loss is NaN/inf; "
+        "probe allreduce_probe/allreduce/fp32/b1/2n1g r1: rank 1 timed out"
+    )
+    assert verdict.summary() == {"results": 3, "failed": 2, "max_batch_searches": 2, "fabric_probes": 2}
+
+
+def test_only_failed_searches_and_probes_fail_the_run():
+    assert not Outcome("max_batch_search", "s", "none_fit").failed
+    assert Outcome("max_batch_search", "s", "failed").failed
+    assert not Outcome("fabric_probe", "p", "ok", repeat=0).failed
+    assert Outcome("fabric_probe", "p", "failed", repeat=0).failed
+    assert Outcome("case_run", KEY, "failed", repeat=0).failed
+
+
+# --------------------------------------------------------------------------- finish_run on a results database
+
+
+def _result(run, repeat: int, status: str, reason: str | None = None):
+    from dlperf_core.storage import ResultRecord
+
+    return ResultRecord(
+        dag_id=run.dag_id, run_id=run.run_id, case_key=KEY, framework="pytorch_reference", model="resnet50_v1.5",
+        precision="fp32", batch_size_per_device=8, nodes=1, gpus_per_node=2, repeat=repeat, status=status,
+        reason=reason, throughput=100.0 + repeat if status == "ok" else None,
+        started_at=run.started_at + timedelta(minutes=repeat), benchmark_run=run,
+    )
+
+
+@pytest.mark.parametrize("failed_repeat", [False, True])
+def test_finish_run_closes_the_run_with_the_core_verdict(sqlite_url, monkeypatch, tmp_path, failed_repeat):
+    from dlperf_airflow import steps
+    from dlperf_core.model import RunIds
+    from dlperf_core.storage import BenchmarkRunRecord, ResultStore
+    from dlperf_core.verdict import verdict_of_run
+
+    monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
+    monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
+    store = ResultStore(sqlite_url)
+    store.ensure_schema()
+    run = BenchmarkRunRecord(dag_id="dlperf_benchmark", run_id="manual__1", suite="smoke", trigger="manual",
+                             runtime="local", started_at=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    store.upsert_run(run)
+    store.upsert_results([_result(run, 0, "ok"), _result(run, 1, "failed" if failed_repeat else "ok", "boom")])
+    other = BenchmarkRunRecord(**{**run.__dict__, "dag_id": "another_dag"})  # same run id, another DAG
+    store.upsert_run(other)
+    store.upsert_results([_result(other, 0, "failed", "not ours")])
+    try:
+        verdict = verdict_of_run(store, run.dag_id, run.run_id)
+        assert verdict.summary() == {"results": 2, "failed": int(failed_repeat), "max_batch_searches": 0,
+                                     "fabric_probes": 0}
+        ids = RunIds(run.dag_id, run.run_id)
+        if failed_repeat:
+            with pytest.raises(RuntimeError) as raised:
+                steps.finish_step(ids)
+            assert str(raised.value) == (
+                f"1 of 2 case runs, 0 of 0 max batch searches and 0 of 0 fabric probes failed: {KEY} r1: boom"
+            )
+        else:
+            assert steps.finish_step(ids) == verdict.summary()
+        info = store.run_info(run.dag_id, run.run_id)
+        assert info["status"] == ("failed" if failed_repeat else "success") and info["finished_at"] is not None
+    finally:
+        store.dispose()
+
+
+def test_finish_run_fails_a_run_that_stored_nothing(sqlite_url, monkeypatch, tmp_path):
+    from dlperf_airflow import steps
+    from dlperf_core.model import RunIds
+    from dlperf_core.storage import ResultStore
+
+    monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
+    monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
+    ResultStore(sqlite_url).ensure_schema()
+    with pytest.raises(RuntimeError, match="^no case run was stored: planning failed"):
+        steps.finish_step(RunIds("dlperf_benchmark", "manual__nothing"))
