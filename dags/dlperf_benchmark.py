@@ -1,7 +1,8 @@
 """dlperf_benchmark: run a benchmark suite on the cluster and store every repeat in the results database.
 
 Nightly at 02:00 UTC on the default suite, and on demand from the Trigger form (suite, runtime, filters,
-repeats). Shape:
+repeats). Planning happens once: ``plan_cases`` returns the plan (:class:`dlperf_core.handoff.Plan`): its
+``cases``, ``searches`` and ``settings`` are what every later task reads. Shape:
 
     plan_cases (setup) -> preflight, capture_environment -> run_case[i] -> store_result[i] -> finish_run
     plan_cases -> plan_searches -> search_max_batch[j] -> finish_run      (suites with max_batch_search)
@@ -31,9 +32,12 @@ from datetime import datetime, timedelta
 from airflow.sdk import Param, dag, get_current_context, task, task_group
 
 from dlperf_airflow import steps
-from dlperf_airflow.node_step import GROUP_ID, node_task_id, routing_inventory
+from dlperf_airflow.node_step import routing_inventory
+from dlperf_airflow.task_ids import (
+    CASE_RUN_GROUP, COLLECT_CASE, PLAN_CASES, RUN_CASE, STORE_RESULT, in_case_run, node_task_id,
+)
 from dlperf_core.form import COMPILE_MODES, discover_choices, topology_label
-from dlperf_core.jobs import RunIds
+from dlperf_core.model import RunIds
 
 DAG_ID = "dlperf_benchmark"
 POOL = "dlperf_cluster"
@@ -152,16 +156,17 @@ def _ids() -> RunIds:
     },
 )
 def dlperf_benchmark():
-    @task
-    def plan_cases(**context) -> list[dict]:
+    @task(task_id=PLAN_CASES, multiple_outputs=True)  # cases, searches, settings: each its own XCom too
+    def plan_cases(**context) -> dict:
         trigger = "scheduled" if context["dag_run"].run_type == "scheduled" else "manual"
         who = "scheduler" if trigger == "scheduled" else getattr(context["dag_run"], "triggering_user_name", None)
         return steps.plan_step(dict(context["params"]), _ids(), trigger, who)
 
     @task
-    def plan_searches(plan: list[dict], **context) -> list[dict]:
-        """The suite's max batch size searches (after plan_cases validated and recorded the run)."""
-        return steps.search_plan_step(dict(context["params"]))
+    def plan_searches(searches: list[dict]) -> list[dict]:
+        """The plan's max batch size searches, as a task's return value: what a mapped task can expand over
+        (Airflow maps only over return values, not over one key of ``plan_cases``'s outputs)."""
+        return searches
 
     @task(**ON_THE_CLUSTER)
     def search_max_batch(search: dict, health: dict) -> dict:
@@ -183,7 +188,7 @@ def dlperf_benchmark():
 
         return capture_step(plan, _ids())
 
-    @task(**ON_THE_CLUSTER)
+    @task(task_id=RUN_CASE, **ON_THE_CLUSTER)
     def run_case(item: dict, health: dict) -> dict:
         get_current_context()["dlperf_case"] = steps.item_label(item)  # type: ignore[typeddict-unknown-key]
         return steps.execute_step(item, _ids(), health)
@@ -193,7 +198,7 @@ def dlperf_benchmark():
         """Every node over SSH before any case runs; a sick node's cases fail with the reason."""
         return steps.preflight_step(plan + searches)
 
-    @task(map_index_template="{{ dlperf_case }}")
+    @task(task_id=STORE_RESULT, map_index_template="{{ dlperf_case }}")
     def store_result(executed: dict) -> dict:
         get_current_context()["dlperf_case"] = steps.item_label(executed)  # type: ignore[typeddict-unknown-key]
         verdict = steps.store_step(executed, _ids())
@@ -221,8 +226,8 @@ def dlperf_benchmark():
         return detect_step(_ids(), context=context)
 
     @task
-    def remove_containers(**context) -> list[str]:
-        return steps.cleanup_step(dict(context["params"]), _ids())
+    def remove_containers(settings: dict) -> list[str]:
+        return steps.cleanup_step(settings, _ids())
 
     @task
     def route_cases(plan: list[dict]) -> list[dict]:
@@ -252,7 +257,7 @@ def dlperf_benchmark():
 
         return run_on_node
 
-    @task(trigger_rule="all_done", map_index_template="{{ dlperf_case }}")
+    @task(task_id=COLLECT_CASE, trigger_rule="all_done", map_index_template="{{ dlperf_case }}")
     def collect_case(item: dict) -> dict:
         """The case's outcome from its nodes' tasks (a node task that failed or never ran reads as None)."""
         from dlperf_airflow.node_step import collect_step
@@ -261,12 +266,12 @@ def dlperf_benchmark():
         ctx["dlperf_case"] = steps.item_label(item)  # type: ignore[typeddict-unknown-key]
         ti = ctx["ti"]
         results = {
-            node.name: ti.xcom_pull(task_ids=f"{GROUP_ID}.{node_task_id(node.name)}", map_indexes=ti.map_index)
+            node.name: ti.xcom_pull(task_ids=in_case_run(node_task_id(node.name)), map_indexes=ti.map_index)
             for node in ROUTING.nodes
         }
         return collect_step(item, results, _ids())
 
-    @task_group(group_id=GROUP_ID)
+    @task_group(group_id=CASE_RUN_GROUP)
     def case_run(item: dict, health: dict):
         shares = [on_node(node)(item=item, health=health) for node in ROUTING.nodes]
         executed = collect_case(item)
@@ -275,22 +280,23 @@ def dlperf_benchmark():
 
     def remove_containers_on(node):
         @task(task_id=f"remove_containers_{node.name}", queue=node.queue)
-        def remove_node_containers(**context) -> list[str]:
-            return steps.cleanup_node_step(dict(context["params"]), _ids(), node.name)
+        def remove_node_containers(settings: dict) -> list[str]:
+            return steps.cleanup_node_step(settings, _ids(), node.name)
 
         return remove_node_containers
 
     plan = plan_cases()
-    searches = plan_searches(plan)
-    health = preflight(plan, searches)
+    cases, settings = plan["cases"], plan["settings"]
+    searches = plan_searches(plan["searches"])
+    health = preflight(cases, searches)
     found = search_max_batch.partial(health=health).expand(search=searches)
     if ROUTING is None:
-        stored = store_result.expand(executed=run_case.partial(health=health).expand(item=capture_environment(plan)))
-        cleanups = [remove_containers()]
+        stored = store_result.expand(executed=run_case.partial(health=health).expand(item=capture_environment(cases)))
+        cleanups = [remove_containers(settings)]
     else:  # each node's container from a task on that node's worker; the environment is probed there too
-        stored = case_run.partial(health=health).expand(item=route_cases(plan))
+        stored = case_run.partial(health=health).expand(item=route_cases(cases))
         stored >> found  # max batch probes (central) never share a node with a case run
-        cleanups = [remove_containers_on(node)() for node in ROUTING.nodes]
+        cleanups = [remove_containers_on(node)(settings) for node in ROUTING.nodes]
     done = finish_run()
     [stored, found] >> done
     detected = done >> detect_regressions()

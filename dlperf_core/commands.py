@@ -10,9 +10,9 @@ import shlex
 from dataclasses import dataclass
 
 from dlperf_core.inventory import Inventory
-from dlperf_core.jobs import RunIds, build_job
-from dlperf_core.plan import CaseRun, PlanFilters, expand_cases
-from dlperf_core.runtime.base import CaseJob
+from dlperf_core.jobs import build_job
+from dlperf_core.model import CaseJob, CaseRun, RunIds
+from dlperf_core.plan import PlanFilters, expand_cases
 from dlperf_core.suite import Suite
 
 GOLDEN_IDS = RunIds(dag_id="dlperf_benchmark", run_id="commands")

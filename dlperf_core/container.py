@@ -7,36 +7,10 @@ without a Docker engine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from dlperf_core.inventory import Mount, Node
-from dlperf_core.sshkeys import ContainerFile
+from dlperf_core.model import ContainerSpec
 
 LOG_MOUNT = "/dlperf/logs"
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    """One framework container on one node."""
-
-    name: str
-    image: str
-    command: tuple[str, ...]
-    environment: dict[str, str]
-    labels: dict[str, str]
-    network: str  # "host" or a user-defined docker network
-    hostname: str | None  # set (and used as network alias) on user-defined networks only
-    gpus: bool  # request every GPU of the node through the NVIDIA runtime
-    devices: tuple[str, ...] = ()  # e.g. /dev/infiniband
-    ipc_host: bool = True
-    shm_size: str | None = None
-    cap_add: tuple[str, ...] = ()
-    memlock_unlimited: bool = False
-    mounts: tuple[Mount, ...] = ()
-    working_dir: str | None = None
-    extra_hosts: dict[str, str] = field(default_factory=dict)
-    files: tuple[ContainerFile, ...] = field(default=(), repr=False)  # put in before start (per-case keys)
-    memory_limit_mb: int | None = None  # CPU stand-in nodes: device_memory_mb x devices (no swap)
 
 
 def container_spec_for(

@@ -3,57 +3,25 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
 
 from dlperf_core.frameworks import LaunchContext, get_adapter
+from dlperf_core.home import env_path
 from dlperf_core.inventory import Inventory
-from dlperf_core.plan import CaseRun
-from dlperf_core.runtime.base import CaseJob, CaseOutcome, NodeProcess
+from dlperf_core.model import (
+    CaseJob,
+    CaseRun,
+    RunIds,
+    Runtime,
+)
 from dlperf_core.sshkeys import case_ssh_files
 
 
-class Runtime(Protocol):
-    """Where case jobs run: ``local`` processes or ``docker`` containers."""
-
-    name: str
-    python: str
-    workload_dir: str
-
-    def cpu_threads_per_process(self, processes: int) -> int | None: ...
-
-    def execute(self, job: CaseJob) -> CaseOutcome: ...
-
-    def start_node(self, job: CaseJob, i: int, files: tuple | None = None) -> NodeProcess:
-        """Start only launch ``i`` of ``job`` (a node's own share, :mod:`dlperf_core.runtime.gang`);
-        ``files`` replace the container's ssh files (None: the job's own)."""
-        ...
-
-    def cleanup(self, labels: dict[str, str]) -> list[str]: ...
-
-
-@dataclass(frozen=True)
-class RunIds:
-    """The Airflow DAG run a case run belongs to."""
-
-    dag_id: str
-    run_id: str
-
-    @property
-    def short(self) -> str:
-        return hashlib.sha1(f"{self.dag_id}/{self.run_id}".encode()).hexdigest()[:10]
-
-    @property
-    def labels(self) -> dict[str, str]:
-        """Docker labels that find every container of this DAG run (cleanup)."""
-        return {"dlperf.dag_id": self.dag_id, "dlperf.run_id": self.run_id}
-
-
 def default_log_root() -> Path:
-    return Path(os.environ.get("DLPERF_LOG_DIR", Path.cwd() / ".dlperf" / "logs")).resolve()
+    """``$DLPERF_LOG_DIR``, else ``$DLPERF_HOME/.dlperf/logs`` (:mod:`dlperf_core.home`; absolute)."""
+    return env_path("DLPERF_LOG_DIR", "logs")
 
 
 def _safe(text: str) -> str:

@@ -19,6 +19,8 @@ from datetime import datetime
 from pathlib import Path
 
 from dlperf_core.dlperf_folder import FolderLog, RepeatFigure
+from dlperf_core.measure import Measurement
+from dlperf_core.model import Case, CaseOutcome, NodeOutcome
 from dlperf_core.parsing import ParsedRun, parse_file
 from dlperf_core.storage.records import BenchmarkRunRecord, ResultRecord
 
@@ -134,15 +136,15 @@ def import_folder(
         ok = parsed.status == "ok"
         name = framework or parsed.format
         first, last = parsed.window or (None, None)
-        record = ResultRecord(
-            dag_id=run.dag_id, run_id=run.run_id,
-            case_key=f"{name}/{log.model}/{log.precision}/b{log.batch_size_per_device}/{log.case}",
-            framework=name, model=log.model, precision=log.precision,
-            batch_size_per_device=log.batch_size_per_device, nodes=log.nodes, gpus_per_node=log.gpus_per_node,
-            repeat=log.repeat, status="ok" if ok else "failed", reason=parsed.reason,
-            throughput=parsed.throughput if ok else None, reported_throughput=parsed.reported_throughput,
-            iterations=parsed.iterations, log_path=str(log.path), started_at=now, finished_at=now,
-            window_first=first, window_last=last, window_fitted=parsed.window_fitted,
-            benchmark_run=run,
+        case = Case(framework=name, model=log.model, precision=log.precision,
+                    batch_size_per_device=log.batch_size_per_device, nodes=log.nodes, gpus_per_node=log.gpus_per_node,
+                    warmup_iterations=first - 1 if first else 0, measured_iterations=parsed.iterations or 0)
+        measurement = Measurement(
+            status="ok" if ok else "failed", reason=parsed.reason, throughput=parsed.throughput if ok else None,
+            reported_throughput=parsed.reported_throughput, iterations=parsed.iterations,
+            window_first=first, window_last=last,
         )
+        found = CaseOutcome(now, now, [NodeOutcome(node="", rank=0, exit_code=None, log_path=str(log.path))], None)
+        record = ResultRecord.from_run(run.dag_id, run.run_id, case, log.repeat, measurement, found,
+                                       window_fitted=parsed.window_fitted, benchmark_run=run)
         yield ImportedLog(path=log.path, size=size, log=log, record=record, parsed=parsed, runs_found=len(runs))

@@ -30,8 +30,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from dlperf_core.model import Topology
 from dlperf_core.parsing.failures import OUT_OF_MEMORY
-from dlperf_core.topology import Topology
 
 SearchStatus = Literal["found", "limit_reached", "none_fit", "failed"]
 

@@ -8,14 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlperf_core.efficiency import energy_per_sample, mfu, model_size, training_flops_per_sample
+from dlperf_core.efficiency import (
+    energy_per_sample,
+    mfu,
+    model_size,
+    training_flops_per_sample,
+)
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.gpu_sampling import case_power_w
+from dlperf_core.model import Case, CaseOutcome
 from dlperf_core.parsing import ParsedRun, parse_file
 from dlperf_core.parsing.fabric import ProbeResult, parse_probe
 from dlperf_core.parsing.failures import ERROR_TAIL_CHARS, error_line
-from dlperf_core.plan import Case
-from dlperf_core.runtime.base import CaseOutcome
 
 
 @dataclass(frozen=True)

@@ -1,91 +1,22 @@
 """Plans: a validated suite expanded into the ordered list of case runs (case x repeat).
 
-Planning is pure: it checks the suite against the inventory (a topology larger than the cluster is refused
-here, before anything starts) and returns plain data that travels through Airflow's XCom as JSON.
+Planning is pure: it checks the suite against the framework adapters (a framework, model, precision, option
+or compile mode an adapter does not have; :func:`check_suite`) and against the inventory (a topology larger
+than the cluster; :func:`check_fits`), refusing here, before anything starts, and returns plain data that
+travels through Airflow's XCom as JSON. The suite file itself only checks its own shape (``dlperf_core.suite``).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 from dlperf_core.errors import ConfigError
+from dlperf_core.frameworks import ADAPTERS, get_adapter
+from dlperf_core.frameworks.allreduce_probe import PROBE_MODEL, AllreduceProbe
 from dlperf_core.inventory import Inventory
 from dlperf_core.maxbatch import MaxBatchSearch
-from dlperf_core.suite import Suite, Topology
-
-
-@dataclass(frozen=True)
-class Case:
-    """One configuration to measure: framework, model, precision, batch per device, topology."""
-
-    framework: str
-    model: str
-    precision: str
-    batch_size_per_device: int
-    nodes: int
-    gpus_per_node: int
-    warmup_iterations: int
-    measured_iterations: int
-    image: str | None = None
-    extra_args: tuple[str, ...] = ()
-    options: tuple[tuple[str, Any], ...] = ()  # adapter options, sorted by name
-    compile: bool = False  # run under torch.compile
-
-    @property
-    def topology(self) -> str:
-        return f"{self.nodes}n{self.gpus_per_node}g"
-
-    @property
-    def total_gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
-
-    @property
-    def key(self) -> str:
-        """Stable identity of the configuration, e.g. ``pytorch_reference/resnet50_v1.5/fp32/b8/1n2g``."""
-        key = f"{self.framework}/{self.model}/{self.precision}/b{self.batch_size_per_device}/{self.topology}"
-        return key + self.options_key
-
-    @property
-    def options_key(self) -> str:
-        """``+name=value`` per adapter option, then ``+compile`` for a torch.compile run: options make a
-        different configuration (e.g. NGC PyTorch AMP with static vs dynamic loss scale). Stored as the
-        result's ``variant``."""
-        return "".join(f"+{name}={value}" for name, value in self.options) + ("+compile" if self.compile else "")
-
-    def to_dict(self) -> dict:
-        return {
-            **asdict(self),
-            "extra_args": list(self.extra_args),
-            "options": [[name, value] for name, value in self.options],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Case":
-        return cls(
-            **{
-                **data,
-                "extra_args": tuple(data.get("extra_args", ())),
-                "options": tuple((name, value) for name, value in data.get("options", ())),
-            }
-        )
-
-
-@dataclass(frozen=True)
-class CaseRun:
-    """One repeat of one case: the unit that holds the nodes' GPUs."""
-
-    case: Case
-    repeat: int  # 0-based
-    index: int = 0  # position in the plan
-    total: int = 1
-
-    def to_dict(self) -> dict:
-        return {"case": self.case.to_dict(), "repeat": self.repeat, "index": self.index, "total": self.total}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "CaseRun":
-        return cls(Case.from_dict(data["case"]), data["repeat"], data.get("index", 0), data.get("total", 1))
+from dlperf_core.model import Case, CaseRun, Topology
+from dlperf_core.suite import Suite
 
 
 @dataclass(frozen=True)
@@ -97,13 +28,44 @@ class PlanFilters:
     precisions: tuple[str, ...] = ()
     topologies: tuple[str, ...] = ()
     repeats: int | None = None
-    batch_sizes: tuple[int, ...] = field(default=())
+
+
+def check_suite(suite: Suite) -> Suite:
+    """Refuse a suite whose benchmarks ask the framework adapters for what they do not have: an unknown
+    framework or model, a precision, option or torch.compile mode the adapter lacks, a precision with no batch
+    size (none in the suite, no seed default). Returns the suite, so ``check_suite(load_suite(path))`` reads."""
+    problems: list[str] = []
+    for i, bench in enumerate(suite.benchmarks):
+        where = f"benchmarks[{i}]"
+        adapter = ADAPTERS.get(bench.framework)
+        if adapter is None:
+            problems.append(f"{where}.framework: unknown framework {bench.framework!r}; known: {', '.join(sorted(ADAPTERS))}")
+            continue
+        if bench.model not in adapter.models:
+            problems.append(f"{where}.model: framework {bench.framework!r} has no model {bench.model!r}; "
+                            f"known: {', '.join(sorted(adapter.models))}")
+        bad = [p for p in bench.precisions or () if p not in adapter.precisions]
+        if bad:
+            problems.append(f"{where}.precisions: {bench.framework!r} does not support {', '.join(bad)}")
+        if bench.options:
+            problems.extend(f"{where}.options: {problem}" for problem in adapter.check_options(bench.options))
+        if bench.compile and True in bench.compile and not adapter.supports_compile:
+            able = sorted(name for name, a in ADAPTERS.items() if a.supports_compile)
+            problems.append(f"{where}.compile: {bench.framework!r} has no torch.compile mode (frameworks that do: "
+                            f"{', '.join(able)})")
+        if not bench.search_only:
+            for precision in bench.precisions or suite.precisions:
+                if not suite.batch_sizes_for(bench, precision, adapter.default_batch.get(precision)):
+                    problems.append(f"{where}.batch_size_per_device: no batch size for precision {precision!r}")
+    if problems:
+        raise ConfigError(suite.source, problems)
+    return suite
 
 
 def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tuple[Case, int]]:
-    """Every case of the suite with its repeat count, in suite order, after filters."""
-    from dlperf_core.frameworks import ADAPTERS  # frameworks import Case from here
-
+    """Every case of the suite with its repeat count, in suite order, after filters (refused by
+    :func:`check_suite` first)."""
+    check_suite(suite)
     out: list[tuple[Case, int]] = []
     seen: set[str] = set()
     for bench in suite.benchmarks:
@@ -116,10 +78,8 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
         for precision in bench.precisions or suite.precisions:
             if filters.precisions and precision not in filters.precisions:
                 continue
-            for compiled in suite.compile_modes_for(bench):
-                for batch in suite.batch_sizes_for(bench, precision):
-                    if filters.batch_sizes and batch not in filters.batch_sizes:
-                        continue
+            for compiled in suite.compile_modes_for(bench, adapter.supports_compile):
+                for batch in suite.batch_sizes_for(bench, precision, adapter.default_batch.get(precision)):
                     for topo in topologies:
                         if filters.topologies and str(topo) not in filters.topologies:
                             continue
@@ -147,7 +107,6 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
 def probe_cases(suite: Suite, cases: list[Case], filters: PlanFilters = PlanFilters()) -> list[tuple[Case, int]]:
     """The suite's ``fabric_probe`` at every topology of ``cases`` (in their order), with its repeats; none
     when the suite has no probe, or the trigger's framework filter leaves the probe out."""
-    from dlperf_core.frameworks.allreduce_probe import AllreduceProbe, PROBE_MODEL
 
     probe = suite.fabric_probe
     if probe is None or (filters.frameworks and AllreduceProbe.name not in filters.frameworks):
@@ -167,8 +126,6 @@ def probe_cases(suite: Suite, cases: list[Case], filters: PlanFilters = PlanFilt
 def check_fits(cases: list[tuple[Case, int]], inventory: Inventory, source: str) -> None:
     """Refuse, before anything runs, cases that need more nodes or devices than the inventory has, or that
     the adapter cannot run on those nodes (a precision its CPU image does not train)."""
-    from dlperf_core.frameworks import get_adapter  # frameworks import Case from here
-
     problems = []
     for case, _ in cases:
         if case.nodes > len(inventory.nodes):
@@ -233,6 +190,7 @@ class SearchRun:
 def plan_searches(suite: Suite, inventory: Inventory, filters: PlanFilters = PlanFilters()) -> list[SearchRun]:
     """The max batch size searches the suite asks for (``max_batch_search``), one per precision, after the
     trigger's framework, model and precision filters; refused here if a search's topology does not fit."""
+    check_suite(suite)
     out: list[SearchRun] = []
     seen: set[str] = set()
     for bench in suite.benchmarks:

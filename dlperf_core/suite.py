@@ -28,11 +28,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from dlperf_core.errors import ConfigError, format_validation_error
 from dlperf_core.maxbatch import MaxBatchSearch
-from dlperf_core.topology import Topology
+from dlperf_core.model import Topology
 
 Precision = Literal["fp32", "tf32", "amp"]
 RuntimeName = Literal["local", "docker"]
@@ -140,38 +147,6 @@ class Benchmark(BaseModel):
             check(value)
         return value
 
-    @field_validator("framework")
-    @classmethod
-    def _known_framework(cls, name: str) -> str:
-        from dlperf_core.frameworks import ADAPTERS
-
-        if name not in ADAPTERS:
-            raise ValueError(f"unknown framework {name!r}; known: {', '.join(sorted(ADAPTERS))}")
-        return name
-
-    @model_validator(mode="after")
-    def _known_model(self) -> "Benchmark":
-        from dlperf_core.frameworks import ADAPTERS
-
-        adapter = ADAPTERS.get(self.framework)
-        if adapter is not None and self.model not in adapter.models:
-            raise ValueError(
-                f"model: framework {self.framework!r} has no model {self.model!r}; "
-                f"known: {', '.join(sorted(adapter.models))}"
-            )
-        if adapter is not None and self.precisions:
-            bad = [p for p in self.precisions if p not in adapter.precisions]
-            if bad:
-                raise ValueError(f"precisions: {self.framework!r} does not support {', '.join(bad)}")
-        if adapter is not None and self.options:
-            problems = adapter.check_options(self.options)
-            if problems:
-                raise ValueError("options: " + "; ".join(problems))
-        if adapter is not None and self.compile and True in self.compile and not adapter.supports_compile:
-            able = sorted(name for name, a in ADAPTERS.items() if a.supports_compile)
-            raise ValueError(f"compile: {self.framework!r} has no torch.compile mode (frameworks that do: {', '.join(able)})")
-        return self
-
     def batch_sizes(self, precision: str) -> tuple[int, ...]:
         """Batch sizes per device to run at ``precision`` (empty: the suite's default applies)."""
         return _batches_at(self.batch_size_per_device, precision)
@@ -207,40 +182,21 @@ class Suite(BaseModel):
     def _compile(cls, value: Any) -> Any:
         return _compile_modes(value) if value is not None else (False,)
 
-    def compile_modes_for(self, bench: Benchmark) -> tuple[bool, ...]:
+    def compile_modes_for(self, bench: Benchmark, can_compile: bool) -> tuple[bool, ...]:
         """Eager (False) and/or compiled (True) for ``bench``: its own, else the suite's where the framework
-        can compile, else eager."""
-        from dlperf_core.frameworks import ADAPTERS
-
+        can compile (``can_compile``: its adapter's), else eager."""
         if bench.compile is not None:
             return bench.compile
-        adapter = ADAPTERS.get(bench.framework)
-        return self.compile if adapter is not None and adapter.supports_compile else (False,)
-
-    @model_validator(mode="after")
-    def _every_benchmark_has_a_batch(self) -> "Suite":
-        for i, bench in enumerate(self.benchmarks):
-            if bench.search_only:
-                continue
-            for precision in bench.precisions or self.precisions:
-                if not self.batch_sizes_for(bench, precision):
-                    raise ValueError(
-                        f"benchmarks[{i}].batch_size_per_device: no batch size for precision {precision!r}"
-                    )
-        return self
+        return self.compile if can_compile else (False,)
 
     def default_batch_sizes(self, precision: str) -> tuple[int, ...]:
         return _batches_at(self.batch_size_per_device, precision)
 
-    def batch_sizes_for(self, bench: Benchmark, precision: str) -> tuple[int, ...]:
-        """Batch sizes of ``bench`` at ``precision``: its own, else the suite's, else the adapter's (the seed's)."""
-        from dlperf_core.frameworks import ADAPTERS
-
+    def batch_sizes_for(self, bench: Benchmark, precision: str, seed: int | None = None) -> tuple[int, ...]:
+        """Batch sizes of ``bench`` at ``precision``: its own, else the suite's, else ``seed`` (the adapter's
+        default, the seed report's batch)."""
         found = bench.batch_sizes(precision) or self.default_batch_sizes(precision)
-        if not found and bench.framework in ADAPTERS:
-            seed = ADAPTERS[bench.framework].default_batch.get(precision)
-            found = (seed,) if seed else ()
-        return found
+        return found or ((seed,) if seed else ())
 
     def warmup_for(self, bench: Benchmark, adapter_default: int | None) -> int:
         """Warm-up iterations: the benchmark's, else the suite's if it set one, else the adapter's (the seed's)."""

@@ -40,9 +40,9 @@ def _module_name(path: Path, root: str, folder: Path) -> str:
     return ".".join([root, *parts])
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the project's modules it imports at module level (imports inside functions are left out:
-    they run later, when every module is loaded). A package's ``__init__`` counts as the package."""
+def import_graph(deferred: bool = False) -> dict[str, set[str]]:
+    """Module -> the project's modules it imports at module level, and with ``deferred`` also those imported
+    inside functions (the usual way to dodge a cycle). A package's ``__init__`` counts as the package."""
     modules: dict[str, Path] = {}
     for root, folder in PACKAGES.items():
         for path in folder.rglob("*.py"):
@@ -52,7 +52,8 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found: set[str] = set()
-        for node in ast.parse(path.read_text()).body:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree) if deferred else tree.body:
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -110,7 +111,14 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_anywhere():
     graph = import_graph()
-    assert len(graph) > 80 and "dlperf_core.plan" in graph["dlperf_core.frameworks.base"]
+    assert len(graph) > 80 and "dlperf_core.model" in graph["dlperf_core.frameworks.base"]
+    assert cycles(graph) == []
+
+
+def test_no_cycle_dodged_by_an_import_inside_a_function():
+    """An import inside a function that would close a cycle at module level is a cycle all the same."""
+    graph = import_graph(deferred=True)
+    assert "dlperf_core.frameworks" in graph["dlperf_core.plan"]
     assert cycles(graph) == []
 
 

@@ -13,7 +13,7 @@ from dlperf_core.errors import ConfigError
 from dlperf_core.form import with_compile_override
 from dlperf_core.frameworks import LaunchContext, get_adapter
 from dlperf_core.inventory import load_inventory
-from dlperf_core.plan import plan_suite
+from dlperf_core.plan import check_suite, plan_suite
 from dlperf_core.storage import ResultStore
 from dlperf_core.suite import parse_suite
 from helpers import DLPERF, REPO, cli_env, run_id_of
@@ -50,7 +50,8 @@ def test_compile_modes_expand_into_cases_of_their_own():
 
 def test_bad_compile_settings_are_refused_before_anything_runs():
     with pytest.raises(ConfigError, match="compile: 'ngc_mxnet' has no torch.compile mode"):
-        parse_suite({"name": "c", "benchmarks": [{"framework": "ngc_mxnet", "model": "resnet50_v1.5", "compile": True}]})
+        check_suite(parse_suite({"name": "c", "benchmarks": [
+            {"framework": "ngc_mxnet", "model": "resnet50_v1.5", "compile": True}]}))
     with pytest.raises(ConfigError, match="compile: give true, false or a list"):
         suite("yes")
     # a suite-wide compile: true leaves the frameworks that cannot compile eager
@@ -122,7 +123,8 @@ def test_eager_and_compiled_end_to_end_on_cpu(tmp_path, pg_url):
 def test_gpu_single_suite_is_ready_for_one_local_gpu():
     """suites/gpu-single.yaml on inventories/gpu-local.yaml (no GPU needed to plan): AMP bf16 and fp16 and
     TF32, each eager and compiled, 5 repeats, the local runtime's commands asking for CUDA."""
-    from dlperf_core.jobs import RunIds, build_job
+    from dlperf_core.jobs import build_job
+    from dlperf_core.model import RunIds
     from dlperf_core.runtime.local import LocalRuntime
     from dlperf_core.suite import load_suite
 
@@ -143,5 +145,5 @@ def test_gpu_single_suite_is_ready_for_one_local_gpu():
     assert "--amp-dtype fp16" in argv and "--compile" in argv and "--device cuda" in argv and "--threads" not in argv
     assert job.devices_per_node == 1 and job.launches[0].node.accelerator == "nvidia"
     with pytest.raises(ConfigError, match="option amp_dtype='fp8' is not one of bf16, fp16"):
-        parse_suite({"name": "x", "benchmarks": [{"framework": "pytorch_reference", "model": "resnet50_v1.5",
-                                                  "options": {"amp_dtype": "fp8"}}]})
+        check_suite(parse_suite({"name": "x", "benchmarks": [
+            {"framework": "pytorch_reference", "model": "resnet50_v1.5", "options": {"amp_dtype": "fp8"}}]}))

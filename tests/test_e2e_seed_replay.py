@@ -20,9 +20,11 @@ import pytest
 
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.inventory import Inventory, Mount, Node
-from dlperf_core.jobs import RunIds, build_job
+from dlperf_core.jobs import build_job
+from dlperf_core.model import RunIds
 from dlperf_core.parsing import parse_file
-from dlperf_core.plan import Case, CaseRun
+from dlperf_core.handoff import ExecutedRun, PlannedRun
+from dlperf_core.model import Case, CaseRun
 from dlperf_core.storage import ResultStore
 from helpers import SHARED, dlperf_containers, docker_marks
 from test_parsing_mindspore_oneflow import ms_log, of_log
@@ -101,8 +103,8 @@ def test_seed_framework_from_case_to_stored_row(framework, tmp_path, pg_url, mon
         assert all(spec.files for spec in job.containers)
     outcome = runtime.execute(stand_in(job, log))
     assert outcome.failure is None, outcome.failure
-    item = {"run": run.to_dict(), "outcome": outcome.to_dict()}
-    verdict = steps.store_step(item, ids)
+    planned = PlannedRun(run, "docker", inventory="<in memory: replay>", timeout_s=120, watchdog_s=60)
+    verdict = steps.store_step(ExecutedRun(planned, outcome).to_dict(), ids)
     assert verdict.status == "ok", verdict.reason
 
     warmup, measured = adapter.parse_window(the_case)

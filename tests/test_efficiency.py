@@ -26,9 +26,9 @@ from dlperf_core.efficiency import (
 from dlperf_core.gpu_sampling import GpuSampler, GpuSamples, case_power_w, mean_power_w, parse_sample
 from dlperf_core.inventory import Node
 from dlperf_core.measure import judge
-from dlperf_core.plan import Case
-from dlperf_core.runtime.base import CaseJob, CaseOutcome, NodeOutcome
-from dlperf_core.frameworks.base import NodeLaunch
+from dlperf_core.model import Case
+from dlperf_core.model import CaseJob, CaseOutcome, NodeOutcome
+from dlperf_core.model import NodeLaunch
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.workload.resnet import resnet50
 

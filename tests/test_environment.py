@@ -200,7 +200,7 @@ def test_environment_is_stored_once_per_content_hash(pg_url, local_probe_output)
 @pytest.mark.postgres
 def test_capture_step_tags_every_item(pg_url, monkeypatch):
     from dlperf_airflow.environment_step import capture_step
-    from dlperf_core.jobs import RunIds
+    from dlperf_core.model import RunIds
 
     monkeypatch.setenv("DLPERF_DB_URL", pg_url)
     case = {"framework": "pytorch_reference", "model": "resnet50_v1.5", "precision": "fp32",
@@ -221,7 +221,7 @@ def test_capture_step_tags_every_item(pg_url, monkeypatch):
 
 def test_capture_step_never_raises(monkeypatch):
     from dlperf_airflow.environment_step import capture_step
-    from dlperf_core.jobs import RunIds
+    from dlperf_core.model import RunIds
 
     monkeypatch.setenv("DLPERF_DB_URL", "postgresql+psycopg2://nobody@127.0.0.1:1/none")
     item = {"runtime": "docker", "inventory": "/nonexistent/inventory.yaml",

@@ -6,8 +6,10 @@ from pathlib import Path
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import LaunchContext, get_adapter
 from dlperf_core.inventory import load_inventory
-from dlperf_core.jobs import RunIds, build_job
-from dlperf_core.plan import Case, CaseRun, check_fits
+from dlperf_core.jobs import build_job
+from dlperf_core.model import RunIds
+from dlperf_core.plan import check_fits
+from dlperf_core.model import Case, CaseRun
 
 REPO = Path(__file__).resolve().parents[1]
 CASE = Case("pytorch_reference", "resnet50_v1.5", "amp", 256, 2, 8, 20, 100, extra_args=("--device", "cuda"))

@@ -6,10 +6,10 @@ import sys
 import threading
 import time
 
-from dlperf_core.container import ContainerSpec
-from dlperf_core.frameworks import NodeLaunch
+from dlperf_core.model import ContainerSpec
+from dlperf_core.model import NodeLaunch
 from dlperf_core.inventory import Node
-from dlperf_core.runtime.base import CaseJob
+from dlperf_core.model import CaseJob
 from dlperf_core.runtime.gang import GangSettings, NodeShare, case_failure, run_node_share
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.sshkeys import ContainerFile

@@ -148,8 +148,8 @@ def test_a_probe_run_that_failed_is_a_failed_probe_with_its_reason(tmp_path):
     from datetime import datetime, timezone
 
     from dlperf_core.measure import judge_probe
-    from dlperf_core.plan import Case
-    from dlperf_core.runtime.base import CaseOutcome, NodeOutcome
+    from dlperf_core.model import Case
+    from dlperf_core.model import CaseOutcome, NodeOutcome
 
     log = tmp_path / "node0.log"
     log.write_text("allreduce.py: error (rank 0): RuntimeError: Connection closed by peer\n")

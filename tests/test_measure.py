@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 from dlperf_core.measure import judge
 from dlperf_core.parsing.failures import error_line
-from dlperf_core.plan import Case
-from dlperf_core.runtime.base import CaseOutcome, NodeOutcome
+from dlperf_core.model import Case
+from dlperf_core.model import CaseOutcome, NodeOutcome
 
 CASE = Case("pytorch_reference", "resnet50_v1.5", "fp32", 8, 1, 1, 2, 3)
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)

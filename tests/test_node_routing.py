@@ -190,7 +190,7 @@ def test_the_dag_renders_one_task_per_node_on_its_queue_and_pool(cluster, tmp_pa
 
 def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, tmp_path, cluster):
     from dlperf_airflow.node_step import node_step
-    from dlperf_core.jobs import RunIds
+    from dlperf_core.model import RunIds
     from dlperf_core.plan import PlanFilters, plan_suite
     from dlperf_core.inventory import load_inventory
     from dlperf_core.suite import load_suite
@@ -231,7 +231,7 @@ def test_a_max_batch_search_on_node_local_engines_is_refused_before_it_starts(mo
     """Searches run from the central worker: with per-node sockets they would probe the wrong engine."""
     from dlperf_airflow import steps
     from dlperf_core.errors import ConfigError
-    from dlperf_core.jobs import RunIds
+    from dlperf_core.model import RunIds
 
     monkeypatch.setenv("DLPERF_CLUSTER_INVENTORY", cluster)
     params = {"suite": str(REPO / "tests/data/maxbatch/suite.yaml"), "runtime": "docker", "inventory": cluster}

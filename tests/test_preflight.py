@@ -216,7 +216,7 @@ def test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run(sshd, docker_
     """plan -> preflight -> run_case -> store_result with a real ResultStore: 1n1g runs on the good node,
     2n1g needs the bad one too and is stored as failed with "preflight: bad: ..." without starting."""
     from dlperf_airflow import steps
-    from dlperf_core.jobs import RunIds
+    from dlperf_core.model import RunIds
     from dlperf_core.storage import ResultStore
 
     monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
@@ -230,7 +230,7 @@ def test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run(sshd, docker_
     ids = RunIds("dlperf_benchmark", "manual__preflight_test")
     params = {"suite": str(REPO / "suites/smoke.yaml"), "runtime": "local", "inventory": str(inventory),
               "topologies": ["1n1g", "2n1g"], "repeats": 1, "frameworks": ["pytorch_reference"]}
-    plan = steps.plan_step(params, ids, "manual")
+    plan = steps.plan_step(params, ids, "manual")["cases"]
     assert len(plan) == 2
 
     health = steps.preflight_step(plan)
@@ -258,13 +258,13 @@ def test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run(sshd, docker_
 
 def test_preflight_is_skipped_without_ssh(tmp_path, monkeypatch, sqlite_url):
     from dlperf_airflow import steps
-    from dlperf_core.jobs import RunIds
+    from dlperf_core.model import RunIds
 
     monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
     for inventory in ("inventories/local.yaml", "inventories/docker-local.yaml"):
         params = {"suite": str(REPO / "suites/smoke.yaml"), "runtime": "local", "inventory": str(REPO / inventory),
                   "topologies": ["2n1g"], "repeats": 1}
-        plan = steps.plan_step(params, RunIds("dlperf_benchmark", f"manual__noss_{Path(inventory).stem}"), "manual")
+        plan = steps.plan_step(params, RunIds("dlperf_benchmark", f"manual__noss_{Path(inventory).stem}"), "manual")["cases"]
         assert steps.preflight_step(plan) == {"status": steps.PREFLIGHT_NO_SSH, "nodes": {}}
 
 

@@ -7,7 +7,7 @@ import yaml
 
 from dlperf_core.errors import ConfigError
 from dlperf_core.inventory import load_inventory
-from dlperf_core.plan import PlanFilters, expand_cases, plan_suite
+from dlperf_core.plan import PlanFilters, check_suite, expand_cases, plan_suite
 from dlperf_core.suite import load_suite
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def write(tmp_path: Path, data, name="suite.yaml") -> Path:
 def refused(tmp_path, data) -> ConfigError:
     path = write(tmp_path, data)
     with pytest.raises(ConfigError) as info:
-        load_suite(path)
+        check_suite(load_suite(path))  # the file's shape, then the adapters' (planning)
     assert str(path) in str(info.value)
     return info.value
 
@@ -134,4 +134,4 @@ def test_options_make_distinct_cases(tmp_path):
     assert keys == ["ngc_pytorch/resnet50_v1.5/amp/b256/1n1g+loss_scale=static", "ngc_pytorch/resnet50_v1.5/amp/b256/1n1g"]
     bad = {"name": "t", "benchmarks": [{**bench, "options": {"loss_scale": "sometimes"}}]}
     with pytest.raises(ConfigError, match="loss_scale='sometimes' is not one of dynamic, static"):
-        load_suite(write(tmp_path, bad))
+        check_suite(load_suite(write(tmp_path, bad)))

@@ -5,9 +5,10 @@ import os
 import sys
 import time
 
-from dlperf_core.frameworks import NodeLaunch
+from dlperf_core.model import NodeLaunch
 from dlperf_core.inventory import Node
-from dlperf_core.runtime.base import CaseJob, describe_exit
+from dlperf_core.runtime.base import describe_exit
+from dlperf_core.model import CaseJob
 from dlperf_core.runtime.local import LocalRuntime
 
 

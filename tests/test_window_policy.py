@@ -14,8 +14,8 @@ import pytest
 from dlperf_core.measure import judge
 from dlperf_core.parsing import parse_log
 from dlperf_core.parsing.window import MIN_FITTED_MEASURED
-from dlperf_core.plan import Case
-from dlperf_core.runtime.base import CaseOutcome, NodeOutcome
+from dlperf_core.model import Case
+from dlperf_core.model import CaseOutcome, NodeOutcome
 from helpers import DLPERF, REPO, SHARED
 
 PADDLE8 = SHARED / "reallogs" / "paddle_resnet50" / "paddle_gpu8_fp32_bs96.txt"

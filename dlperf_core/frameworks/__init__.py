@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from dlperf_core.frameworks.allreduce_probe import AllreduceProbe
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext
 from dlperf_core.frameworks.mindspore import MindsporeResnet
 from dlperf_core.frameworks.ngc_mxnet import NgcMxnet
 from dlperf_core.frameworks.ngc_pytorch import NgcPytorch
 from dlperf_core.frameworks.oneflow import OneflowResnet
 from dlperf_core.frameworks.paddle_plsc import PaddlePlsc
-from dlperf_core.frameworks.pytorch_reference import PytorchReference, PytorchReferenceMpi
+from dlperf_core.frameworks.pytorch_reference import (
+    PytorchReference,
+    PytorchReferenceMpi,
+)
+from dlperf_core.model import NodeLaunch
 
 ADAPTERS: dict[str, type[FrameworkAdapter]] = {
     adapter.name: adapter

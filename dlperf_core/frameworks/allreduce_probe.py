@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext
 from dlperf_core.frameworks.pytorch_reference import PytorchReference, torchrun_launches
 from dlperf_core.inventory import Node
-from dlperf_core.plan import Case
+from dlperf_core.model import Case, NodeLaunch
 
 PROBE_MODEL = "allreduce"
 

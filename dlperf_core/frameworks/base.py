@@ -7,12 +7,12 @@ exact command and environment for every node. Runtimes (local processes, Docker 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from dlperf_core.container import ContainerSpec, container_spec_for
+from dlperf_core.container import container_spec_for
 from dlperf_core.inventory import Node
-from dlperf_core.plan import Case
+from dlperf_core.model import Case, ContainerSpec, NodeLaunch
 
 
 @dataclass(frozen=True)
@@ -25,19 +25,6 @@ class LaunchContext:
     cpu_threads_per_process: int | None = None  # set for CPU stand-in nodes sharing one machine
     ssh_port: int = 2222  # port of the per-case sshd in mpirun containers (not the host's sshd)
     ssh_dir: str = "/etc/dlperf-ssh"  # where the per-case keys are put in mpirun containers
-
-
-@dataclass(frozen=True)
-class NodeLaunch:
-    """What to start on one node: argv and extra environment."""
-
-    node: Node
-    node_rank: int
-    argv: tuple[str, ...]
-    env: dict[str, str] = field(default_factory=dict)
-    # "launcher": its exit ends the case (all launchers must exit 0); "sshd": serves mpirun's remote ranks,
-    # is started before the launchers and stopped after them.
-    role: Literal["launcher", "sshd"] = "launcher"
 
 
 MIN_COMPILE_WARMUP = 3

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch, on_cpu
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.inventory import Node
-from dlperf_core.plan import Case
+from dlperf_core.model import Case, NodeLaunch
 
 RESNET = "/workspace/resnet"
 
@@ -45,13 +45,15 @@ class MindsporeResnet(FrameworkAdapter):
         "data_sink_steps": 10,
     }
 
-    def train_args(self, case: Case) -> list[str]:
+    def train_args(self, case: Case, cpu: bool = False) -> list[str]:
+        """The model zoo's ``train.py`` flags; on CPU (the CPU image's ``train.py``) ``--device_target=CPU`` and
+        no dataset path (the data is synthetic); shrink flags (``--image_size``, ...) come in ``extra_args``."""
         args = [
             "python", f"{RESNET}/train.py",
             "--net=resnet50",
             "--dataset=imagenet2012",
-            "--device_target=GPU",
-            f"--dataset_path={self.option(case, 'dataset_path')}",
+            f"--device_target={'CPU' if cpu else 'GPU'}",
+            *([] if cpu else [f"--dataset_path={self.option(case, 'dataset_path')}"]),
             f"--batch_size={case.batch_size_per_device}",
             f"--train_steps={case.warmup_iterations + case.measured_iterations}",
             f"--data_sink_steps={self.option(case, 'data_sink_steps')}",
@@ -70,31 +72,14 @@ class MindsporeResnet(FrameworkAdapter):
             return [NodeLaunch(node=nodes[0], node_rank=0, argv=argv, env=env)]
         return mpi_launches(case, nodes, ctx, self.train_args(case), env=env, cwd=RESNET)
 
-    def cpu_train_args(self, case: Case) -> list[str]:
-        """The CPU image's ``train.py``: the GPU flags with ``--device_target=CPU`` and no dataset path (the
-        data is synthetic); shrink flags (``--image_size``, ``--num_classes``, ...) come in ``extra_args``."""
-        args = [
-            "python", f"{RESNET}/train.py",
-            "--net=resnet50",
-            "--dataset=imagenet2012",
-            "--device_target=CPU",
-            f"--batch_size={case.batch_size_per_device}",
-            f"--train_steps={case.warmup_iterations + case.measured_iterations}",
-            f"--data_sink_steps={self.option(case, 'data_sink_steps')}",
-            f"--dtype={'fp16' if case.precision == 'amp' else 'fp32'}",
-        ]
-        if case.total_gpus > 1:
-            args.insert(3, "--run_distribute=True")
-        return args + list(case.extra_args)
-
     def cpu_launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         """CPU stand-in nodes: one process per "GPU", standalone at 1, else under mpirun as on GPUs."""
         env = {"PYTHONUNBUFFERED": "1"}
         if ctx.cpu_threads_per_process:
             env["OMP_NUM_THREADS"] = str(ctx.cpu_threads_per_process)
         if case.total_gpus == 1:
-            argv = ("bash", "-c", f"cd {RESNET} && exec " + " ".join(self.cpu_train_args(case)))
+            argv = ("bash", "-c", f"cd {RESNET} && exec " + " ".join(self.train_args(case, cpu=True)))
             return [NodeLaunch(node=nodes[0], node_rank=0, argv=argv, env=env)]
         env["MS_SCHED_HOST"] = nodes[0].reach_address  # the dynamic cluster's scheduler: on rank 0's node
         env["MS_SCHED_PORT"] = str(ctx.master_port)
-        return mpi_launches(case, nodes, ctx, self.cpu_train_args(case), env=env, cwd=RESNET)
+        return mpi_launches(case, nodes, ctx, self.train_args(case, cpu=True), env=env, cwd=RESNET)

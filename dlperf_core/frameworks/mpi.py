@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import shlex
 
-from dlperf_core.frameworks.base import LaunchContext, NodeLaunch
+from dlperf_core.frameworks.base import LaunchContext
 from dlperf_core.inventory import Node
-from dlperf_core.plan import Case
-
-SSH_SETUP_EXIT = 97
-"""Exit code of node 0 when a peer's sshd does not answer (see :func:`dlperf_core.runtime.base.describe_exit`)."""
+from dlperf_core.model import SSH_SETUP_EXIT, Case, NodeLaunch
 
 SSH_WAIT_S = 120
 

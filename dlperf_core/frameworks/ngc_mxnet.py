@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch, on_cpu
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.inventory import Node
-from dlperf_core.plan import Case
+from dlperf_core.model import Case, NodeLaunch
 
 RN50 = "/workspace/rn50"
 
@@ -49,18 +49,19 @@ class NgcMxnet(FrameworkAdapter):
         "data_backend": ("dali-gpu", "dali-cpu", "mxnet", "synthetic"),
     }
 
-    def train_args(self, case: Case) -> list[str]:
-        root = self.option(case, "data_root")
+    def _dle_flags(self, case: Case, *, kv_store: str, gpus: bool, batch: int, display: object,
+                   data_backend: str) -> list[str]:
+        """DLE's ``train.py`` flags, GPU and CPU alike (the CPU driver refuses float16 with a clear error)."""
         half = case.precision == "amp"
         layout = "NHWC" if half else "NCHW"
-        args = [
+        return [
             "python", f"{RN50}/train.py",
             "--arch", "resnetv15",
             "--num-layers", "50",
             "--mode", "train",
-            "--kv-store", "horovod",
-            "--gpus", "0",
-            "--batch-size", str(case.batch_size_per_device),
+            "--kv-store", kv_store,
+            *(["--gpus", "0"] if gpus else []),
+            "--batch-size", str(batch),
             "--dtype", "float16" if half else "float32",
             "--input-layout", "NCHW",
             "--conv-layout", layout,
@@ -68,10 +69,16 @@ class NgcMxnet(FrameworkAdapter):
             "--pooling-layout", layout,
             "--num-epochs", "1",
             "--benchmark-iters", str(case.warmup_iterations + case.measured_iterations),
-            "--disp-batches", str(self.option(case, "display_batches")),
+            "--disp-batches", str(display),
             "--no-metrics",
-            "--data-backend", self.option(case, "data_backend"),
+            "--data-backend", data_backend,
         ]
+
+    def train_args(self, case: Case) -> list[str]:
+        root = self.option(case, "data_root")
+        args = self._dle_flags(case, kv_store="horovod", gpus=True, batch=case.batch_size_per_device,
+                               display=self.option(case, "display_batches"),
+                               data_backend=self.option(case, "data_backend"))
         if self.option(case, "data_backend") != "synthetic":
             args += [
                 "--data-train", f"{root}/train.rec",
@@ -90,25 +97,9 @@ class NgcMxnet(FrameworkAdapter):
     def cpu_train_args(self, case: Case) -> list[str]:
         """The CPU image's ``train.py`` (DLE's flags): dist_sync instead of Horovod, no GPU list, the job's
         total batch, synthetic data, a Speed line every batch unless the suite sets ``display_batches``."""
-        half = case.precision == "amp"  # the CPU driver refuses float16 with a clear error
-        layout = "NHWC" if half else "NCHW"
         return [
-            "python", f"{RN50}/train.py",
-            "--arch", "resnetv15",
-            "--num-layers", "50",
-            "--mode", "train",
-            "--kv-store", "dist_sync",
-            "--batch-size", str(case.batch_size_per_device * case.total_gpus),
-            "--dtype", "float16" if half else "float32",
-            "--input-layout", "NCHW",
-            "--conv-layout", layout,
-            "--batchnorm-layout", layout,
-            "--pooling-layout", layout,
-            "--num-epochs", "1",
-            "--benchmark-iters", str(case.warmup_iterations + case.measured_iterations),
-            "--disp-batches", str(dict(case.options).get("display_batches", 1)),
-            "--no-metrics",
-            "--data-backend", "synthetic",
+            *self._dle_flags(case, kv_store="dist_sync", gpus=False, batch=case.batch_size_per_device * case.total_gpus,
+                             display=dict(case.options).get("display_batches", 1), data_backend="synthetic"),
             *case.extra_args,
         ]
 

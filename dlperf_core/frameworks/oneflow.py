@@ -20,12 +20,29 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch, on_cpu
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.inventory import Node
-from dlperf_core.plan import Case
+from dlperf_core.model import Case, NodeLaunch
 
 CNNS = "/workspace/cnns"
 PRINT_EVERY = 20
+
+
+def cnn_flags(case: Case, nodes: tuple[Node, ...], print_every: int) -> list[str]:
+    """``of_cnn_train_val.py``'s flags of the seed, GPU and CPU alike (after the data flags)."""
+    return [
+        f"--num_nodes={case.nodes}",
+        f"--gpu_num_per_node={case.gpus_per_node}",
+        "--model_update=momentum",
+        "--learning_rate=0.001",
+        f"--loss_print_every_n_iter={print_every}",
+        f"--batch_size_per_device={case.batch_size_per_device}",
+        "--val_batch_size_per_device=125",
+        "--num_epoch=1",
+        "--log_dir=/tmp/oneflow-log",
+        f"--node_ips={','.join(n.reach_address for n in nodes)}",
+        "--model=resnet50",
+    ]
 
 
 class OneflowResnet(FrameworkAdapter):
@@ -57,19 +74,7 @@ class OneflowResnet(FrameworkAdapter):
                 f"--train_data_dir={self.option(case, 'data_dir')}/train",
                 f"--train_data_part_num={self.option(case, 'data_part_num')}",
             ]
-        args += [
-            f"--num_nodes={case.nodes}",
-            f"--gpu_num_per_node={case.gpus_per_node}",
-            "--model_update=momentum",
-            "--learning_rate=0.001",
-            f"--loss_print_every_n_iter={PRINT_EVERY}",
-            f"--batch_size_per_device={case.batch_size_per_device}",
-            "--val_batch_size_per_device=125",
-            "--num_epoch=1",
-            "--log_dir=/tmp/oneflow-log",
-            f"--node_ips={','.join(n.reach_address for n in nodes)}",
-            "--model=resnet50",
-        ]
+        args += cnn_flags(case, nodes, PRINT_EVERY)
         if case.precision == "amp":
             args.append("--use_fp16")
         args += list(case.extra_args)
@@ -86,17 +91,7 @@ class OneflowResnet(FrameworkAdapter):
         train = [
             f"{CNNS}/of_cnn_train_val.py",
             f"--num_examples={case.total_gpus * case.batch_size_per_device * iterations}",
-            f"--num_nodes={case.nodes}",
-            f"--gpu_num_per_node={case.gpus_per_node}",
-            "--model_update=momentum",
-            "--learning_rate=0.001",
-            f"--loss_print_every_n_iter={every}",
-            f"--batch_size_per_device={case.batch_size_per_device}",
-            "--val_batch_size_per_device=125",
-            "--num_epoch=1",
-            "--log_dir=/tmp/oneflow-log",
-            f"--node_ips={','.join(n.reach_address for n in nodes)}",
-            "--model=resnet50",
+            *cnn_flags(case, nodes, every),
         ]
         if case.precision == "amp":
             train.append("--use_fp16")  # the CPU driver refuses it (no AMP on CPU): a failed case, not fp32

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch, on_cpu
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.inventory import Node
-from dlperf_core.plan import Case
+from dlperf_core.model import Case, NodeLaunch
 
 PLSC = "/workspace/PLSC"
 PLSC_CPU = "/workspace/plsc"  # docker/paddle-cpu: PLSC 2.4's train.py + the CPU config

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, NodeLaunch
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.inventory import Node
-from dlperf_core.plan import Case
+from dlperf_core.model import Case, NodeLaunch
 from dlperf_core.workload.llm_config import SIZES as LLM_SIZES
-
 
 LLM_PREFIX = "llm_"  # models llm_tiny .. llm_1b: the Llama-style decoder (train_llm.py --size tiny ...)
 

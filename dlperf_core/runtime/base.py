@@ -11,93 +11,18 @@ from __future__ import annotations
 import errno
 import os
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable
 
-from dlperf_core.frameworks.base import NodeLaunch
-from dlperf_core.container import ContainerSpec
-
-
-class NodeProcess(Protocol):
-    """A running node of a case: a process group or a container."""
-
-    node_name: str
-    log_path: Path
-    oom_killed: bool  # the runtime saw the kernel's OOM killer end it (a container's memory limit)
-
-    def poll(self) -> int | None:
-        """Exit code, or None while running."""
-
-    def kill(self) -> None:
-        """Stop it now (idempotent)."""
-
-    def close(self) -> None:
-        """Release everything: remove the container, close files (idempotent)."""
-
-
-@dataclass(frozen=True)
-class CaseJob:
-    """Everything a runtime needs to execute one case run."""
-
-    run_label: str  # unique, docker-name-safe id of this case run
-    launches: tuple[NodeLaunch, ...]
-    containers: tuple[ContainerSpec, ...]  # one per launch (used by container runtimes)
-    log_dir: Path
-    timeout_s: float
-    watchdog_s: float | None
-    devices_per_node: int | None = None  # GPUs (or CPU processes) each node runs: which GPUs to sample
-
-
-@dataclass
-class NodeOutcome:
-    node: str
-    rank: int
-    exit_code: int | None
-    log_path: str
-
-
-@dataclass
-class CaseOutcome:
-    """How a case run ended, before its log is parsed."""
-
-    started_at: datetime
-    finished_at: datetime
-    nodes: list[NodeOutcome]
-    failure: str | None  # runtime-level reason (exit code, timeout, watchdog, start error)
-    gpu_memory_peak_mb: float | None = None  # highest memory used on one GPU, sampled during the run
-    # per node, (unix time, W summed over its GPUs) of each sample with a power reading (nvidia nodes)
-    gpu_power: dict[str, list[tuple[float, float]]] | None = None
-
-    @property
-    def log_path(self) -> str | None:
-        """The log the parser reads: node 0's (rank 0 prints the figures)."""
-        return self.nodes[0].log_path if self.nodes else None
-
-    def to_dict(self) -> dict:
-        return {
-            "started_at": self.started_at.isoformat(),
-            "finished_at": self.finished_at.isoformat(),
-            "nodes": [vars(n) for n in self.nodes],
-            "failure": self.failure,
-            "log_path": self.log_path,
-            "gpu_memory_peak_mb": self.gpu_memory_peak_mb,
-            "gpu_power": {n: [list(p) for p in series] for n, series in self.gpu_power.items()} if self.gpu_power else None,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> CaseOutcome:
-        """The inverse of :meth:`to_dict` (``log_path`` is node 0's, so it is not kept twice)."""
-        power = data.get("gpu_power")
-        return cls(
-            started_at=datetime.fromisoformat(data["started_at"]),
-            finished_at=datetime.fromisoformat(data["finished_at"]),
-            nodes=[NodeOutcome(**n) for n in data["nodes"]],
-            failure=data["failure"],
-            gpu_memory_peak_mb=data.get("gpu_memory_peak_mb"),
-            gpu_power={n: [(float(t), float(w)) for t, w in series] for n, series in power.items()} if power else None,
-        )
+from dlperf_core.model import (
+    PEER_LOST_EXIT,
+    SSH_SETUP_EXIT,
+    CaseJob,
+    CaseOutcome,
+    NodeOutcome,
+    NodeProcess,
+)
 
 
 def with_gpu_samples(outcome: CaseOutcome, samples: dict) -> CaseOutcome:
@@ -110,8 +35,6 @@ def with_gpu_samples(outcome: CaseOutcome, samples: dict) -> CaseOutcome:
     return outcome
 
 
-SSH_SETUP_EXIT = 97  # dlperf_core.frameworks.mpi: node 0 could not reach a peer's sshd
-PEER_LOST_EXIT = -1000  # dlperf_core.runtime.gang: a peer node's task stopped reporting (its worker is gone)
 
 
 def describe_exit(node: str, code: int, oom_killed: bool = False) -> str:

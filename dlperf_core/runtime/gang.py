@@ -28,7 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol
 
-from dlperf_core.runtime.base import PEER_LOST_EXIT, CaseJob, NodeProcess, supervise
+from dlperf_core.model import PEER_LOST_EXIT, CaseJob, NodeProcess
+from dlperf_core.runtime.base import supervise
 from dlperf_core.sshkeys import ContainerFile, mesh_files, node_keys
 
 JOINED, STARTED, EXITED, GAVE_UP = "joined", "started", "exited", "gave_up"

@@ -15,7 +15,8 @@ from pathlib import Path
 import psutil
 
 from dlperf_core.gpu_sampling import GpuSampler, GpuSamples, local_query
-from dlperf_core.runtime.base import CaseJob, CaseOutcome, run_supervised, with_gpu_samples
+from dlperf_core.model import CaseJob, CaseOutcome
+from dlperf_core.runtime.base import run_supervised, with_gpu_samples
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
 

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from dlperf_core.storage.models import RESULT_STATUSES, RUN_STATUSES, SEARCH_STATUSES
+
+if TYPE_CHECKING:  # only for annotations: storage does not need the measurement code to load
+    from dlperf_core.measure import Measurement
+    from dlperf_core.model import Case, CaseOutcome
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,6 +105,54 @@ class ResultRecord:
     def total_gpus(self) -> int:
         """nodes x gpus_per_node."""
         return self.nodes * self.gpus_per_node
+
+    @classmethod
+    def from_run(
+        cls,
+        dag_id: str,
+        run_id: str,
+        case: Case,
+        repeat: int,
+        measurement: Measurement,
+        outcome: CaseOutcome,
+        *,
+        environment_id: int | None = None,
+        window_fitted: bool = False,
+        benchmark_run: BenchmarkRunRecord | None = None,
+    ) -> ResultRecord:
+        """The row of one repeat of ``case``: its configuration from the case, its figures from the
+        measurement, its times, log and GPU memory peak from the runtime's outcome. The one place a result
+        row is filled in (the DAG's store_result and ``dlperf import`` both come here)."""
+        return cls(
+            dag_id=dag_id,
+            run_id=run_id,
+            case_key=case.key,
+            framework=case.framework,
+            model=case.model,
+            precision=case.precision,
+            batch_size_per_device=case.batch_size_per_device,
+            nodes=case.nodes,
+            gpus_per_node=case.gpus_per_node,
+            repeat=repeat,
+            status=measurement.status,
+            reason=measurement.reason,
+            throughput=measurement.throughput,
+            reported_throughput=measurement.reported_throughput,
+            iterations=measurement.iterations,
+            window_first=measurement.window_first,
+            window_last=measurement.window_last,
+            window_fitted=window_fitted,
+            compiled=case.compile,
+            mfu=measurement.mfu,
+            energy_per_sample_j=measurement.energy_per_sample_j,
+            gpu_power_mean_w=measurement.gpu_power_mean_w,
+            log_path=outcome.log_path,
+            started_at=outcome.started_at,
+            finished_at=outcome.finished_at,
+            environment_id=environment_id,
+            gpu_memory_peak_mb=outcome.gpu_memory_peak_mb,
+            benchmark_run=benchmark_run,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,33 +8,37 @@ cluster pool for the whole search, so probes never share a device with a case or
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timezone
 
-from dlperf_airflow.steps import SEARCH_INDEX_BASE, outcome_from_dict, execute_step, progress
-from dlperf_core.jobs import RunIds
+from dlperf_airflow.steps import SEARCH_INDEX_BASE, execute_step, progress
+from dlperf_core.handoff import ExecutedRun, PlannedRun
+from dlperf_core.model import RunIds
 from dlperf_core.maxbatch import Probe, SearchVerdict, run_search
 from dlperf_core.measure import judge
-from dlperf_core.plan import CaseRun, SearchRun
+from dlperf_core.model import CaseRun
 from dlperf_core.storage import MaxBatchSearchRecord, ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")
 
 
 def search_label(item: dict) -> str:
-    return f"max batch {SearchRun.from_dict(item['search']).key}"
+    return PlannedRun.from_dict(item).label
 
 
 def search_step(item: dict, ids: RunIds, preflight: dict | None = None) -> SearchVerdict:
     """Probe batch after batch until one runs out of memory (or the limit); store and return the verdict."""
-    search_run = SearchRun.from_dict(item["search"])
+    planned = PlannedRun.from_dict(item)
+    search_run = planned.search
+    assert search_run is not None, "a max batch search item without its search"
     search = search_run.search
     candidates = search.candidates()
     started = datetime.now(timezone.utc)
 
     def probe(batch: int) -> Probe:
         run = CaseRun(search_run.probe_case(batch), candidates.index(batch), SEARCH_INDEX_BASE + search_run.index)
-        executed = execute_step({**item, "run": run.to_dict()}, ids, preflight)
-        measurement = judge(run.case, outcome_from_dict(executed["outcome"]))
+        executed = ExecutedRun.from_dict(execute_step(replace(planned, run=run).to_dict(), ids, preflight))
+        measurement = judge(run.case, executed.outcome)
         result = Probe(batch, measurement.status, measurement.reason, measurement.throughput)
         shown = "out of memory" if result.out_of_memory else (result.reason or f"{result.throughput:.2f} samples/s")
         progress(f"{search_label(item)}: batch {batch}: {result.status}, {shown}")
@@ -63,7 +67,7 @@ def search_step(item: dict, ids: RunIds, preflight: dict | None = None) -> Searc
             probes=[p.to_dict() for p in verdict.probes],
             started_at=started,
             finished_at=datetime.now(timezone.utc),
-            environment_id=item.get("environment_id"),
+            environment_id=planned.environment_id,
         )
     )
     progress(f"{search_label(item)}: {verdict.summary}")

@@ -19,24 +19,26 @@ import json
 import logging
 import os
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from dlperf_core.environment import combine, parse_probe
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import get_adapter
+from dlperf_core.handoff import ExecutedRun, PlannedRun
 from dlperf_core.inventory import Inventory, load_inventory
-from dlperf_core.jobs import RunIds, build_job, case_log_dir, default_log_root
-from dlperf_core.plan import CaseRun
-from dlperf_core.runtime.base import CaseOutcome, NodeOutcome
+from dlperf_core.jobs import build_job, case_log_dir, default_log_root
+from dlperf_core.model import CaseOutcome, NodeOutcome, RunIds
 from dlperf_core.runtime.gang import GAVE_UP, GangSettings, NodeShare, case_failure, run_node_share
+
+from dlperf_airflow.runtimes import make_runtime
+from dlperf_airflow.task_ids import ROUTING_ENV, in_case_run, node_task_id
 
 log = logging.getLogger("dlperf")
 
-ROUTING_ENV = "DLPERF_CLUSTER_INVENTORY"
 NODE_ENV = "DLPERF_NODE"  # set on a node worker: the node it sits on (a task for another node refuses to run)
 JOIN_ENV = "DLPERF_JOIN_TIMEOUT_S"
-GROUP_ID = "case_run"
 STATE_KEY = "dlperf_node_state"
 MAX_LOG_BYTES = 32 * 1024 * 1024  # node 0's log travels to store_result through XCom
 
@@ -48,10 +50,6 @@ def routing_inventory(home: Path) -> Inventory | None:
         return None
     p = Path(path)
     return load_inventory(p if p.is_absolute() else home / p)
-
-
-def node_task_id(node_name: str) -> str:
-    return f"on_{node_name}"
 
 
 def check_routed(inventory: Inventory, routing: Inventory, what: str = "inventory") -> None:
@@ -87,7 +85,7 @@ class XComBoard:
     def read(self, node: str) -> dict | None:
         try:
             state = self._ti.xcom_pull(
-                task_ids=f"{GROUP_ID}.{node_task_id(node)}", key=STATE_KEY, map_indexes=self._ti.map_index
+                task_ids=in_case_run(node_task_id(node)), key=STATE_KEY, map_indexes=self._ti.map_index
             )
         except Exception as exc:  # noqa: BLE001 - retried on the next poll
             now = time.monotonic()
@@ -118,19 +116,18 @@ def route_step(plan: list[dict]) -> list[dict]:
     """Each planned item with the nodes it runs on (``nodes``); the routing is logged once."""
     routed = []
     for item in plan:
-        run = CaseRun.from_dict(item["run"])
-        nodes = load_inventory(item["inventory"]).first(run.case.nodes)
-        log.info("%s r%d -> %s", run.case.key, run.repeat, ", ".join(f"{n.name} (queue {n.queue})" for n in nodes))
-        routed.append({**item, "nodes": [n.name for n in nodes]})
+        planned = PlannedRun.from_dict(item)
+        nodes = load_inventory(planned.inventory).first(planned.run.case.nodes)
+        log.info("%s -> %s", planned.label, ", ".join(f"{n.name} (queue {n.queue})" for n in nodes))
+        routed.append(replace(planned, nodes=tuple(n.name for n in nodes)).to_dict())
     return routed
 
 
 def node_step(item: dict, ids: RunIds, node_name: str, preflight: dict | None, board) -> dict:
     """This node's share of one case run (``{"skipped": ...}`` when the case does not use it)."""
-    from dlperf_airflow.steps import make_runtime
-
-    run = CaseRun.from_dict(item["run"])
-    inventory = load_inventory(item["inventory"])
+    planned = PlannedRun.from_dict(item)
+    run = planned.run
+    inventory = load_inventory(planned.inventory)
     nodes = inventory.first(run.case.nodes)
     names = [n.name for n in nodes]
     if node_name not in names:
@@ -155,12 +152,12 @@ def node_step(item: dict, ids: RunIds, node_name: str, preflight: dict | None, b
         if blocker := case_blocker(names, health):
             return refused(blocker)
     try:
-        runtime = make_runtime(item["runtime"], inventory)
-        job = build_job(run, inventory, runtime, ids, timeout_s=item["timeout_s"], watchdog_s=item["watchdog_s"])
+        runtime = make_runtime(planned.runtime, inventory)
+        job = build_job(run, inventory, runtime, ids, timeout_s=planned.timeout_s, watchdog_s=planned.watchdog_s)
     except Exception as exc:  # noqa: BLE001 - the engine is unreachable, ...: this node gives up, with the reason
         return refused(f"runtime error: {type(exc).__name__}: {exc}")
     samples = None
-    if item["runtime"] == "docker":
+    if planned.runtime == "docker":
         from dlperf_core.gpu_sampling import GpuSamples
 
         samples = GpuSamples()
@@ -183,7 +180,7 @@ def node_step(item: dict, ids: RunIds, node_name: str, preflight: dict | None, b
                 result["log_error"] = f"node 0's log is {len(data)} bytes, more than {MAX_LOG_BYTES} can travel"
             else:
                 result["log"] = data.decode(errors="replace")
-    if item["runtime"] == "docker":
+    if planned.runtime == "docker":
         try:
             result["probe"] = _probe(nodes[rank], get_adapter(run.case.framework).image(run.case, tuple(nodes)), ids)
         except Exception as exc:  # noqa: BLE001 - the environment never fails the case
@@ -193,8 +190,9 @@ def node_step(item: dict, ids: RunIds, node_name: str, preflight: dict | None, b
 
 def collect_step(item: dict, results: dict[str, dict | None], ids: RunIds) -> dict:
     """The case's outcome from its nodes' shares: what ``run_case`` returns when one task runs every node."""
-    run = CaseRun.from_dict(item["run"])
-    names = [n.name for n in load_inventory(item["inventory"]).first(run.case.nodes)]
+    planned = PlannedRun.from_dict(item)
+    run = planned.run
+    names = [n.name for n in load_inventory(planned.inventory).first(run.case.nodes)]
     shares = {n: (NodeShare.from_dict(results[n]) if results.get(n) and "rank" in results[n] else None) for n in names}
     failure = case_failure(shares)
     got = [s for s in shares.values() if s is not None]
@@ -216,21 +214,23 @@ def collect_step(item: dict, results: dict[str, dict | None], ids: RunIds) -> di
     peaks = [r["gpu_memory_peak_mb"] for r in results.values() if r and r.get("gpu_memory_peak_mb")]
     power = {n: [(t, w) for t, w in r["gpu_power"]] for n, r in results.items() if r and r.get("gpu_power")}
     outcome = CaseOutcome(started, finished, nodes, failure, max(peaks) if peaks else None, power or None)
-    return {**item, "outcome": outcome.to_dict(), "environment_id": _environment(item, run, names, results)}
+    environment_id = _environment(planned, names, results)
+    return ExecutedRun(planned.with_environment(environment_id), outcome).to_dict()
 
 
-def _environment(item: dict, run: CaseRun, names: list[str], results: dict[str, dict | None]) -> int | None:
+def _environment(planned: PlannedRun, names: list[str], results: dict[str, dict | None]) -> int | None:
     """Store the environment the nodes probed (as ``capture_environment`` does centrally); None if incomplete."""
+    run = planned.run
     probes = [(results.get(n) or {}).get("probe") for n in names]
-    if item["runtime"] != "docker" or not all(probes):
-        return item.get("environment_id")
+    if planned.runtime != "docker" or not all(probes):
+        return planned.environment_id
     from dlperf_core.storage import ResultStore, default_db_url
 
     digests = list(dict.fromkeys(p["digest"] for p in probes if p["digest"]))
     environment = combine(
         [parse_probe(p["output"]) for p in probes],
         framework=run.case.framework,
-        image=get_adapter(run.case.framework).image(run.case, load_inventory(item["inventory"]).first(run.case.nodes)),
+        image=get_adapter(run.case.framework).image(run.case, load_inventory(planned.inventory).first(run.case.nodes)),
         image_digest=",".join(digests) or None,
     )
     try:

@@ -18,13 +18,13 @@ import pandas as pd
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.errors import ConfigError
 from dlperf_core.form import check_trigger, with_batch_override, with_compile_override
-from dlperf_core.inventory import Inventory, load_inventory
-from dlperf_core.jobs import RunIds, Runtime, build_job
 from dlperf_core.frameworks import get_adapter
+from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
+from dlperf_core.inventory import Inventory, check_docker_access, load_inventory
+from dlperf_core.jobs import build_job
 from dlperf_core.measure import Measurement, judge, judge_probe
-from dlperf_core.plan import CaseRun, PlanFilters, plan_searches, plan_suite
-from dlperf_core.runtime.base import CaseOutcome
-from dlperf_core.runtime.local import LocalRuntime
+from dlperf_core.model import CaseOutcome, CaseRun, RunIds
+from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
 from dlperf_core.storage import (
     BenchmarkRunRecord,
     ProbeRecord,
@@ -37,6 +37,7 @@ from dlperf_core.storage.spool import ResultSpool, store_or_spool
 from dlperf_core.suite import Suite, load_suite
 
 from dlperf_airflow.node_step import check_routed, routing_inventory
+from dlperf_airflow.runtimes import make_runtime
 
 log = logging.getLogger("dlperf")
 
@@ -46,13 +47,17 @@ DOCKER_INVENTORY = "inventories/docker-local.yaml"
 
 
 def dlperf_home() -> Path:
-    """Where relative suite and inventory paths are resolved: $DLPERF_HOME or the repository."""
-    return Path(os.environ.get("DLPERF_HOME", REPO_ROOT)).resolve()
+    """Where relative suite and inventory paths are resolved: $DLPERF_HOME or the repository
+    (:func:`dlperf_core.home.dlperf_home`)."""
+    from dlperf_core.home import dlperf_home as core_home
+
+    return core_home()
 
 
 def _resolve(path: str) -> Path:
-    p = Path(path)
-    return p if p.is_absolute() else dlperf_home() / p
+    from dlperf_core.home import resolve
+
+    return resolve(path)
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class Settings:
     filters: PlanFilters
 
 
-def resolve_settings(params: dict) -> tuple[Settings, object, Inventory]:
+def resolve_settings(params: dict) -> tuple[Settings, Suite, Inventory]:
     """Validate the trigger form against the suite; refuse anything wrong before work starts."""
     suite = load_suite(_resolve(params.get("suite") or "suites/smoke.yaml"))
     runtime = params.get("runtime") or "suite"
@@ -79,6 +84,8 @@ def resolve_settings(params: dict) -> tuple[Settings, object, Inventory]:
     else:
         inv_path = _resolve(DOCKER_INVENTORY if runtime == "docker" else LOCAL_INVENTORY)
     inventory = load_inventory(inv_path)
+    if runtime == "docker":  # a Docker socket on TCP without TLS is root on the node: refused unless insecure
+        check_docker_access(inventory, str(inv_path))
     repeats = params.get("repeats") or None
     filters = PlanFilters(
         frameworks=tuple(params.get("frameworks") or ()),
@@ -93,16 +100,16 @@ def resolve_settings(params: dict) -> tuple[Settings, object, Inventory]:
     return Settings(Path(suite.source), runtime, Path(inv_path), filters), suite, inventory
 
 
-def make_runtime(name: str, inventory: Inventory) -> Runtime:
-    if name == "docker":
-        from dlperf_airflow.docker_runtime import DockerRuntime
-
-        return DockerRuntime(inventory)
-    return LocalRuntime()
+SEARCH_INDEX_BASE = 9000
+"""Case-run index of the probes of search i is SEARCH_INDEX_BASE + i (their container names and rendezvous
+ports then differ from the cases'); the probe number is their repeat."""
 
 
-def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None = None) -> list[dict]:
-    """Validate and plan; record the benchmark run. Returns one JSON item per case run."""
+def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None = None) -> dict:
+    """Validate and plan, once for the whole DAG run; record the benchmark run. Returns the
+    :class:`~dlperf_core.handoff.Plan` as JSON: ``settings``, one ``cases`` item per case run and one
+    ``searches`` item per max batch size search (its case at the first batch, so preflight treats it like a
+    case)."""
     settings, suite, inventory = resolve_settings(params)
     searches = plan_searches(suite, inventory, settings.filters)  # refused here too if one does not fit
     runs = plan_suite(suite, inventory, settings.filters, allow_empty=bool(searches))
@@ -112,8 +119,8 @@ def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None 
         if searches and settings.runtime == "docker" and local:
             raise ConfigError("max_batch_search", [
                 f"nodes {', '.join(local)} are reached through their own Docker socket (per-node workers), but a "
-                "max batch search runs from the central worker: give those nodes a tcp:// docker_url, or leave "
-                "the search out of this trigger"])
+                "max batch search runs from the central worker: give those nodes a tcp:// docker_url (with TLS), "
+                "or leave the search out of this trigger"])
     store = ResultStore(default_db_url())
     store.ensure_schema()  # Alembic upgrade to head: a new database is created, an old one migrated
     store.upsert_run(
@@ -133,41 +140,18 @@ def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None 
         "planned %d case runs and %d max batch searches from %s on the %s runtime",
         len(runs), len(searches), suite.source, settings.runtime,
     )
-    common = _common_item(settings, suite)
-    return [{**common, "run": r.to_dict()} for r in runs]
-
-
-def _common_item(settings: Settings, suite: Suite) -> dict:
-    """What every planned item carries besides its case: where and how long it may run."""
-    return {
-        "runtime": settings.runtime,
-        "inventory": str(settings.inventory_path),
-        "timeout_s": suite.timeout_s,
-        "watchdog_s": suite.watchdog_s,
-    }
-
-
-SEARCH_INDEX_BASE = 9000
-"""Case-run index of the probes of search i is SEARCH_INDEX_BASE + i (their container names and rendezvous
-ports then differ from the cases'); the probe number is their repeat."""
-
-
-def search_plan_step(params: dict) -> list[dict]:
-    """The max batch size searches of the trigger (``max_batch_search`` in the suite), one JSON item each.
-
-    Each item also has ``run``: the search's case at its first batch, so preflight treats it like a case."""
-    settings, suite, inventory = resolve_settings(params)
-    common = _common_item(settings, suite)
-    items = []
-    for search in plan_searches(suite, inventory, settings.filters):
-        first = CaseRun(search.case, 0, SEARCH_INDEX_BASE + search.index)
-        items.append({**common, "run": first.to_dict(), "search": search.to_dict()})
-    return items
+    chosen = RunSettings(str(settings.suite_path), settings.runtime, str(settings.inventory_path),
+                         suite.timeout_s, suite.watchdog_s)
+    return Plan(
+        chosen,
+        cases=[PlannedRun.of(r, chosen) for r in runs],
+        searches=[PlannedRun.of(CaseRun(s.case, 0, SEARCH_INDEX_BASE + s.index), chosen, s) for s in searches],
+    ).to_dict()
 
 
 def item_label(item: dict) -> str:
-    run = CaseRun.from_dict(item["run"])
-    return f"{run.case.key} r{run.repeat}"
+    """The label of a planned or executed run (task instance name in the UI, progress lines)."""
+    return PlannedRun.from_dict(item).label
 
 
 PREFLIGHT_NO_SSH = "skipped: no ssh access declared"
@@ -181,16 +165,16 @@ def preflight_step(plan: list[dict]) -> dict:
     ``ssh`` on their nodes (local runtime, docker-local) are skipped with :data:`PREFLIGHT_NO_SSH`."""
     if not plan:
         return {"status": "skipped: nothing planned", "nodes": {}}
-    inventory = load_inventory(plan[0]["inventory"])
-    runs = [CaseRun.from_dict(item["run"]) for item in plan]
+    planned = [PlannedRun.from_dict(item) for item in plan]
+    inventory = load_inventory(planned[0].inventory)
+    runs = [p.run for p in planned]
     used = inventory.first(max(r.case.nodes for r in runs))
     if not any(n.ssh is not None for n in used):
         log.info("preflight %s", PREFLIGHT_NO_SSH)
         return {"status": PREFLIGHT_NO_SSH, "nodes": {}}
     from dlperf_airflow.preflight import check_nodes
-    from dlperf_core.frameworks import get_adapter
 
-    docker = any(item["runtime"] == "docker" for item in plan)
+    docker = any(p.runtime == "docker" for p in planned)
     images = sorted({get_adapter(r.case.framework).image(r.case, inventory.first(r.case.nodes)) for r in runs}) if docker else []
     health = check_nodes(Inventory(name=inventory.name, nodes=used), images)
     sick = [h.reason for h in health.values() if not h.ok]
@@ -202,29 +186,26 @@ def execute_step(item: dict, ids: RunIds, preflight: dict | None = None) -> dict
     """Start all nodes of one case run at once, wait, collect logs, clean up. Never raises for a failed
     training: the outcome (with its reason) goes on to be stored. A case on a node that failed
     ``preflight`` is not started: it is a failed outcome "preflight: <node>: <problem>"."""
-    run = CaseRun.from_dict(item["run"])
+    planned = PlannedRun.from_dict(item)
+    run = planned.run
     started = datetime.now(timezone.utc)
     if preflight and preflight.get("nodes"):
         from dlperf_core.preflight import NodeHealth, case_blocker
 
         health = {name: NodeHealth.from_dict(h) for name, h in preflight["nodes"].items()}
-        names = [n.name for n in load_inventory(item["inventory"]).first(run.case.nodes)]
+        names = [n.name for n in load_inventory(planned.inventory).first(run.case.nodes)]
         if blocker := case_blocker(names, health):
-            log.warning("%s not started: %s", item_label(item), blocker)
-            return {**item, "outcome": CaseOutcome(started, datetime.now(timezone.utc), [], blocker).to_dict()}
+            log.warning("%s not started: %s", planned.label, blocker)
+            return ExecutedRun(planned, CaseOutcome(started, datetime.now(timezone.utc), [], blocker)).to_dict()
     try:
-        inventory = load_inventory(item["inventory"])
-        runtime = make_runtime(item["runtime"], inventory)
-        job = build_job(run, inventory, runtime, ids, timeout_s=item["timeout_s"], watchdog_s=item["watchdog_s"])
+        inventory = load_inventory(planned.inventory)
+        runtime = make_runtime(planned.runtime, inventory)
+        job = build_job(run, inventory, runtime, ids, timeout_s=planned.timeout_s, watchdog_s=planned.watchdog_s)
         outcome = runtime.execute(job)
     except Exception as exc:  # the runtime itself failed (engine unreachable, ...): a failed run, not a crash
         now = datetime.now(timezone.utc)
         outcome = CaseOutcome(started, now, [], f"runtime error: {type(exc).__name__}: {exc}")
-    return {**item, "outcome": outcome.to_dict()}
-
-
-def outcome_from_dict(data: dict) -> CaseOutcome:
-    return CaseOutcome.from_dict(data)
+    return ExecutedRun(planned, outcome).to_dict()
 
 
 def _gpu_model(store: ResultStore, environment_id: int | None) -> str | None:
@@ -242,8 +223,8 @@ def _gpu_model(store: ResultStore, environment_id: int | None) -> str | None:
 def store_probe_step(executed: dict, ids: RunIds) -> Measurement:
     """A probe case run (the all-reduce probe): parse its table, store it in ``fabric_probes`` (idempotently),
     return the verdict."""
-    run = CaseRun.from_dict(executed["run"])
-    outcome = outcome_from_dict(executed["outcome"])
+    done = ExecutedRun.from_dict(executed)
+    run, outcome = done.run, done.outcome
     case = run.case
     verdict, result = judge_probe(case, outcome)
     ok = verdict.status == "ok" and result is not None
@@ -254,7 +235,7 @@ def store_probe_step(executed: dict, ids: RunIds) -> Measurement:
         repeat=run.repeat, status=verdict.status, reason=verdict.reason,
         ranks=result.ranks if result else None, backend=result.backend if result else None,
         dtype=result.dtype if result else None, avg_busbw_gbs=result.avg_busbw_gbs if ok else None,
-        log_path=outcome.log_path, environment_id=executed.get("environment_id"),
+        log_path=outcome.log_path, environment_id=done.planned.environment_id,
         started_at=outcome.started_at, finished_at=outcome.finished_at, sizes=sizes,
     ))
     store.dispose()
@@ -267,47 +248,18 @@ def store_probe_step(executed: dict, ids: RunIds) -> Measurement:
 
 def store_step(executed: dict, ids: RunIds) -> Measurement:
     """Parse the log, store the row (idempotently), and return the verdict."""
-    run = CaseRun.from_dict(executed["run"])
+    done = ExecutedRun.from_dict(executed)
+    run, outcome = done.run, done.outcome
     if get_adapter(run.case.framework).kind == "probe":
         return store_probe_step(executed, ids)
-    outcome = outcome_from_dict(executed["outcome"])
     case = run.case
     store = ResultStore(default_db_url())
-    verdict = judge(case, outcome, gpu_model=_gpu_model(store, executed.get("environment_id")))
+    environment_id = done.planned.environment_id  # set by capture_environment (node routing: collect_case)
+    verdict = judge(case, outcome, gpu_model=_gpu_model(store, environment_id))
     spool = ResultSpool(store.url)
     spool.drain(store)  # results an earlier task spooled while the database was down go first
-    spooled = store_or_spool(
-        store,
-        ResultRecord(
-            dag_id=ids.dag_id,
-            run_id=ids.run_id,
-            case_key=case.key,
-            framework=case.framework,
-            model=case.model,
-            precision=case.precision,
-            batch_size_per_device=case.batch_size_per_device,
-            nodes=case.nodes,
-            gpus_per_node=case.gpus_per_node,
-            repeat=run.repeat,
-            status=verdict.status,
-            reason=verdict.reason,
-            throughput=verdict.throughput,
-            reported_throughput=verdict.reported_throughput,
-            iterations=verdict.iterations,
-            window_first=verdict.window_first,
-            window_last=verdict.window_last,
-            compiled=case.compile,
-            mfu=verdict.mfu,
-            energy_per_sample_j=verdict.energy_per_sample_j,
-            gpu_power_mean_w=verdict.gpu_power_mean_w,
-            log_path=outcome.log_path,
-            started_at=outcome.started_at,
-            finished_at=outcome.finished_at,
-            environment_id=executed.get("environment_id"),  # set by capture_environment
-            gpu_memory_peak_mb=executed["outcome"].get("gpu_memory_peak_mb"),  # sampled by the runtime
-        ),
-        spool,
-    )
+    record = ResultRecord.from_run(ids.dag_id, ids.run_id, case, run.repeat, verdict, outcome, environment_id=environment_id)
+    spooled = store_or_spool(store, record, spool)
     if spooled is not None:
         log.warning("results database unavailable: this result is kept in %s until it can be written", spooled)
     figure = f"{verdict.throughput:.2f} {throughput_unit(case.model)}" if verdict.throughput else verdict.reason
@@ -325,45 +277,31 @@ def finish_step(ids: RunIds) -> dict:
             f"results database unavailable: {drained.left} results stay spooled in {spool.folder} "
             "and are written by the next store_result or finish_run that reaches the database"
         )
-    rows = store.results(run_id=ids.run_id)
-    rows = rows[rows["dag_id"] == ids.dag_id] if len(rows) else rows
-    failed = rows[rows["status"] != "ok"] if len(rows) else rows
-    searches = store.max_batch_searches(run_id=ids.run_id, dag_id=ids.dag_id)
-    failed_searches = searches[searches["status"] == "failed"] if len(searches) else searches
-    probes = store.probes(run_id=ids.run_id, dag_id=ids.dag_id)
-    failed_probes = probes[probes["status"] == "failed"] if len(probes) else probes
-    stored = len(rows) + len(searches) + len(probes)
-    status = "failed" if len(failed) or len(failed_searches) or len(failed_probes) or not stored else "success"
-    store.finish_run(ids.dag_id, ids.run_id, status, datetime.now(timezone.utc))
-    summary = {"results": int(len(rows)), "failed": int(len(failed)), "max_batch_searches": int(len(searches)),
-               "fabric_probes": int(len(probes))}
-    if not stored:
-        raise RuntimeError("no case run was stored: planning failed or every case run crashed (see the task logs)")
-    if status == "failed":
-        reasons = [f"{r.case_key} r{r.repeat}: {r.reason}" for r in failed.itertuples()]
-        reasons += [f"max batch search {r.search_key}: {r.reason}" for r in failed_searches.itertuples()]
-        reasons += [f"probe {r.probe_key} r{r.repeat}: {r.reason}" for r in failed_probes.itertuples()]
-        raise RuntimeError(
-            f"{len(failed)} of {len(rows)} case runs, {len(failed_searches)} of {len(searches)} max batch "
-            f"searches and {len(failed_probes)} of {len(probes)} fabric probes failed: {'; '.join(reasons)}"
-        )
-    return summary
+    from dlperf_core.verdict import verdict_of_run  # the rule: dlperf_core.verdict.judge_run
+
+    verdict = verdict_of_run(store, ids.dag_id, ids.run_id)
+    store.finish_run(ids.dag_id, ids.run_id, verdict.status, datetime.now(timezone.utc))
+    if verdict.message is not None:
+        raise RuntimeError(verdict.message)
+    return verdict.summary()
 
 
-def cleanup_step(params: dict, ids: RunIds) -> list[str]:
-    """Remove every container this DAG run started, on every node, whatever happened."""
-    settings, _, inventory = resolve_settings(params)
-    removed = make_runtime(settings.runtime, inventory).cleanup(ids.labels)
+def cleanup_step(settings: dict, ids: RunIds) -> list[str]:
+    """Remove every container this DAG run started, on every node, whatever happened (``settings``: the
+    plan's :class:`~dlperf_core.handoff.RunSettings`)."""
+    chosen = RunSettings.from_dict(settings)
+    removed = make_runtime(chosen.runtime, load_inventory(chosen.inventory)).cleanup(ids.labels)
     if removed:
         log.warning("removed leftover containers: %s", ", ".join(removed))
     return removed
 
 
-def cleanup_node_step(params: dict, ids: RunIds, node_name: str) -> list[str]:
+def cleanup_node_step(settings: dict, ids: RunIds, node_name: str) -> list[str]:
     """Node routing: remove this DAG run's containers on one node, through that node's own Docker socket."""
-    settings, _, inventory = resolve_settings(params)
-    if settings.runtime != "docker":
+    chosen = RunSettings.from_dict(settings)
+    if chosen.runtime != "docker":
         return []
+    inventory = load_inventory(chosen.inventory)
     here = [n for n in inventory.nodes if n.name == node_name]
     if not here:
         return []

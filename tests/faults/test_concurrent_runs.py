@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import make_url, text
 
 from dlperf_airflow import steps
-from dlperf_core.jobs import RunIds
+from dlperf_core.model import RunIds
 from dlperf_core.storage import ResultStore
 from helpers import REPO, cli_env
 
@@ -124,7 +124,7 @@ def test_store_result_retried_twice_adds_one_row(sqlite_url, monkeypatch, tmp_pa
     monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
     monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
     ids = RunIds(dag_id="dlperf_benchmark", run_id="manual__retry")
-    (item,) = steps.plan_step({"suite": str(DATA / "tiny-local.yaml"), "runtime": "local"}, ids, "manual")
+    (item,) = steps.plan_step({"suite": str(DATA / "tiny-local.yaml"), "runtime": "local"}, ids, "manual")["cases"]
     now = datetime.now(timezone.utc).isoformat()
     executed = {**item, "outcome": {"started_at": now, "finished_at": now, "nodes": [], "failure": "node0 was killed (exit code 137)",
                                     "log_path": None}}

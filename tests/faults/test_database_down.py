@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dlperf_airflow import steps
-from dlperf_core.jobs import RunIds
+from dlperf_core.model import RunIds
 from dlperf_core.storage import ResultStore
 from dlperf_core.storage.spool import ResultSpool
 
@@ -46,7 +46,7 @@ def test_results_survive_postgres_going_down_mid_run(private_pg, tmp_path, monke
     ids = RunIds(dag_id="dlperf_benchmark", run_id="manual__pg_down")
     items = steps.plan_step(
         {"suite": str(HERE / "data/tiny-local.yaml"), "runtime": "local", "repeats": 4}, ids, "manual"
-    )
+    )["cases"]
     assert len(items) == 4
     # one real training; its outcome (log, exit codes) stands for each of the 4 repeats' results
     outcome = steps.execute_step(items[0], ids)["outcome"]

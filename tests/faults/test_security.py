@@ -242,7 +242,8 @@ def test_containers_are_never_privileged(fault):
                 "no privileged flag anywhere; InfiniBand through the /dev/infiniband device and IPC_LOCK")
     docker = pytest.importorskip("docker")
     from dlperf_airflow.docker_runtime import host_config_for
-    from dlperf_core.container import ContainerSpec, container_spec_for
+    from dlperf_core.container import container_spec_for
+    from dlperf_core.model import ContainerSpec
     from dlperf_core.inventory import Node
 
     assert not [f.name for f in dataclasses.fields(ContainerSpec) if "privileged" in f.name.lower()]

@@ -1,0 +1,283 @@
+"""The domain model: the plain data every part of dlperf passes around, in one place.
+
+A *topology* (nodes x devices) and a *case* (framework, model, precision, batch, topology, options) come out of
+a suite; a *case run* is one repeat of a case. A runtime turns a case run into a *case job* (one *node launch*
+and one *container spec* per node), executes it through the *Runtime* protocol, and reports a *case outcome*
+(how each node ended, before the log is parsed). *Run ids* name the Airflow DAG run it belongs to. Exit codes
+that dlperf itself gives a node are defined here too.
+
+Nothing here knows a framework adapter, a runtime implementation or Airflow: every other module imports from
+this one, and it imports only the inventory's plain types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from dlperf_core.inventory import Mount, Node
+from dlperf_core.sshkeys import ContainerFile
+
+# Exit codes dlperf gives a node itself (the runtime's supervisor names them in a failure's reason)
+SSH_SETUP_EXIT = 97  # mpirun's node 0 could not reach a peer's sshd (dlperf_core.frameworks.mpi)
+PEER_LOST_EXIT = -1000  # a peer node's task stopped reporting: its worker is gone (dlperf_core.runtime.gang)
+
+
+_TOPOLOGY = re.compile(r"^(\d+)n(\d+)g$")
+
+
+class Topology(BaseModel):
+    """Nodes x devices per node, written ``{nodes}n{gpus}g`` as in the seeds' folders (1n1g ... 4n8g)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    nodes: int = Field(ge=1, le=1024)
+    gpus_per_node: int = Field(ge=1, le=64)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            match = _TOPOLOGY.match(value.strip())
+            if not match:
+                raise ValueError(f"invalid topology {value!r}: expected like '1n8g' (nodes 'n' gpus-per-node 'g')")
+            return {"nodes": int(match.group(1)), "gpus_per_node": int(match.group(2))}
+        return value
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def __str__(self) -> str:
+        return f"{self.nodes}n{self.gpus_per_node}g"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One configuration to measure: framework, model, precision, batch per device, topology."""
+
+    framework: str
+    model: str
+    precision: str
+    batch_size_per_device: int
+    nodes: int
+    gpus_per_node: int
+    warmup_iterations: int
+    measured_iterations: int
+    image: str | None = None
+    extra_args: tuple[str, ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()  # adapter options, sorted by name
+    compile: bool = False  # run under torch.compile
+
+    @property
+    def topology(self) -> str:
+        return f"{self.nodes}n{self.gpus_per_node}g"
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def key(self) -> str:
+        """Stable identity of the configuration, e.g. ``pytorch_reference/resnet50_v1.5/fp32/b8/1n2g``."""
+        key = f"{self.framework}/{self.model}/{self.precision}/b{self.batch_size_per_device}/{self.topology}"
+        return key + self.options_key
+
+    @property
+    def options_key(self) -> str:
+        """``+name=value`` per adapter option, then ``+compile`` for a torch.compile run: options make a
+        different configuration (e.g. NGC PyTorch AMP with static vs dynamic loss scale). Stored as the
+        result's ``variant``."""
+        return "".join(f"+{name}={value}" for name, value in self.options) + ("+compile" if self.compile else "")
+
+    def to_dict(self) -> dict:
+        return {
+            **asdict(self),
+            "extra_args": list(self.extra_args),
+            "options": [[name, value] for name, value in self.options],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Case":
+        return cls(
+            **{
+                **data,
+                "extra_args": tuple(data.get("extra_args", ())),
+                "options": tuple((name, value) for name, value in data.get("options", ())),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    """One repeat of one case: the unit that holds the nodes' GPUs."""
+
+    case: Case
+    repeat: int  # 0-based
+    index: int = 0  # position in the plan
+    total: int = 1
+
+    def to_dict(self) -> dict:
+        return {"case": self.case.to_dict(), "repeat": self.repeat, "index": self.index, "total": self.total}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CaseRun":
+        return cls(Case.from_dict(data["case"]), data["repeat"], data.get("index", 0), data.get("total", 1))
+
+
+@dataclass(frozen=True)
+class RunIds:
+    """The Airflow DAG run a case run belongs to."""
+
+    dag_id: str
+    run_id: str
+
+    @property
+    def short(self) -> str:
+        return hashlib.sha1(f"{self.dag_id}/{self.run_id}".encode()).hexdigest()[:10]
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Docker labels that find every container of this DAG run (cleanup)."""
+        return {"dlperf.dag_id": self.dag_id, "dlperf.run_id": self.run_id}
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """What to start on one node: argv and extra environment."""
+
+    node: Node
+    node_rank: int
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    # "launcher": its exit ends the case (all launchers must exit 0); "sshd": serves mpirun's remote ranks,
+    # is started before the launchers and stopped after them.
+    role: Literal["launcher", "sshd"] = "launcher"
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One framework container on one node."""
+
+    name: str
+    image: str
+    command: tuple[str, ...]
+    environment: dict[str, str]
+    labels: dict[str, str]
+    network: str  # "host" or a user-defined docker network
+    hostname: str | None  # set (and used as network alias) on user-defined networks only
+    gpus: bool  # request every GPU of the node through the NVIDIA runtime
+    devices: tuple[str, ...] = ()  # e.g. /dev/infiniband
+    ipc_host: bool = True
+    shm_size: str | None = None
+    cap_add: tuple[str, ...] = ()
+    memlock_unlimited: bool = False
+    mounts: tuple[Mount, ...] = ()
+    working_dir: str | None = None
+    extra_hosts: dict[str, str] = field(default_factory=dict)
+    files: tuple[ContainerFile, ...] = field(default=(), repr=False)  # put in before start (per-case keys)
+    memory_limit_mb: int | None = None  # CPU stand-in nodes: device_memory_mb x devices (no swap)
+
+
+@dataclass(frozen=True)
+class CaseJob:
+    """Everything a runtime needs to execute one case run."""
+
+    run_label: str  # unique, docker-name-safe id of this case run
+    launches: tuple[NodeLaunch, ...]
+    containers: tuple[ContainerSpec, ...]  # one per launch (used by container runtimes)
+    log_dir: Path
+    timeout_s: float
+    watchdog_s: float | None
+    devices_per_node: int | None = None  # GPUs (or CPU processes) each node runs: which GPUs to sample
+
+
+@dataclass
+class NodeOutcome:
+    node: str
+    rank: int
+    exit_code: int | None
+    log_path: str
+
+
+@dataclass
+class CaseOutcome:
+    """How a case run ended, before its log is parsed."""
+
+    started_at: datetime
+    finished_at: datetime
+    nodes: list[NodeOutcome]
+    failure: str | None  # runtime-level reason (exit code, timeout, watchdog, start error)
+    gpu_memory_peak_mb: float | None = None  # highest memory used on one GPU, sampled during the run
+    # per node, (unix time, W summed over its GPUs) of each sample with a power reading (nvidia nodes)
+    gpu_power: dict[str, list[tuple[float, float]]] | None = None
+
+    @property
+    def log_path(self) -> str | None:
+        """The log the parser reads: node 0's (rank 0 prints the figures)."""
+        return self.nodes[0].log_path if self.nodes else None
+
+    def to_dict(self) -> dict:
+        return {
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat(),
+            "nodes": [vars(n) for n in self.nodes],
+            "failure": self.failure,
+            "log_path": self.log_path,
+            "gpu_memory_peak_mb": self.gpu_memory_peak_mb,
+            "gpu_power": {n: [list(p) for p in series] for n, series in self.gpu_power.items()} if self.gpu_power else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CaseOutcome:
+        """The inverse of :meth:`to_dict` (``log_path`` is node 0's, so it is not kept twice)."""
+        power = data.get("gpu_power")
+        return cls(
+            started_at=datetime.fromisoformat(data["started_at"]),
+            finished_at=datetime.fromisoformat(data["finished_at"]),
+            nodes=[NodeOutcome(**n) for n in data["nodes"]],
+            failure=data["failure"],
+            gpu_memory_peak_mb=data.get("gpu_memory_peak_mb"),
+            gpu_power={n: [(float(t), float(w)) for t, w in series] for n, series in power.items()} if power else None,
+        )
+
+
+class NodeProcess(Protocol):
+    """A running node of a case: a process group or a container."""
+
+    node_name: str
+    log_path: Path
+    oom_killed: bool  # the runtime saw the kernel's OOM killer end it (a container's memory limit)
+
+    def poll(self) -> int | None:
+        """Exit code, or None while running."""
+
+    def kill(self) -> None:
+        """Stop it now (idempotent)."""
+
+    def close(self) -> None:
+        """Release everything: remove the container, close files (idempotent)."""
+
+
+class Runtime(Protocol):
+    """Where case jobs run: ``local`` processes or ``docker`` containers."""
+
+    name: str
+    python: str
+    workload_dir: str
+
+    def cpu_threads_per_process(self, processes: int) -> int | None: ...
+
+    def execute(self, job: CaseJob) -> CaseOutcome: ...
+
+    def start_node(self, job: CaseJob, i: int, files: tuple | None = None) -> NodeProcess:
+        """Start only launch ``i`` of ``job`` (a node's own share, :mod:`dlperf_core.runtime.gang`);
+        ``files`` replace the container's ssh files (None: the job's own)."""
+        ...
+
+    def cleanup(self, labels: dict[str, str]) -> list[str]: ...
