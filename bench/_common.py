@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,18 +19,29 @@ WORKLOAD = REPO / "dlperf_core" / "workload" / "train.py"
 
 
 def machine() -> str:
-    return f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+    return f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def bare_run(args: list[str], nproc: int = 1, threads: int | None = None) -> float:
     """The training loop launched bare (torchrun, no dlperf around it); throughput by dlperf's parser."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "bare.log"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), str(WORKLOAD), *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(nproc),
+            str(WORKLOAD),
+            *args,
+        ]
         if threads:
             cmd += ["--threads", str(threads)]
         with open(log, "wb") as out:
-            subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=True, env={**os.environ, "GLOO_SOCKET_IFNAME": "lo"})
+            subprocess.run(
+                cmd, stdout=out, stderr=subprocess.STDOUT, check=True, env={**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
+            )
         warmup = int(args[args.index("--warmup-iterations") + 1])
         measured = int(args[args.index("--iterations") + 1])
         return throughput_of_log(log.read_text(), warmup, measured)
@@ -55,7 +66,10 @@ def dlperf_run(suite: Path, runtime: str, db_url: str, home: Path) -> tuple[str,
     t0 = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-m", "dlperf_cli.main", "run", str(suite), "--runtime", runtime],
-        cwd=REPO, env=env, capture_output=True, text=True,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     wall = time.perf_counter() - t0
     if out.returncode != 0:

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -32,13 +32,27 @@ import pandas as pd
 from _common import REPO, WORKLOAD, dlperf_run, machine
 from dlperf_core.storage import ResultStore
 
-SMOKE_ARGS = ["--batch-size", "8", "--precision", "fp32", "--warmup-iterations", "3", "--iterations", "10",
-              "--image-size", "64", "--width", "16", "--device", "cpu"]
+SMOKE_ARGS = [
+    "--batch-size",
+    "8",
+    "--precision",
+    "fp32",
+    "--warmup-iterations",
+    "3",
+    "--iterations",
+    "10",
+    "--image-size",
+    "64",
+    "--width",
+    "16",
+    "--device",
+    "cpu",
+]
 
 
 def dll_times(text: str) -> list[datetime]:
     return [
-        datetime.strptime(line[4:30], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=timezone.utc)
+        datetime.strptime(line[4:30], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC)
         for line in text.splitlines()
         if line.startswith("DLL ")
     ]
@@ -48,9 +62,20 @@ def bare_launch_cost(runs: int) -> list[float]:
     """Wall time minus training span of the smoke 1n1g command launched bare with torchrun."""
     costs = []
     for _ in range(runs):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1", str(WORKLOAD), *SMOKE_ARGS]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "1",
+            str(WORKLOAD),
+            *SMOKE_ARGS,
+        ]
         t0 = time.perf_counter()
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "GLOO_SOCKET_IFNAME": "lo"})
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, check=True, env={**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
+        )
         wall = time.perf_counter() - t0
         stamps = dll_times(out.stdout)
         costs.append(wall - (stamps[-1] - stamps[0]).total_seconds())
@@ -65,8 +90,10 @@ def main() -> None:
     print(f"# orchestration overhead per case  ({machine()})")
     bare = bare_launch_cost(args.bare)
     bare_med = statistics.median(bare)
-    print(f"\nbare torchrun launch of the same 1n1g command, start + exit around the loop: median {bare_med:.2f} s "
-          f"over {len(bare)} runs {[round(b, 2) for b in bare]}")
+    print(
+        f"\nbare torchrun launch of the same 1n1g command, start + exit around the loop: median {bare_med:.2f} s "
+        f"over {len(bare)} runs {[round(b, 2) for b in bare]}"
+    )
     for runtime in args.runtimes.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
@@ -77,13 +104,17 @@ def main() -> None:
             # each mapped task instance carries its case label ("<case key> r<repeat>") as rendered_map_index
             tis = pd.read_sql(
                 "select task_id, rendered_map_index as label, start_date, end_date, duration from task_instance "
-                "where run_id = ? and map_index >= 0", meta, params=(run_id,),
+                "where run_id = ? and map_index >= 0",
+                meta,
+                params=(run_id,),
             )
             tis["start_date"] = pd.to_datetime(tis["start_date"], utc=True, format="ISO8601")
             tis["end_date"] = pd.to_datetime(tis["end_date"], utc=True, format="ISO8601")
             ti = {(r.task_id, r.label): r for r in tis.itertuples()}
-            print(f"\nruntime {runtime}: {len(rows)} case runs; `dlperf run` wall {wall:.1f} s "
-                  f"(including Airflow start, metadata DB migration and DAG parse, once per run)")
+            print(
+                f"\nruntime {runtime}: {len(rows)} case runs; `dlperf run` wall {wall:.1f} s "
+                f"(including Airflow start, metadata DB migration and DAG parse, once per run)"
+            )
             print("| case | repeat | start s | training s | finish s | store s | overhead s |")
             print("| --- | --- | --- | --- | --- | --- | --- |")
             overheads = []
@@ -97,10 +128,14 @@ def main() -> None:
                 over = start + finish + store.duration
                 overheads.append(over)
                 topo = row.case_key.rsplit("/", 1)[1]
-                print(f"| {topo} | {row.repeat} | {start:.2f} | {train:.2f} | {finish:.2f} | {store.duration:.2f} | {over:.2f} |")
+                print(
+                    f"| {topo} | {row.repeat} | {start:.2f} | {train:.2f} | {finish:.2f} | {store.duration:.2f} | {over:.2f} |"
+                )
             med = statistics.median(overheads)
-            print(f"median overhead per case ({runtime}): {med:.2f} s (target <= 5 s: ratio {med / 5:.2f}); "
-                  f"of which the bare torchrun launch costs {bare_med:.2f} s anyway; dlperf's own share {med - bare_med:.2f} s")
+            print(
+                f"median overhead per case ({runtime}): {med:.2f} s (target <= 5 s: ratio {med / 5:.2f}); "
+                f"of which the bare torchrun launch costs {bare_med:.2f} s anyway; dlperf's own share {med - bare_med:.2f} s"
+            )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import platform
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,25 +50,53 @@ def markdown(data: dict) -> str:
             out.append("| fault | how injected | expected | observed | held | lost | leaked | test |")
             out.append("| ----- | ------------ | -------- | -------- | ---- | ---- | ------ | ---- |")
             for r in rows:
-                out.append("| " + " | ".join(_cell(x) for x in (
-                    r["name"], r["injected"], r["expected"], r["observed"], _state(r), r["results_lost"],
-                    r["containers_leaked"], f"`{r['test']}`")) + " |")
+                out.append(
+                    "| "
+                    + " | ".join(
+                        _cell(x)
+                        for x in (
+                            r["name"],
+                            r["injected"],
+                            r["expected"],
+                            r["observed"],
+                            _state(r),
+                            r["results_lost"],
+                            r["containers_leaked"],
+                            f"`{r['test']}`",
+                        )
+                    )
+                    + " |"
+                )
         else:
             out.append("| input / check | how | expected | observed | held | test |")
             out.append("| ------------- | --- | -------- | -------- | ---- | ---- |")
             for r in rows:
-                out.append("| " + " | ".join(_cell(x) for x in (
-                    r["name"], r["injected"], r["expected"], r["observed"], _state(r), f"`{r['test']}`")) + " |")
+                out.append(
+                    "| "
+                    + " | ".join(
+                        _cell(x)
+                        for x in (r["name"], r["injected"], r["expected"], r["observed"], _state(r), f"`{r['test']}`")
+                    )
+                    + " |"
+                )
         out.append("")
     t = data["totals"]
     out.append("### Totals\n")
-    out.append("| faults injected | survived | results lost | containers leaked | bad inputs handled | security checks passed |")
-    out.append("| --------------- | -------- | ------------ | ----------------- | ------------------ | ---------------------- |")
-    out.append(f"| {t['faults_injected']} | {t['survived']} | {t['results_lost']} | {t['containers_leaked']} | "
-               f"{t['bad_inputs_checked']} | {t['security_checks_passed']} |")
+    out.append(
+        "| faults injected | survived | results lost | containers leaked | bad inputs handled | security checks passed |"
+    )
+    out.append(
+        "| --------------- | -------- | ------------ | ----------------- | ------------------ | ---------------------- |"
+    )
+    out.append(
+        f"| {t['faults_injected']} | {t['survived']} | {t['results_lost']} | {t['containers_leaked']} | "
+        f"{t['bad_inputs_checked']} | {t['security_checks_passed']} |"
+    )
     if t["results_lost_unmeasured"] or t["containers_leaked_unmeasured"]:
-        out.append(f"\n(not measured because the test failed: results lost in {t['results_lost_unmeasured']}, "
-                   f"containers in {t['containers_leaked_unmeasured']} faults)")
+        out.append(
+            f"\n(not measured because the test failed: results lost in {t['results_lost_unmeasured']}, "
+            f"containers in {t['containers_leaked_unmeasured']} faults)"
+        )
     return "\n".join(out)
 
 
@@ -81,16 +109,21 @@ def main() -> int:
     out = Path(args.json) if args.json else Path(tempfile.mkstemp(suffix=".json")[1])
     targets = ["tests/faults"] + ([] if args.only_faults else sorted(EXTERNAL))
     env = {**os.environ, "DLPERF_RELIABILITY_JSON": str(out)}
-    started = datetime.now(timezone.utc)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *targets,
-                           *args.pytest_args], cwd=REPO, env=env)
-    minutes = (datetime.now(timezone.utc) - started).total_seconds() / 60
+    started = datetime.now(UTC)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *targets, *args.pytest_args],
+        cwd=REPO,
+        env=env,
+    )
+    minutes = (datetime.now(UTC) - started).total_seconds() / 60
     if not out.exists() or not out.read_text().strip():
         print("no ledger written (did pytest collect tests/faults?)", file=sys.stderr)
         return done.returncode or 1
     data = json.loads(out.read_text())
-    print(f"\n<!-- bench/reliability_report.py, {started:%Y-%m-%d %H:%M} UTC, {platform.node()}, "
-          f"{os.cpu_count()} CPUs, {minutes:.1f} min, pytest exit {done.returncode} -->\n")
+    print(
+        f"\n<!-- bench/reliability_report.py, {started:%Y-%m-%d %H:%M} UTC, {platform.node()}, "
+        f"{os.cpu_count()} CPUs, {minutes:.1f} min, pytest exit {done.returncode} -->\n"
+    )
     print(markdown(data))
     return done.returncode
 

@@ -23,7 +23,6 @@ import uuid
 import sqlalchemy as sa
 
 from _common import REPO, machine  # noqa: F401  (puts the repository on sys.path)
-
 from dlperf_core.storage import ResultStore
 
 FRAMEWORKS = ["pytorch", "paddle", "mxnet", "tensorflow"]
@@ -100,10 +99,10 @@ QUERIES = {
         "AND night >= (SELECT CAST(MAX(started_at) AS date) - 30 FROM benchmark_runs)"
     ),
     "README: scaling efficiency at 32 GPUs, last 30 nights": (
-        "SELECT night, framework, model, \"precision\", batch_size_per_device, scaling_efficiency, speedup "
+        'SELECT night, framework, model, "precision", batch_size_per_device, scaling_efficiency, speedup '
         "FROM nightly_history WHERE nodes * gpus_per_node = 32 "
         "AND night >= (SELECT CAST(MAX(started_at) AS date) - 30 FROM benchmark_runs) "
-        "ORDER BY framework, model, \"precision\", night"
+        'ORDER BY framework, model, "precision", night'
     ),
     "open_regressions": "SELECT * FROM open_regressions",
     "README: best framework per topology at AMP (latest)": (
@@ -111,7 +110,7 @@ QUERIES = {
         "FROM latest_summary WHERE \"precision\" = 'amp' ORDER BY model, nodes, gpus_per_node, median_throughput DESC"
     ),
     "README: failed repeats of the last 30 days": (
-        "SELECT r.run_id, r.case_key, r.\"repeat\", r.reason FROM results r "
+        'SELECT r.run_id, r.case_key, r."repeat", r.reason FROM results r '
         "JOIN benchmark_runs b ON b.id = r.benchmark_run_id "
         "WHERE r.status = 'failed' AND b.started_at >= (SELECT MAX(started_at) FROM benchmark_runs) - interval '30 days'"
     ),
@@ -153,7 +152,9 @@ def main() -> int:
             regressions = conn.execute(sa.text("SELECT COUNT(*) FROM regressions WHERE status = 'open'")).scalar_one()
         print(f"filled {rows:,} result rows, {regressions} open regressions in {time.perf_counter() - t0:.1f} s\n")
         with store.engine.connect() as conn:
-            newest = conn.execute(sa.text("SELECT run_id FROM benchmark_runs ORDER BY started_at DESC LIMIT 1")).scalar_one()
+            newest = conn.execute(
+                sa.text("SELECT run_id FROM benchmark_runs ORDER BY started_at DESC LIMIT 1")
+            ).scalar_one()
             params = {"run": newest}
             print("| query | rows | median ms (5 runs, EXPLAIN ANALYZE) | max ms | wall ms (fetch) |")
             print("| ----- | ---- | ----------------------------------- | ------ | --------------- |")

@@ -34,7 +34,13 @@ from airflow.sdk import Param, dag, get_current_context, task, task_group
 from dlperf_airflow import steps
 from dlperf_airflow.node_step import routing_inventory
 from dlperf_airflow.task_ids import (
-    CASE_RUN_GROUP, COLLECT_CASE, PLAN_CASES, RUN_CASE, STORE_RESULT, in_case_run, node_task_id,
+    CASE_RUN_GROUP,
+    COLLECT_CASE,
+    PLAN_CASES,
+    RUN_CASE,
+    STORE_RESULT,
+    in_case_run,
+    node_task_id,
 )
 from dlperf_core.form import COMPILE_MODES, discover_choices, topology_label
 from dlperf_core.model import RunIds
@@ -109,40 +115,71 @@ def _ids() -> RunIds:
             section="What to run",
         ),
         "frameworks": Param(
-            [], type=["array", "null"], items={"type": "string", "enum": FRAMEWORKS}, uniqueItems=True,
-            examples=FRAMEWORKS, title="Frameworks",
-            description="Empty = every framework in the suite.", section="Filters",
+            [],
+            type=["array", "null"],
+            items={"type": "string", "enum": FRAMEWORKS},
+            uniqueItems=True,
+            examples=FRAMEWORKS,
+            title="Frameworks",
+            description="Empty = every framework in the suite.",
+            section="Filters",
         ),
         "models": Param(
-            [], type=["array", "null"], items={"type": "string", "enum": MODELS}, uniqueItems=True,
-            examples=MODELS, title="Models",
-            description="Empty = every model in the suite.", section="Filters",
+            [],
+            type=["array", "null"],
+            items={"type": "string", "enum": MODELS},
+            uniqueItems=True,
+            examples=MODELS,
+            title="Models",
+            description="Empty = every model in the suite.",
+            section="Filters",
         ),
         "precisions": Param(
-            [], type=["array", "null"], items={"type": "string", "enum": PRECISIONS}, uniqueItems=True,
-            examples=PRECISIONS, title="Precisions",
-            description="Empty = every precision in the suite.", section="Filters",
+            [],
+            type=["array", "null"],
+            items={"type": "string", "enum": PRECISIONS},
+            uniqueItems=True,
+            examples=PRECISIONS,
+            title="Precisions",
+            description="Empty = every precision in the suite.",
+            section="Filters",
         ),
         "topologies": Param(
-            [], type=["array", "null"], items={"type": "string", "enum": TOPOLOGIES}, uniqueItems=True,
-            examples=TOPOLOGIES, values_display={t: topology_label(t) for t in TOPOLOGIES}, title="Topologies",
+            [],
+            type=["array", "null"],
+            items={"type": "string", "enum": TOPOLOGIES},
+            uniqueItems=True,
+            examples=TOPOLOGIES,
+            values_display={t: topology_label(t) for t in TOPOLOGIES},
+            title="Topologies",
             description="Nodes x devices per node; only topologies that fit a suite's inventory are listed. "
             "Empty = every topology in the suite.",
             section="Filters",
         ),
         "repeats": Param(
-            0, type=["integer", "null"], minimum=0, maximum=CHOICES.max_repeats, title="Repeats",
+            0,
+            type=["integer", "null"],
+            minimum=0,
+            maximum=CHOICES.max_repeats,
+            title="Repeats",
             description=f"Repeats per case, 1 to {CHOICES.max_repeats}; 0 or empty = the suite's.",
             section="Measurement",
         ),
         "batch_size": Param(
-            0, type=["integer", "null"], minimum=0, maximum=CHOICES.batch.maximum, title="Batch size per device",
+            0,
+            type=["integer", "null"],
+            minimum=0,
+            maximum=CHOICES.batch.maximum,
+            title="Batch size per device",
             description=f"Override every case's batch size per device, 1 to {CHOICES.batch.maximum}; "
             f"0 or empty = the suite's ({', '.join(map(str, CHOICES.batch.in_suites)) or 'none found'}).",
             section="Measurement",
         ),
         "compile": Param(
-            "suite", type="string", enum=list(COMPILE_MODES), title="torch.compile",
+            "suite",
+            type="string",
+            enum=list(COMPILE_MODES),
+            title="torch.compile",
             values_display={
                 "suite": "as the suite says",
                 "eager": "eager only",
@@ -240,8 +277,12 @@ def dlperf_benchmark():
         """The task of ``node`` in every case run: on its queue, in its one-slot pool."""
 
         @task(
-            task_id=node_task_id(node.name), queue=node.queue, pool=node.airflow_id, max_active_tis_per_dagrun=1,
-            map_index_template="{{ dlperf_case }}", execution_timeout=ON_THE_CLUSTER["execution_timeout"],
+            task_id=node_task_id(node.name),
+            queue=node.queue,
+            pool=node.airflow_id,
+            max_active_tis_per_dagrun=1,
+            map_index_template="{{ dlperf_case }}",
+            execution_timeout=ON_THE_CLUSTER["execution_timeout"],
         )
         def run_on_node(item: dict, health: dict) -> dict:
             from airflow.sdk.exceptions import AirflowSkipException

@@ -37,7 +37,10 @@ from dlperf_core.inventory import DOCKER_CONN_PREFIX, Inventory, Node
 
 PREFIX = "dlperf_node_"
 POOL_DESCRIPTION = "one task at a time on node {name} (dlperf cluster sync)"
-DESCRIPTIONS = {"ssh": "dlperf node (dlperf cluster sync)", "docker": "dlperf node's Docker engine (dlperf cluster sync)"}
+DESCRIPTIONS = {
+    "ssh": "dlperf node (dlperf cluster sync)",
+    "docker": "dlperf node's Docker engine (dlperf cluster sync)",
+}
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class ConnectionSpec:
     password: str | None = None
 
     @classmethod
-    def for_node(cls, node: Node) -> "ConnectionSpec":
+    def for_node(cls, node: Node) -> ConnectionSpec:
         assert node.ssh is not None
         extra: dict = {"conn_timeout": node.ssh.connect_timeout_s, "cmd_timeout": None}
         if node.ssh.key_file:
@@ -65,7 +68,7 @@ class ConnectionSpec:
         return cls(node.airflow_id, node.address, node.ssh.user, node.ssh.port, extra)
 
     @classmethod
-    def docker_for_node(cls, node: Node, environ: Mapping[str, str] = os.environ) -> "ConnectionSpec | None":
+    def docker_for_node(cls, node: Node, environ: Mapping[str, str] = os.environ) -> ConnectionSpec | None:
         """The node's Docker connection (TLS client files, registry login), or None when it declares
         neither. Raises ConfigError when the registry's password variable is not set."""
         docker = node.docker
@@ -73,8 +76,12 @@ class ConnectionSpec:
             return None
         extra: dict = {}
         if docker.tls is not None:
-            extra.update(tls_ca_cert=docker.tls.ca_cert, tls_client_cert=docker.tls.client_cert,
-                         tls_client_key=docker.tls.client_key, tls_verify=docker.tls.verify)
+            extra.update(
+                tls_ca_cert=docker.tls.ca_cert,
+                tls_client_cert=docker.tls.client_cert,
+                tls_client_key=docker.tls.client_key,
+                tls_verify=docker.tls.verify,
+            )
         host = login = password = None
         if (registry := docker.registry) is not None:
             host, login = registry.server, registry.username
@@ -83,9 +90,15 @@ class ConnectionSpec:
             if registry.password_env:
                 password = environ.get(registry.password_env)
                 if password is None:
-                    raise ConfigError(f"node {node.name}", [(
-                        f"docker.registry.password_env: ${registry.password_env} is not set (the registry "
-                        f"password of connection {node.docker_conn_id})")])
+                    raise ConfigError(
+                        f"node {node.name}",
+                        [
+                            (
+                                f"docker.registry.password_env: ${registry.password_env} is not set (the registry "
+                                f"password of connection {node.docker_conn_id})"
+                            )
+                        ],
+                    )
         return cls(node.docker_conn_id, host, login, None, extra, conn_type="docker", password=password)
 
 
@@ -97,9 +110,15 @@ def docker_specs(inventory: Inventory, environ: Mapping[str, str] = os.environ) 
         if spec is None:
             continue
         if spec.conn_id in specs and specs[spec.conn_id] != spec:
-            raise ConfigError(inventory.name, [(
-                f"node {node.name}: docker connection {spec.conn_id} is shared with another node that gives it "
-                "different TLS files or registry; give each its own docker.conn_id")])
+            raise ConfigError(
+                inventory.name,
+                [
+                    (
+                        f"node {node.name}: docker connection {spec.conn_id} is shared with another node that gives it "
+                        "different TLS files or registry; give each its own docker.conn_id"
+                    )
+                ],
+            )
         specs[spec.conn_id] = spec
     return list(specs.values())
 
@@ -120,9 +139,16 @@ def _apply_connection(session, spec: ConnectionSpec) -> str:
     extra = json.dumps(spec.extra, sort_keys=True)
     if existing is None:
         session.add(
-            Connection(conn_id=spec.conn_id, conn_type=spec.conn_type, host=spec.host, login=spec.login,
-                       port=spec.port, password=spec.password, extra=extra,
-                       description=DESCRIPTIONS[spec.conn_type])
+            Connection(
+                conn_id=spec.conn_id,
+                conn_type=spec.conn_type,
+                host=spec.host,
+                login=spec.login,
+                port=spec.port,
+                password=spec.password,
+                extra=extra,
+                description=DESCRIPTIONS[spec.conn_type],
+            )
         )
         return "created"
     current = (existing.conn_type, existing.host, existing.login, existing.port, existing.extra_dejson)
@@ -165,7 +191,9 @@ def sync_cluster(inventory: Inventory, *, prune: bool = False) -> list[SyncChang
             if (docker := dockers.pop(node.docker_conn_id, None)) is not None:
                 changes.append(SyncChange("connection", docker.conn_id, _apply_connection(session, docker)))
             name = node.airflow_id
-            changes.append(SyncChange("pool", name, _apply_pool(session, name, POOL_DESCRIPTION.format(name=node.name))))
+            changes.append(
+                SyncChange("pool", name, _apply_pool(session, name, POOL_DESCRIPTION.format(name=node.name)))
+            )
         if prune:
             wanted_conns = {n.airflow_id for n in inventory.nodes if n.ssh is not None}
             wanted_conns |= {s.conn_id for s in docker_specs(inventory)}
@@ -184,16 +212,19 @@ def sync_cluster(inventory: Inventory, *, prune: bool = False) -> list[SyncChang
 
 def _metadata_db_ready() -> str | None:
     """None when Airflow's metadata DB has its tables, else why not."""
-    from sqlalchemy import inspect
-
     from airflow import settings
+    from sqlalchemy import inspect
 
     try:
         tables = set(inspect(settings.engine).get_table_names())
     except Exception as exc:
         return f"cannot reach Airflow's metadata DB: {type(exc).__name__}: {exc}"
     missing = {"connection", "slot_pool"} - tables
-    return f"Airflow's metadata DB has no {', '.join(sorted(missing))} table (run `airflow db migrate`)" if missing else None
+    return (
+        f"Airflow's metadata DB has no {', '.join(sorted(missing))} table (run `airflow db migrate`)"
+        if missing
+        else None
+    )
 
 
 def cmd_cluster_sync(args: argparse.Namespace) -> int:
@@ -241,7 +272,8 @@ def add_cluster_parser(sub) -> None:
         "and its Docker connection dlperf_docker_<name> (TLS client, registry login)",
     )
     sync.add_argument("--inventory", required=True, help="node inventory YAML, e.g. inventories/example-cluster.yaml")
-    sync.add_argument("--prune", action="store_true",
-                      help="remove dlperf_node_*/dlperf_docker_* connections and pools not in it")
+    sync.add_argument(
+        "--prune", action="store_true", help="remove dlperf_node_*/dlperf_docker_* connections and pools not in it"
+    )
     sync.add_argument("--json", action="store_true", help="print the changes as JSON")
     sync.set_defaults(func=cmd_cluster_sync)

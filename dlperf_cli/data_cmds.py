@@ -70,7 +70,10 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     db_sub = db.add_subparsers(dest="db_command", required=True)
     role = db_sub.add_parser("analyst-role", help="create a read-only PostgreSQL role for analysts")
     role.add_argument("--name", required=True, help="role name (lower-case letters, digits, _)")
-    role.add_argument("--password-env", default="DLPERF_ANALYST_PASSWORD",
-                      help="environment variable holding the password (default: DLPERF_ANALYST_PASSWORD)")
+    role.add_argument(
+        "--password-env",
+        default="DLPERF_ANALYST_PASSWORD",
+        help="environment variable holding the password (default: DLPERF_ANALYST_PASSWORD)",
+    )
     role.add_argument("--db", help="results database URL (an admin connection)")
     role.set_defaults(func=cmd_analyst_role)

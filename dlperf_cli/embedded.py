@@ -66,8 +66,11 @@ def run_dag(conf: dict, logical_date=None):
     meet: the in-process run always drives every node from one task (``DLPERF_CLUSTER_INVENTORY`` ignored)."""
     prepare_environment()
     if os.environ.pop("DLPERF_CLUSTER_INVENTORY", None):
-        print("dlperf: DLPERF_CLUSTER_INVENTORY ignored: an in-process run drives every node from one task",
-              file=sys.stderr, flush=True)
+        print(
+            "dlperf: DLPERF_CLUSTER_INVENTORY ignored: an in-process run drives every node from one task",
+            file=sys.stderr,
+            flush=True,
+        )
     import warnings
 
     warnings.filterwarnings("ignore", category=DeprecationWarning)  # Airflow's own, not the user's business

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from datetime import UTC
 from pathlib import Path
 
 
@@ -35,11 +36,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"dlperf: running {args.suite} through the dlperf_benchmark DAG (dag.test)", file=sys.stderr, flush=True)
     logical_date = None
     if args.run_date:
-        from datetime import datetime, timezone
+        from datetime import datetime
 
         logical_date = datetime.fromisoformat(args.run_date)
         if logical_date.tzinfo is None:
-            logical_date = logical_date.replace(tzinfo=timezone.utc)
+            logical_date = logical_date.replace(tzinfo=UTC)
     dag_run = run_dag(conf, logical_date)
     from dlperf_core.reporting import seed_tables
     from dlperf_core.storage import ResultStore, default_db_url
@@ -104,13 +105,15 @@ def _cmd_parse(args: argparse.Namespace) -> int:
             rep = f"{r['reported_throughput']:.2f}" if r["reported_throughput"] else "-"
             window = f"window={r['window'][0]}-{r['window'][1]}" if r["window"] else "window=-"
             window += " (fitted)" if r["window_fitted"] else ""
-            print(f"{r['file']}\t{r['format']}\t{r['status']}\tthroughput={tp}\treported={rep}\t{window}"
-                  f"\t{r['reason'] or ''}")
+            print(
+                f"{r['file']}\t{r['format']}\t{r['status']}\tthroughput={tp}\treported={rep}\t{window}"
+                f"\t{r['reason'] or ''}"
+            )
     return 0 if all(r["status"] == "ok" for r in out) else 1
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from dlperf_core.dlperf_folder import result_json, scan_folder
     from dlperf_core.log_import import ImportSummary, import_folder, import_run
@@ -123,7 +126,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             print(f"skipped (not <NnMg>/<model>_b<batch>_<precision>_<k>.log): {path}", file=sys.stderr)
         print(f"no DLPerf-style logs under {root}", file=sys.stderr)
         return 2
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     run = import_run(root, now)
     store = None
     if not args.dry_run:
@@ -131,11 +134,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
         store.ensure_schema()
         store.upsert_run(run)
     summary, figures = ImportSummary(), []
-    items = import_folder(logs, unnamed, run, now=now, format=args.format, framework=args.framework,
-                          strict=args.strict)
+    items = import_folder(logs, unnamed, run, now=now, format=args.format, framework=args.framework, strict=args.strict)
     show_bar = args.progress if args.progress is not None else sys.stderr.isatty()
-    with _ImportProgress(len(logs) + len(unnamed), sum(_size(p) for p in [*(g.path for g in logs), *unnamed]),
-                         enabled=show_bar) as bar:
+    with _ImportProgress(
+        len(logs) + len(unnamed), sum(_size(p) for p in [*(g.path for g in logs), *unnamed]), enabled=show_bar
+    ) as bar:
         for item in items:
             if store is not None and item.record is not None:
                 store.upsert_result(item.record)  # row by row: an interrupted import keeps what it stored
@@ -179,8 +182,10 @@ def _import_line(root: Path, item) -> str:
     if record.status != "ok":
         return f"{rel}\t{fmt}\t{record.case_key} r{record.repeat}\tfailed: {record.reason}"
     fitted = " (fitted)" if record.window_fitted else ""
-    return (f"{rel}\t{fmt}\t{record.case_key} r{record.repeat}\t{record.throughput:.2f}"
-            f"\twindow {record.window_first}-{record.window_last}{fitted}")
+    return (
+        f"{rel}\t{fmt}\t{record.case_key} r{record.repeat}\t{record.throughput:.2f}"
+        f"\twindow {record.window_first}-{record.window_last}{fitted}"
+    )
 
 
 class _ImportProgress:
@@ -190,18 +195,22 @@ class _ImportProgress:
         self.enabled, self.files, self.total_bytes = enabled, files, total_bytes
         self.done_bytes = 0
 
-    def __enter__(self) -> "_ImportProgress":
+    def __enter__(self) -> _ImportProgress:
         if self.enabled:
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
             width = None if sys.stderr.isatty() else 160  # forced onto a pipe: wide enough for every column
             self.progress = Progress(
-                TextColumn("importing"), BarColumn(bar_width=24),
-                TextColumn("{task.completed}/{task.total} files, {task.fields[mb]}, {task.fields[runs]} runs found:"
-                           " {task.fields[tally]}"),
+                TextColumn("importing"),
+                BarColumn(bar_width=24),
+                TextColumn(
+                    "{task.completed}/{task.total} files, {task.fields[mb]}, {task.fields[runs]} runs found:"
+                    " {task.fields[tally]}"
+                ),
                 TimeElapsedColumn(),
-                console=Console(stderr=True, force_terminal=True, width=width), transient=False,
+                console=Console(stderr=True, force_terminal=True, width=width),
+                transient=False,
             )
             self.progress.__enter__()
             self.task = self.progress.add_task("import", total=self.files, mb=self._mb(), runs=0, tally="")
@@ -245,8 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--runtime", choices=["local", "docker"], help="override the suite's runtime")
     run.add_argument("--inventory", help="node inventory YAML (default: the suite's or the runtime's)")
     run.add_argument("--repeats", type=int, help="override repeats per case")
-    run.add_argument("--compile", choices=["suite", "eager", "compiled", "both"],
-                     help="torch.compile for the benchmarks that can (default: as the suite says)")
+    run.add_argument(
+        "--compile",
+        choices=["suite", "eager", "compiled", "both"],
+        help="torch.compile for the benchmarks that can (default: as the suite says)",
+    )
     run.add_argument("--db", help="results database URL (default: $DLPERF_DB_URL or $DLPERF_HOME/.dlperf/dlperf.db)")
     run.add_argument(
         "--run-date",
@@ -264,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--warmup", type=int, help="warm-up iterations to skip (default: the format's)")
     parse.add_argument("--measured", type=int, help="iterations in the measured window (default: the format's)")
     parse.add_argument(
-        "--strict", action="store_true",
+        "--strict",
+        action="store_true",
         help="the window of dlperf's own runs: a log shorter than warm-up + measured, or stopped before its "
         "planned end, is failed (default: the window is fitted to the log, with at least "
         f"{MIN_FITTED_MEASURED} iterations after warm-up, and the run says window_fitted)",
@@ -277,12 +290,22 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--json-out", help="also write the DLPerf result JSON to this file")
     imp.add_argument("--format", help="force a log format instead of detecting it")
     imp.add_argument("--framework", help="framework name to store (default: the detected log format)")
-    imp.add_argument("--strict", action="store_true",
-                     help="strict windows as for dlperf's own runs (default: fitted to each log, see dlperf parse)")
-    imp.add_argument("--dry-run", action="store_true",
-                     help="print the row each file would give (and the summary) without storing anything")
-    imp.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                     help="a progress bar on stderr (default: when stderr is a terminal)")
+    imp.add_argument(
+        "--strict",
+        action="store_true",
+        help="strict windows as for dlperf's own runs (default: fitted to each log, see dlperf parse)",
+    )
+    imp.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the row each file would give (and the summary) without storing anything",
+    )
+    imp.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar on stderr (default: when stderr is a terminal)",
+    )
     imp.set_defaults(func=_cmd_import)
 
     res = sub.add_parser("results", help="print the per-case summary from the results database")

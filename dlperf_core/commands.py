@@ -74,8 +74,12 @@ def suite_commands(suite: Suite, inventory: Inventory, filters: PlanFilters = Pl
             out.append("")
             continue
         job = build_job(
-            CaseRun(case, 0, index, len(cases)), inventory, DryRunDocker(), GOLDEN_IDS,
-            timeout_s=suite.timeout_s, watchdog_s=suite.watchdog_s,
+            CaseRun(case, 0, index, len(cases)),
+            inventory,
+            DryRunDocker(),
+            GOLDEN_IDS,
+            timeout_s=suite.timeout_s,
+            watchdog_s=suite.watchdog_s,
         )
         out += describe_job(job)
         out.append("")

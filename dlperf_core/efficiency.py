@@ -24,7 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dlperf_core.workload.llm_config import SIZES as LLM_SIZES, flops_per_token
+from dlperf_core.workload.llm_config import SIZES as LLM_SIZES
+from dlperf_core.workload.llm_config import flops_per_token
 
 # ------------------------------------------------------------------------------------------ FLOPs
 RESNET50_LAYERS: tuple[int, int, int, int] = (3, 4, 6, 3)
@@ -120,9 +121,14 @@ def training_flops_per_sample(model: str, size: ModelSize | None = None) -> floa
 #: The flags by which the adapters' workloads shrink a model (dlperf's workload, MindSpore, MXNet, OneFlow,
 #: PLSC's ``-o`` overrides), and the size field each sets.
 SIZE_FLAGS: dict[str, str] = {
-    "--image-size": "image_size", "--image_size": "image_size", "--image-shape": "image_size",
-    "--width": "width", "--base_width": "width",
-    "--num-classes": "num_classes", "--num_classes": "num_classes", "Model.class_num": "num_classes",
+    "--image-size": "image_size",
+    "--image_size": "image_size",
+    "--image-shape": "image_size",
+    "--width": "width",
+    "--base_width": "width",
+    "--num-classes": "num_classes",
+    "--num_classes": "num_classes",
+    "Model.class_num": "num_classes",
 }
 
 
@@ -164,19 +170,49 @@ class GpuPeak:
 _H100_SXM = "NVIDIA H100 Tensor Core GPU datasheet (SXM5: FP32 67, TF32 494.7, BF16/FP16 989.4 dense)"
 # (pattern over nvidia-smi's name, lower-cased; first match wins: more specific names first)
 PEAKS: tuple[tuple[re.Pattern[str], GpuPeak], ...] = (
-    (re.compile(r"h200"), GpuPeak("H200", 67.0, 494.7, 989.4,
-                                  "NVIDIA H200 Tensor Core GPU datasheet (SXM: FP32 67, TF32 494.7, BF16/FP16 989.4 dense)")),
-    (re.compile(r"h100.*(pcie|\bpci\b)"), GpuPeak("H100 PCIe", 51.0, 378.0, 756.0,
-                                                   "NVIDIA H100 datasheet (PCIe: FP32 51, TF32 378, BF16/FP16 756 dense)")),
-    (re.compile(r"h100.*nvl"), GpuPeak("H100 NVL", 60.0, 417.5, 835.5,
-                                       "NVIDIA H100 datasheet (NVL: FP32 60, TF32 417.5, BF16/FP16 835.5 dense)")),
+    (
+        re.compile(r"h200"),
+        GpuPeak(
+            "H200",
+            67.0,
+            494.7,
+            989.4,
+            "NVIDIA H200 Tensor Core GPU datasheet (SXM: FP32 67, TF32 494.7, BF16/FP16 989.4 dense)",
+        ),
+    ),
+    (
+        re.compile(r"h100.*(pcie|\bpci\b)"),
+        GpuPeak(
+            "H100 PCIe", 51.0, 378.0, 756.0, "NVIDIA H100 datasheet (PCIe: FP32 51, TF32 378, BF16/FP16 756 dense)"
+        ),
+    ),
+    (
+        re.compile(r"h100.*nvl"),
+        GpuPeak(
+            "H100 NVL", 60.0, 417.5, 835.5, "NVIDIA H100 datasheet (NVL: FP32 60, TF32 417.5, BF16/FP16 835.5 dense)"
+        ),
+    ),
     (re.compile(r"h100"), GpuPeak("H100 SXM", 67.0, 494.7, 989.4, _H100_SXM)),  # "NVIDIA H100 80GB HBM3" is SXM5
-    (re.compile(r"a100"), GpuPeak("A100", 19.5, 156.0, 312.0,
-                                  "NVIDIA A100 Tensor Core GPU datasheet (FP32 19.5, TF32 156, BF16/FP16 312 dense)")),
-    (re.compile(r"v100.*pcie"), GpuPeak("V100 PCIe", 14.0, None, 112.0,
-                                        "NVIDIA V100 datasheet (PCIe: FP32 14, FP16 tensor 112; no TF32/BF16)")),
-    (re.compile(r"v100"), GpuPeak("V100 SXM2", 15.7, None, 125.0,
-                                  "NVIDIA V100 datasheet (SXM2: FP32 15.7, FP16 tensor 125; no TF32/BF16)")),
+    (
+        re.compile(r"a100"),
+        GpuPeak(
+            "A100",
+            19.5,
+            156.0,
+            312.0,
+            "NVIDIA A100 Tensor Core GPU datasheet (FP32 19.5, TF32 156, BF16/FP16 312 dense)",
+        ),
+    ),
+    (
+        re.compile(r"v100.*pcie"),
+        GpuPeak("V100 PCIe", 14.0, None, 112.0, "NVIDIA V100 datasheet (PCIe: FP32 14, FP16 tensor 112; no TF32/BF16)"),
+    ),
+    (
+        re.compile(r"v100"),
+        GpuPeak(
+            "V100 SXM2", 15.7, None, 125.0, "NVIDIA V100 datasheet (SXM2: FP32 15.7, FP16 tensor 125; no TF32/BF16)"
+        ),
+    ),
 )
 
 

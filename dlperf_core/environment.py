@@ -22,7 +22,7 @@ import re
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 SECTION = re.compile(r"^@@dlperf:([a-z_]+)@@$", re.M)
 MISSING = "@@missing@@"
@@ -442,7 +442,9 @@ def combine(
     nccl = _one([p.get("env", {}).get("NCCL_VERSION") or p.get("torch_nccl") for p in py])
     for name, value in (("cuda_version", cuda), ("cudnn_version", cudnn), ("nccl_version", nccl)):
         if value is None:
-            missing.append(f"{name}: not found (no CUDA build of the framework, no {name.split('_')[0].upper()}_VERSION)")
+            missing.append(
+                f"{name}: not found (no CUDA build of the framework, no {name.split('_')[0].upper()}_VERSION)"
+            )
     if image and image_digest is None:
         missing.append("image_digest: the image could not be inspected")
     cpu_counts = [n.cpu_count for n in nodes if n.cpu_count]
@@ -502,4 +504,4 @@ def capture_local(framework: str | None = None, probe_output: str | None = None)
 
 
 def captured_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

@@ -174,8 +174,9 @@ def merge_choices(parts: Iterable[FormChoices]) -> FormChoices:
     )
 
 
-def discover_choices(home: Path, default_suite: str = "suites/smoke.yaml",
-                     local_inventory: str = "inventories/local.yaml") -> FormChoices:
+def discover_choices(
+    home: Path, default_suite: str = "suites/smoke.yaml", local_inventory: str = "inventories/local.yaml"
+) -> FormChoices:
     """Choices from every ``suites/*.yaml`` under ``home`` (the default suite first), each against its own
     inventory (or ``local_inventory`` when it names none). Unreadable files are skipped with a log line;
     with none readable, :func:`registry_choices`. Never raises."""
@@ -207,8 +208,10 @@ def with_batch_override(suite: Suite, batch_size: int | None, bounds: BatchBound
         return suite
     if bounds is None:
         bounds = choices_for(suite, _unbounded_inventory(suite)).batch
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not (
-        bounds.minimum <= batch_size <= bounds.maximum
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, int)
+        or not (bounds.minimum <= batch_size <= bounds.maximum)
     ):
         raise ConfigError(
             FORM_SOURCE,

@@ -116,7 +116,9 @@ class GpuSamples:
 GpuMemoryPeak = GpuSamples
 
 
-def mean_power_w(series: list[tuple[float, float]], start: float | None = None, end: float | None = None) -> float | None:
+def mean_power_w(
+    series: list[tuple[float, float]], start: float | None = None, end: float | None = None
+) -> float | None:
     """Mean of a node's power series over [start, end] (both given), else over all of it; None if empty.
     A window with no sample in it falls back to the whole series (a window shorter than the period)."""
     inside = [w for t, w in series if start is not None and end is not None and start <= t <= end]

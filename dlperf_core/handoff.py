@@ -35,8 +35,13 @@ class RunSettings:
     watchdog_s: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"suite": self.suite, "runtime": self.runtime, "inventory": self.inventory,
-                "timeout_s": self.timeout_s, "watchdog_s": self.watchdog_s}
+        return {
+            "suite": self.suite,
+            "runtime": self.runtime,
+            "inventory": self.inventory,
+            "timeout_s": self.timeout_s,
+            "watchdog_s": self.watchdog_s,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSettings:

@@ -117,7 +117,7 @@ class DockerAccess(BaseModel):
     insecure: bool = False
 
     @model_validator(mode="after")
-    def _tls_or_insecure(self) -> "DockerAccess":
+    def _tls_or_insecure(self) -> DockerAccess:
         if self.tls is not None and self.insecure:
             raise ValueError("tls and insecure: true exclude each other; keep tls")
         return self
@@ -152,13 +152,13 @@ class Node(BaseModel):
     device_memory_mb: int | None = Field(None, ge=64)
 
     @model_validator(mode="after")
-    def _device_memory_on_cpu_only(self) -> "Node":
+    def _device_memory_on_cpu_only(self) -> Node:
         if self.device_memory_mb is not None and self.accelerator != "cpu":
             raise ValueError("device_memory_mb is for CPU stand-in nodes; a GPU brings its own memory")
         return self
 
     @model_validator(mode="after")
-    def _tls_needs_tcp(self) -> "Node":
+    def _tls_needs_tcp(self) -> Node:
         if self.docker.tls is not None and self.docker_scheme not in NETWORK_DOCKER_SCHEMES:
             raise ValueError(f"docker.tls is for a tcp:// docker_url, not {self.docker_url!r}")
         return self
@@ -203,7 +203,7 @@ def insecure_docker_nodes(nodes) -> list[str]:
     ]
 
 
-def check_docker_access(inventory: "Inventory", source: str) -> None:
+def check_docker_access(inventory: Inventory, source: str) -> None:
     """Refuse (planning, docker runtime) an inventory with a node whose Docker Engine is on TCP without TLS
     and without an explicit ``insecure: true``."""
     problems = insecure_docker_nodes(inventory.nodes)
@@ -228,7 +228,7 @@ class Inventory(BaseModel):
         return nodes
 
     @model_validator(mode="after")
-    def _one_network_kind(self) -> "Inventory":
+    def _one_network_kind(self) -> Inventory:
         if len({n.network == "host" for n in self.nodes}) > 1:
             raise ValueError("nodes mix network 'host' with docker networks; use one kind per inventory")
         return self

@@ -31,7 +31,13 @@ def _safe(text: str) -> str:
 def case_log_dir(ids: RunIds, case_run: CaseRun, log_root: Path | None = None) -> Path:
     """The folder of one case run's node logs."""
     case = case_run.case
-    return (log_root or default_log_root()) / _safe(ids.dag_id) / _safe(ids.run_id) / _safe(case.key) / f"r{case_run.repeat}"
+    return (
+        (log_root or default_log_root())
+        / _safe(ids.dag_id)
+        / _safe(ids.run_id)
+        / _safe(case.key)
+        / f"r{case_run.repeat}"
+    )
 
 
 def master_port_for(ids: RunIds, case_run: CaseRun) -> int:

@@ -42,7 +42,7 @@ class ImportedLog:
 
     @property
     def status(self) -> str:
-        """"ok" or "failed" (a stored row), or "skipped"."""
+        """ "ok" or "failed" (a stored row), or "skipped"."""
         return self.record.status if self.record is not None else "skipped"
 
     def figure(self) -> RepeatFigure | None:
@@ -97,8 +97,14 @@ class ImportSummary:
 def import_run(root: Path, now: datetime) -> BenchmarkRunRecord:
     """The benchmark run an import of ``root`` stores into: one per folder, so importing again updates it."""
     return BenchmarkRunRecord(
-        dag_id=IMPORT_DAG_ID, run_id=f"import__{root}", suite=root.name, trigger="import", runtime="import",
-        started_at=now, finished_at=now, status="success",
+        dag_id=IMPORT_DAG_ID,
+        run_id=f"import__{root}",
+        suite=root.name,
+        trigger="import",
+        runtime="import",
+        started_at=now,
+        finished_at=now,
+        status="success",
     )
 
 
@@ -136,15 +142,34 @@ def import_folder(
         ok = parsed.status == "ok"
         name = framework or parsed.format
         first, last = parsed.window or (None, None)
-        case = Case(framework=name, model=log.model, precision=log.precision,
-                    batch_size_per_device=log.batch_size_per_device, nodes=log.nodes, gpus_per_node=log.gpus_per_node,
-                    warmup_iterations=first - 1 if first else 0, measured_iterations=parsed.iterations or 0)
+        case = Case(
+            framework=name,
+            model=log.model,
+            precision=log.precision,
+            batch_size_per_device=log.batch_size_per_device,
+            nodes=log.nodes,
+            gpus_per_node=log.gpus_per_node,
+            warmup_iterations=first - 1 if first else 0,
+            measured_iterations=parsed.iterations or 0,
+        )
         measurement = Measurement(
-            status="ok" if ok else "failed", reason=parsed.reason, throughput=parsed.throughput if ok else None,
-            reported_throughput=parsed.reported_throughput, iterations=parsed.iterations,
-            window_first=first, window_last=last,
+            status="ok" if ok else "failed",
+            reason=parsed.reason,
+            throughput=parsed.throughput if ok else None,
+            reported_throughput=parsed.reported_throughput,
+            iterations=parsed.iterations,
+            window_first=first,
+            window_last=last,
         )
         found = CaseOutcome(now, now, [NodeOutcome(node="", rank=0, exit_code=None, log_path=str(log.path))], None)
-        record = ResultRecord.from_run(run.dag_id, run.run_id, case, log.repeat, measurement, found,
-                                       window_fitted=parsed.window_fitted, benchmark_run=run)
+        record = ResultRecord.from_run(
+            run.dag_id,
+            run.run_id,
+            case,
+            log.repeat,
+            measurement,
+            found,
+            window_fitted=parsed.window_fitted,
+            benchmark_run=run,
+        )
         yield ImportedLog(path=log.path, size=size, log=log, record=record, parsed=parsed, runs_found=len(runs))

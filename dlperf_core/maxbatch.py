@@ -51,7 +51,7 @@ class MaxBatchSearch(BaseModel):
     only: bool = Field(False, description="search only: plan no measured cases for this benchmark")
 
     @model_validator(mode="after")
-    def _limit_reaches_start(self) -> "MaxBatchSearch":
+    def _limit_reaches_start(self) -> MaxBatchSearch:
         if self.limit < self.start:
             raise ValueError(f"limit ({self.limit}) is below start ({self.start})")
         return self
@@ -94,8 +94,9 @@ class SearchVerdict:
     @property
     def summary(self) -> str:
         """One line for logs and the CLI."""
-        tried = ", ".join(f"{p.batch}:{'ok' if p.status == 'ok' else ('OOM' if p.out_of_memory else 'failed')}"
-                          for p in self.probes)
+        tried = ", ".join(
+            f"{p.batch}:{'ok' if p.status == 'ok' else ('OOM' if p.out_of_memory else 'failed')}" for p in self.probes
+        )
         if self.status == "found":
             head = f"max batch {self.max_batch} (batch {self.first_oom_batch} ran out of memory)"
         elif self.status == "limit_reached":
@@ -144,4 +145,3 @@ def run_search(search: MaxBatchSearch, probe: Callable[[int], Probe]) -> SearchV
     while (batch := next_batch(search, probes)) is not None:
         probes.append(probe(batch))
     return conclude(search, probes)
-

@@ -103,8 +103,16 @@ def judge(case: Case, outcome: CaseOutcome, gpu_model: str | None = None) -> Mea
             parsed.iterations,
         )
     first, last = parsed.window or (None, None)
-    return Measurement("ok", None, parsed.throughput, parsed.reported_throughput, parsed.iterations, first, last,
-                       **efficiency(case, parsed, outcome, gpu_model))
+    return Measurement(
+        "ok",
+        None,
+        parsed.throughput,
+        parsed.reported_throughput,
+        parsed.iterations,
+        first,
+        last,
+        **efficiency(case, parsed, outcome, gpu_model),
+    )
 
 
 def judge_probe(case: Case, outcome: CaseOutcome) -> tuple[Measurement, ProbeResult | None]:
@@ -113,7 +121,9 @@ def judge_probe(case: Case, outcome: CaseOutcome) -> tuple[Measurement, ProbeRes
     verdict is the probe's average bus bandwidth (GB/s), for the task's summary only: probes are stored in
     ``fabric_probes``, never as a throughput."""
     log = Path(outcome.log_path) if outcome.log_path else None
-    result = parse_probe(log.read_bytes().decode("utf-8", errors="replace")) if log is not None and log.exists() else None
+    result = (
+        parse_probe(log.read_bytes().decode("utf-8", errors="replace")) if log is not None and log.exists() else None
+    )
     if outcome.failure:
         details = [outcome.failure]
         if result is not None and result.status != "ok":

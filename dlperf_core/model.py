@@ -103,7 +103,7 @@ class Case:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Case":
+    def from_dict(cls, data: dict) -> Case:
         return cls(
             **{
                 **data,
@@ -126,7 +126,7 @@ class CaseRun:
         return {"case": self.case.to_dict(), "repeat": self.repeat, "index": self.index, "total": self.total}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "CaseRun":
+    def from_dict(cls, data: dict) -> CaseRun:
         return cls(Case.from_dict(data["case"]), data["repeat"], data.get("index", 0), data.get("total", 1))
 
 
@@ -230,7 +230,9 @@ class CaseOutcome:
             "failure": self.failure,
             "log_path": self.log_path,
             "gpu_memory_peak_mb": self.gpu_memory_peak_mb,
-            "gpu_power": {n: [list(p) for p in series] for n, series in self.gpu_power.items()} if self.gpu_power else None,
+            "gpu_power": {n: [list(p) for p in series] for n, series in self.gpu_power.items()}
+            if self.gpu_power
+            else None,
         }
 
     @classmethod

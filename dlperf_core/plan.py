@@ -39,11 +39,15 @@ def check_suite(suite: Suite) -> Suite:
         where = f"benchmarks[{i}]"
         adapter = ADAPTERS.get(bench.framework)
         if adapter is None:
-            problems.append(f"{where}.framework: unknown framework {bench.framework!r}; known: {', '.join(sorted(ADAPTERS))}")
+            problems.append(
+                f"{where}.framework: unknown framework {bench.framework!r}; known: {', '.join(sorted(ADAPTERS))}"
+            )
             continue
         if bench.model not in adapter.models:
-            problems.append(f"{where}.model: framework {bench.framework!r} has no model {bench.model!r}; "
-                            f"known: {', '.join(sorted(adapter.models))}")
+            problems.append(
+                f"{where}.model: framework {bench.framework!r} has no model {bench.model!r}; "
+                f"known: {', '.join(sorted(adapter.models))}"
+            )
         bad = [p for p in bench.precisions or () if p not in adapter.precisions]
         if bad:
             problems.append(f"{where}.precisions: {bench.framework!r} does not support {', '.join(bad)}")
@@ -51,8 +55,10 @@ def check_suite(suite: Suite) -> Suite:
             problems.extend(f"{where}.options: {problem}" for problem in adapter.check_options(bench.options))
         if bench.compile and True in bench.compile and not adapter.supports_compile:
             able = sorted(name for name, a in ADAPTERS.items() if a.supports_compile)
-            problems.append(f"{where}.compile: {bench.framework!r} has no torch.compile mode (frameworks that do: "
-                            f"{', '.join(able)})")
+            problems.append(
+                f"{where}.compile: {bench.framework!r} has no torch.compile mode (frameworks that do: "
+                f"{', '.join(able)})"
+            )
         if not bench.search_only:
             for precision in bench.precisions or suite.precisions:
                 if not suite.batch_sizes_for(bench, precision, adapter.default_batch.get(precision)):
@@ -115,8 +121,17 @@ def probe_cases(suite: Suite, cases: list[Case], filters: PlanFilters = PlanFilt
     sizes = ("--min-bytes", str(probe.min_bytes), "--max-bytes", str(probe.max_bytes))
     return [
         (
-            Case(AllreduceProbe.name, PROBE_MODEL, "fp32", 1, nodes, gpus, probe.warmup, probe.iters,
-                 extra_args=sizes + probe.extra_args),
+            Case(
+                AllreduceProbe.name,
+                PROBE_MODEL,
+                "fp32",
+                1,
+                nodes,
+                gpus,
+                probe.warmup,
+                probe.iters,
+                extra_args=sizes + probe.extra_args,
+            ),
             filters.repeats or probe.repeats or suite.repeats,
         )
         for nodes, gpus in topologies
@@ -183,7 +198,7 @@ class SearchRun:
         return {"case": self.case.to_dict(), "search": self.search.model_dump(), "index": self.index}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "SearchRun":
+    def from_dict(cls, data: dict) -> SearchRun:
         return cls(Case.from_dict(data["case"]), MaxBatchSearch.model_validate(data["search"]), data.get("index", 0))
 
 

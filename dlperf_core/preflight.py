@@ -45,7 +45,7 @@ class NodeHealth:
         return {"name": self.name, "ok": self.ok, "problems": list(self.problems), "checks": dict(self.checks)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "NodeHealth":
+    def from_dict(cls, data: dict) -> NodeHealth:
         return cls(data["name"], bool(data["ok"]), tuple(data.get("problems", ())), dict(data.get("checks", {})))
 
 
@@ -69,20 +69,20 @@ def required_paths(node: Node) -> tuple[str, ...]:
 
 def _block(name: str, commands: str) -> str:
     # A subshell keeps one check's failure (or `exit`) from stopping the others.
-    return f"echo {shlex.quote(BEGIN + ' ' + name)}\n( {commands}\n) 2>&1\necho \"{END} {name} $?\"\n"
+    return f'echo {shlex.quote(BEGIN + " " + name)}\n( {commands}\n) 2>&1\necho "{END} {name} $?"\n'
 
 
 def preflight_script(node: Node, images: Iterable[str] = (), *, pull_missing: bool = True) -> str:
     """The POSIX shell script run on ``node`` over SSH. Every check runs; the judgement is local."""
     q = shlex.quote
-    parts = ["export LC_ALL=C PATH=\"$PATH:/usr/sbin:/sbin:/usr/local/bin\"\n"]
+    parts = ['export LC_ALL=C PATH="$PATH:/usr/sbin:/sbin:/usr/local/bin"\n']
     parts.append(_block("docker", "docker version --format '{{.Server.Version}}'"))
     if node.accelerator == "nvidia":
         parts.append(
             _block(
                 "nvidia_runtime",
                 "docker info --format 'runtimes={{json .Runtimes}}'; "
-                "echo \"nvidia-container-cli=$(command -v nvidia-container-cli || echo missing)\"",
+                'echo "nvidia-container-cli=$(command -v nvidia-container-cli || echo missing)"',
             )
         )
         parts.append(_block("gpus", "nvidia-smi --query-gpu=index,name --format=csv,noheader"))
@@ -92,23 +92,26 @@ def preflight_script(node: Node, images: Iterable[str] = (), *, pull_missing: bo
                 "infiniband",
                 "ls -d /dev/infiniband >/dev/null || exit 3; "
                 "for f in /sys/class/infiniband/*/ports/*/state; do "
-                "[ -r \"$f\" ] && echo \"$f $(cat \"$f\")\"; done; true",
+                '[ -r "$f" ] && echo "$f $(cat "$f")"; done; true',
             )
         )
     paths = required_paths(node)
     if paths:
         parts.append(
-            _block("paths", "for p in " + " ".join(q(p) for p in paths) + "; do "
-                   "if [ -e \"$p\" ]; then echo \"present $p\"; else echo \"missing $p\"; fi; done")
+            _block(
+                "paths",
+                "for p in " + " ".join(q(p) for p in paths) + "; do "
+                'if [ -e "$p" ]; then echo "present $p"; else echo "missing $p"; fi; done',
+            )
         )
     df_targets = " ".join(q(p) for p in disk_paths(node))
     parts.append(
         _block(
             "disk",
             "root=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null || echo /var/lib/docker); "
-            f"for p in \"$root\" {df_targets}; do "
-            "[ -e \"$p\" ] || continue; "
-            "echo \"free_kb $(df -Pk \"$p\" | awk 'NR==2 {print $4}') $p\"; done",
+            f'for p in "$root" {df_targets}; do '
+            '[ -e "$p" ] || continue; '
+            'echo "free_kb $(df -Pk "$p" | awk \'NR==2 {print $4}\') $p"; done',
         )
     )
     for image in images:
@@ -122,7 +125,7 @@ def preflight_script(node: Node, images: Iterable[str] = (), *, pull_missing: bo
             _block(
                 f"image {image}",
                 f"if id=$(docker image inspect --format '{{{{.Id}}}}' {q(image)} 2>/dev/null); then "
-                f"echo \"present $id\"; else {pull}; fi",
+                f'echo "present $id"; else {pull}; fi',
             )
         )
     return "".join(parts)

@@ -105,8 +105,14 @@ class OpenRegression:
     @classmethod
     def from_record(cls, row: Mapping[str, Any]) -> OpenRegression:
         """From a row of the ``regressions`` table."""
-        return cls(row["id"], row["median_throughput"], row["baseline_median"], row["baseline_mad"],
-                   row["direction"], row.get("run_id"))
+        return cls(
+            row["id"],
+            row["median_throughput"],
+            row["baseline_median"],
+            row["baseline_mad"],
+            row["direction"],
+            row.get("run_id"),
+        )
 
 
 @dataclass(frozen=True)
@@ -174,17 +180,28 @@ def judge(
     """Judge ``tonight`` against ``history`` (good nights before it, any order)."""
     past = sorted((n for n in history if n.run_id != tonight.run_id), key=lambda n: n.night)
     past = past[-policy.window :]
-    base = Verdict(kind="insufficient_history", night=tonight.night, run_id=tonight.run_id,
-                   median_throughput=tonight.median, baseline_nights=len(past))
+    base = Verdict(
+        kind="insufficient_history",
+        night=tonight.night,
+        run_id=tonight.run_id,
+        median_throughput=tonight.median,
+        baseline_nights=len(past),
+    )
     if len(past) < policy.min_nights:
         return base
     centre, mad = robust_baseline([n.median for n in past], policy.mad_floor_pct)
     z, pct = _scaled(tonight.median, centre, mad)
     changes = tuple(environment_changes(past[-1].environment, tonight.environment))
     verdict = replace(
-        base, kind="steady", baseline_median=centre, baseline_mad=mad, change_pct=pct, robust_z=z,
+        base,
+        kind="steady",
+        baseline_median=centre,
+        baseline_mad=mad,
+        change_pct=pct,
+        robust_z=z,
         direction="slower" if tonight.median < centre else "faster",
-        environment_changed=bool(changes), environment_changes=changes,
+        environment_changed=bool(changes),
+        environment_changes=changes,
     )
     if open_regression is not None:
         open_ = open_regression
@@ -207,8 +224,9 @@ def judge_series(nights: list[Night], policy: Policy = Policy()) -> list[Verdict
         verdict = judge(ordered[:i], tonight, policy, open_)
         if verdict.kind == "new":
             assert verdict.baseline_median is not None and verdict.baseline_mad is not None
-            open_ = OpenRegression(i, tonight.median, verdict.baseline_median, verdict.baseline_mad,
-                                   verdict.direction or "slower")
+            open_ = OpenRegression(
+                i, tonight.median, verdict.baseline_median, verdict.baseline_mad, verdict.direction or "slower"
+            )
         elif verdict.kind == "recovered":
             open_ = None
         verdicts.append(verdict)
@@ -303,8 +321,13 @@ class CaseResult:
 
     @classmethod
     def from_record(cls, row: Mapping[str, Any], configuration_columns: Sequence[str]) -> CaseResult:
-        return cls(row["case_key"], {c: row[c] for c in configuration_columns},
-                   _optional_float(row["median_throughput"]), int(row["n"]), _optional_int(row["environment_id"]))
+        return cls(
+            row["case_key"],
+            {c: row[c] for c in configuration_columns},
+            _optional_float(row["median_throughput"]),
+            int(row["n"]),
+            _optional_int(row["environment_id"]),
+        )
 
     @property
     def topology(self) -> tuple[int, int]:
@@ -327,8 +350,16 @@ class NightlyRow:
 
     @classmethod
     def from_record(cls, row: Mapping[str, Any]) -> NightlyRow:
-        return cls(row["case_key"], row["night"], row["run_id"], _optional_float(row["median_throughput"]),
-                   int(row["n"]), int(row["n_failed"]), row["run_status"], _optional_int(row["environment_id"]))
+        return cls(
+            row["case_key"],
+            row["night"],
+            row["run_id"],
+            _optional_float(row["median_throughput"]),
+            int(row["n"]),
+            int(row["n_failed"]),
+            row["run_status"],
+            _optional_int(row["environment_id"]),
+        )
 
 
 def is_good_night(row: NightlyRow, case_key: str) -> bool:
@@ -351,8 +382,11 @@ def environment_ids(
     for case in cases:
         if case.n <= 0:
             continue
-        ids |= {r.environment_id for r in good_nights(history.get(case.case_key, ()), case.case_key, policy)
-                if r.environment_id is not None}
+        ids |= {
+            r.environment_id
+            for r in good_nights(history.get(case.case_key, ()), case.case_key, policy)
+            if r.environment_id is not None
+        }
         if case.environment_id is not None:
             ids.add(case.environment_id)
     return ids
@@ -372,8 +406,15 @@ class FabricFigure:
 
     @classmethod
     def from_record(cls, row: Mapping[str, Any]) -> FabricFigure:
-        return cls(int(row["nodes"]), int(row["gpus_per_node"]), int(row["size_bytes"]),
-                   _optional_float(row["busbw_gbs"]), row["run_id"], row.get("night"), row.get("run_status"))
+        return cls(
+            int(row["nodes"]),
+            int(row["gpus_per_node"]),
+            int(row["size_bytes"]),
+            _optional_float(row["busbw_gbs"]),
+            row["run_id"],
+            row.get("night"),
+            row.get("run_status"),
+        )
 
 
 def fabric_dropped_tonight(
@@ -394,7 +435,9 @@ def fabric_dropped_tonight(
     past = [
         FabricNight(f.night, f.run_id, f.busbw_gbs)  # type: ignore[arg-type]
         for f in history
-        if (f.nodes, f.gpus_per_node) == topology and f.size_bytes == size and f.busbw_gbs is not None
+        if (f.nodes, f.gpus_per_node) == topology
+        and f.size_bytes == size
+        and f.busbw_gbs is not None
         and f.run_status != "running"
     ]
     now = next(f.busbw_gbs for f in here if f.size_bytes == size)
@@ -432,8 +475,15 @@ class Decision:
     def alert(self, dag_id: str, regression_id: int | None) -> dict[str, Any]:
         """A stored new regression as the notifiers get it (the columns of the ``regressions`` table)."""
         verdict = {k: v for k, v in self.verdict.to_dict().items() if k not in ("kind", "run_id")}
-        return {"id": regression_id, "dag_id": dag_id, "run_id": self.verdict.run_id, **self.case, **verdict,
-                "environment_changes": "; ".join(self.verdict.environment_changes) or None, "label": self.label}
+        return {
+            "id": regression_id,
+            "dag_id": dag_id,
+            "run_id": self.verdict.run_id,
+            **self.case,
+            **verdict,
+            "environment_changes": "; ".join(self.verdict.environment_changes) or None,
+            "label": self.label,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """The case, its verdict and its label (a manual run's new regressions, which are not stored)."""
@@ -507,12 +557,22 @@ def decide_run(
         if case.n <= 0:
             continue
         past = [
-            Night(row.night, row.run_id, float(row.median_throughput),  # type: ignore[arg-type]
-                  environments.get(row.environment_id), row.environment_id)  # type: ignore[arg-type]
+            Night(
+                row.night,
+                row.run_id,
+                float(row.median_throughput),  # type: ignore[arg-type]
+                environments.get(row.environment_id),
+                row.environment_id,
+            )  # type: ignore[arg-type]
             for row in good_nights(history.get(case.case_key, ()), case.case_key, policy)
         ]
-        tonight = Night(night, run_id, float(case.median_throughput),  # type: ignore[arg-type]
-                        environments.get(case.environment_id), case.environment_id)  # type: ignore[arg-type]
+        tonight = Night(
+            night,
+            run_id,
+            float(case.median_throughput),  # type: ignore[arg-type]
+            environments.get(case.environment_id),
+            case.environment_id,
+        )  # type: ignore[arg-type]
         open_ = open_regressions.get(case.case_key)
         if open_ is not None and open_.run_id == run_id:
             open_ = None  # this very run opened it: the run is being judged again
@@ -525,8 +585,11 @@ def decide_run(
             return fabric(*topology)
         return fabric.get(topology)
 
-    labels = {case.case_key: label_regression(verdict, fabric_of(case.topology))
-              for case, verdict in judged if verdict.kind == "new"}
+    labels = {
+        case.case_key: label_regression(verdict, fabric_of(case.topology))
+        for case, verdict in judged
+        if verdict.kind == "new"
+    }
     scheduled = trigger == "scheduled"
     decisions = []
     for case, verdict in judged:
@@ -538,6 +601,7 @@ def decide_run(
                 action = "touch"
             elif verdict.kind == "recovered" and verdict.open_regression_id is not None:
                 action = "close"
-        decisions.append(Decision(case.case_key, case.configuration, verdict, case.environment_id,
-                                  labels.get(case.case_key), action))
+        decisions.append(
+            Decision(case.case_key, case.configuration, verdict, case.environment_id, labels.get(case.case_key), action)
+        )
     return RunDecisions(run_id, trigger, tuple(decisions))

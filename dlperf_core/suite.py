@@ -81,7 +81,7 @@ class FabricProbe(BaseModel):
     extra_args: tuple[str, ...] = ()
 
     @model_validator(mode="after")
-    def _sizes(self) -> "FabricProbe":
+    def _sizes(self) -> FabricProbe:
         if self.min_bytes > self.max_bytes:
             raise ValueError(f"min_bytes {self.min_bytes} is larger than max_bytes {self.max_bytes}")
         return self

@@ -105,9 +105,12 @@ class RunVerdict:
 
     def summary(self) -> dict[str, int]:
         """What ``finish_run`` returns: how many case runs, failed ones, searches and probes were stored."""
-        return {"results": len(self._of("case_run")), "failed": len(self._failed("case_run")),
-                "max_batch_searches": len(self._of("max_batch_search")),
-                "fabric_probes": len(self._of("fabric_probe"))}
+        return {
+            "results": len(self._of("case_run")),
+            "failed": len(self._failed("case_run")),
+            "max_batch_searches": len(self._of("max_batch_search")),
+            "fabric_probes": len(self._of("fabric_probe")),
+        }
 
 
 def judge_run(outcomes: Iterable[Outcome]) -> RunVerdict:

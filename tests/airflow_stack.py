@@ -51,8 +51,9 @@ class AirflowStack:
         return "\n".join(f"===== {name}\n{self.log(name)}" for name in self.processes)
 
     def airflow(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        out = subprocess.run([*AIRFLOW, *args], env=self.env, cwd=self.home, capture_output=True, text=True,
-                             timeout=timeout)
+        out = subprocess.run(
+            [*AIRFLOW, *args], env=self.env, cwd=self.home, capture_output=True, text=True, timeout=timeout
+        )
         if out.returncode != 0:
             raise RuntimeError(f"airflow {' '.join(args)} failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
         return out
@@ -61,7 +62,11 @@ class AirflowStack:
         """Start ``airflow ARGS`` in the background (``env``: added to the stack's environment)."""
         out = open(self.home / f"{name}.out", "wb")
         self.processes[name] = subprocess.Popen(
-            [*AIRFLOW, *args], env={**self.env, **(env or {})}, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
+            [*AIRFLOW, *args],
+            env={**self.env, **(env or {})},
+            cwd=self.home,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stop() ends it and its workers, nothing else
         )
 
@@ -84,8 +89,9 @@ class AirflowStack:
 
     # ------------------------------------------------------------------ REST API
 
-    def request(self, method: str, path: str, body: dict | None = None, token: str | None = None,
-                timeout: float = 30) -> tuple[int, object]:
+    def request(
+        self, method: str, path: str, body: dict | None = None, token: str | None = None, timeout: float = 30
+    ) -> tuple[int, object]:
         """(status, parsed JSON or text) of a request to the api-server."""
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method)
@@ -124,8 +130,14 @@ class AirflowStack:
             time.sleep(every)
 
 
-def prepare_stack(home: Path, metadata_url: str, results_url: str, username: str, password: str,
-                  extra_env: dict[str, str] | None = None) -> AirflowStack:
+def prepare_stack(
+    home: Path,
+    metadata_url: str,
+    results_url: str,
+    username: str,
+    password: str,
+    extra_env: dict[str, str] | None = None,
+) -> AirflowStack:
     """Configure (environment, passwords file), migrate the metadata DB and create the pool.
 
     ``extra_env`` overrides the defaults (another executor, node routing)."""
@@ -134,31 +146,35 @@ def prepare_stack(home: Path, metadata_url: str, results_url: str, username: str
     passwords = home / "simple_auth_manager_passwords.json"
     passwords.write_text(json.dumps({username: password}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__CORE__PARALLELISM": "4",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url,
-        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{username}:admin",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-        "AIRFLOW__API_AUTH__JWT_SECRET": "dlperf-e2e-secret-" + home.name,
-        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",  # no nightly run on unpause: only the test's run
-        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
-        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-        "DLPERF_DB_URL": results_url,
-        "DLPERF_HOME": str(REPO),
-        "DLPERF_LOG_DIR": str(home / "dlperf-logs"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), str(REPO / "plugins"), os.environ.get("PYTHONPATH")])),
-        **(extra_env or {}),
-    })
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url,
+            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{username}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            "AIRFLOW__API_AUTH__JWT_SECRET": "dlperf-e2e-secret-" + home.name,
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",  # no nightly run on unpause: only the test's run
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "DLPERF_DB_URL": results_url,
+            "DLPERF_HOME": str(REPO),
+            "DLPERF_LOG_DIR": str(home / "dlperf-logs"),
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(REPO), str(REPO / "plugins"), os.environ.get("PYTHONPATH")])
+            ),
+            **(extra_env or {}),
+        }
+    )
     stack = AirflowStack(home=home, port=port, username=username, password=password, env=env)
     stack.airflow("db", "migrate")
     stack.airflow("pools", "set", "dlperf_cluster", "1", "one benchmark case at a time on the cluster")

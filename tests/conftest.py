@@ -23,9 +23,7 @@ def _pg_ready(host: str, port: int) -> bool:
     """Whether ``pg_isready`` reports the server at host:port accepting connections."""
     if shutil.which("pg_isready") is None:
         return False
-    probe = subprocess.run(
-        ["pg_isready", "-h", host, "-p", str(port)], capture_output=True, check=False
-    )
+    probe = subprocess.run(["pg_isready", "-h", host, "-p", str(port)], capture_output=True, check=False)
     return probe.returncode == 0
 
 

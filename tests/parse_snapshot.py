@@ -41,7 +41,9 @@ def log_files() -> list[tuple[str, Path]]:
     """(stable name, path) of every real log: the shared ones and the CPU logs kept in the tests."""
     out = []
     real = SHARED / "reallogs"
-    out += [(f"reallogs/{p.relative_to(real)}", p) for p in sorted(real.rglob("*")) if p.is_file() and p.suffix != ".md"]
+    out += [
+        (f"reallogs/{p.relative_to(real)}", p) for p in sorted(real.rglob("*")) if p.is_file() and p.suffix != ".md"
+    ]
     cpu = HERE / "data" / "cpu_logs"
     out += [(f"cpu_logs/{p.name}", p) for p in sorted(cpu.glob("*.log"))]
     return out

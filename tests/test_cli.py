@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from helpers import DLPERF, REPO
-
 from test_parsing import PUBLISHED, SHARED  # reallogs/PROVENANCE.md figures
 
 
@@ -18,8 +17,17 @@ def test_parse_json_gives_the_published_figures():
     runs = json.loads(out.stdout)
     assert len(runs) == len(PUBLISHED)
     for run in runs:
-        assert {"file", "format", "throughput", "reported_throughput", "iterations", "status", "reason", "gpus",
-                "batch_size_per_device"} <= set(run)
+        assert {
+            "file",
+            "format",
+            "throughput",
+            "reported_throughput",
+            "iterations",
+            "status",
+            "reason",
+            "gpus",
+            "batch_size_per_device",
+        } <= set(run)
         published = PUBLISHED[Path(run["file"]).name]
         assert run["format"] == "ngc_pytorch_dllogger" and run["status"] == "ok"
         assert run["reported_throughput"] == pytest.approx(published, rel=0.005)

@@ -63,8 +63,14 @@ def _env(tmp_path: Path, pg_url: str) -> dict[str, str]:
 def _sync(tmp_path: Path, env: dict, inventory: str, *extra: str) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "inventory.yaml"
     path.write_text(inventory)
-    return subprocess.run([*DLPERF, "cluster", "sync", "--inventory", str(path), "--json", *extra],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [*DLPERF, "cluster", "sync", "--inventory", str(path), "--json", *extra],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _actions(out: subprocess.CompletedProcess[str]) -> dict[tuple[str, str], str]:
@@ -76,11 +82,21 @@ def _state(pg_url: str) -> tuple[dict, dict]:
     engine = sa.create_engine(pg_url)
     try:
         with engine.connect() as conn:
-            conns = {r.conn_id: r for r in conn.execute(sa.text(
-                "SELECT conn_id, conn_type, host, login, port, password, extra FROM connection "
-                "WHERE conn_id LIKE 'dlperf_node_%' OR conn_id LIKE 'dlperf_docker_%'"))}
-            pools = {r.pool: r for r in conn.execute(sa.text(
-                "SELECT pool, slots, include_deferred FROM slot_pool WHERE pool LIKE 'dlperf_node_%'"))}
+            conns = {
+                r.conn_id: r
+                for r in conn.execute(
+                    sa.text(
+                        "SELECT conn_id, conn_type, host, login, port, password, extra FROM connection "
+                        "WHERE conn_id LIKE 'dlperf_node_%' OR conn_id LIKE 'dlperf_docker_%'"
+                    )
+                )
+            }
+            pools = {
+                r.pool: r
+                for r in conn.execute(
+                    sa.text("SELECT pool, slots, include_deferred FROM slot_pool WHERE pool LIKE 'dlperf_node_%'")
+                )
+            }
     finally:
         engine.dispose()
     return conns, pools
@@ -104,9 +120,16 @@ def test_cluster_sync_is_idempotent_against_a_real_metadata_db(tmp_path, pg_url)
     assert set(conns) == set(pools) | {"dlperf_docker_gpu-a"}  # gpu-b: its local socket, no Docker connection
     d = conns["dlperf_docker_gpu-a"]
     assert (d.conn_type, d.host, d.login, d.port, d.password) == (
-        "docker", "registry.example.com:5000", "bench", None, "s3cret-registry")
+        "docker",
+        "registry.example.com:5000",
+        "bench",
+        None,
+        "s3cret-registry",
+    )
     assert json.loads(d.extra) == {
-        "tls_ca_cert": "/certs/ca.pem", "tls_client_cert": "/certs/cert.pem", "tls_client_key": "/certs/key.pem",
+        "tls_ca_cert": "/certs/ca.pem",
+        "tls_client_cert": "/certs/cert.pem",
+        "tls_client_key": "/certs/key.pem",
         "tls_verify": True,
     }
     a = conns["dlperf_node_gpu-a"]
@@ -137,19 +160,29 @@ def test_cluster_sync_is_idempotent_against_a_real_metadata_db(tmp_path, pg_url)
     assert conns["dlperf_node_gpu-a"].port == 2200 and "dlperf_node_cpu-c" in pools
 
     # A new registry password (the variable the inventory names) updates the Docker connection.
-    rotated = _actions(_sync(tmp_path, {**env, "DLPERF_TEST_REGISTRY_PASSWORD": "rotated-password"},
-                             INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n")))
+    rotated = _actions(
+        _sync(
+            tmp_path,
+            {**env, "DLPERF_TEST_REGISTRY_PASSWORD": "rotated-password"},
+            INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n"),
+        )
+    )
     assert rotated[("connection", "dlperf_docker_gpu-a")] == "updated"
     assert _state(pg_url)[0]["dlperf_docker_gpu-a"].password == "rotated-password"
     # ... and without the variable, nothing is written at all.
-    unset = _sync(tmp_path, {k: v for k, v in env.items() if k != "DLPERF_TEST_REGISTRY_PASSWORD"},
-                  INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n"))
+    unset = _sync(
+        tmp_path,
+        {k: v for k, v in env.items() if k != "DLPERF_TEST_REGISTRY_PASSWORD"},
+        INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n"),
+    )
     assert unset.returncode == 2 and "DLPERF_TEST_REGISTRY_PASSWORD is not set" in unset.stderr
     assert _state(pg_url)[0]["dlperf_docker_gpu-a"].password == "rotated-password"
 
     # --prune: gpu-b left the cluster.
     smaller = INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n").replace(
-        "  - name: gpu-b\n    address: 10.1.0.11\n    gpus: 8\n    accelerator: nvidia\n    queue: gpu-b\n    ssh: {user: bench}\n", "")
+        "  - name: gpu-b\n    address: 10.1.0.11\n    gpus: 8\n    accelerator: nvidia\n    queue: gpu-b\n    ssh: {user: bench}\n",
+        "",
+    )
     pruned = _actions(_sync(tmp_path, env, smaller, "--prune"))
     assert pruned[("connection", "dlperf_node_gpu-b")] == "removed"
     assert pruned[("pool", "dlperf_node_gpu-b")] == "removed"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 
@@ -19,10 +18,9 @@ from dlperf_core.commands import GOLDEN_IDS, DryRunDocker, suite_commands
 from dlperf_core.frameworks import ADAPTERS, LaunchContext, get_adapter
 from dlperf_core.inventory import load_inventory
 from dlperf_core.jobs import build_job
-from dlperf_core.plan import PlanFilters
 from dlperf_core.model import Case, CaseRun
+from dlperf_core.plan import PlanFilters
 from dlperf_core.suite import load_suite
-
 from helpers import REPO, SHARED
 
 GOLDEN = REPO / "tests" / "golden"
@@ -58,9 +56,14 @@ def case(framework: str, topo: str, precision: str = "fp32", batch: int | None =
     adapter = ADAPTERS[framework]
     nodes, gpus = (int(x) for x in re.match(r"(\d+)n(\d+)g", topo).groups())
     return Case(
-        framework=framework, model=next(iter(adapter.models)), precision=precision,
-        batch_size_per_device=batch or adapter.default_batch[precision], nodes=nodes, gpus_per_node=gpus,
-        warmup_iterations=adapter.default_warmup, measured_iterations=adapter.default_measured,
+        framework=framework,
+        model=next(iter(adapter.models)),
+        precision=precision,
+        batch_size_per_device=batch or adapter.default_batch[precision],
+        nodes=nodes,
+        gpus_per_node=gpus,
+        warmup_iterations=adapter.default_warmup,
+        measured_iterations=adapter.default_measured,
         options=tuple(sorted(options.items())),
     )
 
@@ -75,7 +78,8 @@ def launches(c: Case, cluster, master_port: int = 29500):
 def test_ngc_pytorch_matches_the_seed_command_line(topo, cluster):
     """Seed 002 printed its node-0 command (bash -x); ours is the same, token for token."""
     printed = [
-        line for line in (SEEDS / "002_3dcb0bed4bdf16bb.txt").read_text().splitlines()
+        line
+        for line in (SEEDS / "002_3dcb0bed4bdf16bb.txt").read_text().splitlines()
         if line.startswith("+ python /workspace/rn50/multiproc.py") and f"--nnodes {topo[0]} " in line
     ]
     assert printed, "seed 002 prints its multi-node command"
@@ -101,7 +105,7 @@ def test_ngc_pytorch_amp_loss_scales(cluster):
 
 def _seed_local_run_flags() -> dict[str, str]:
     text = (SEEDS / "003_96d2849aa82fcda1.txt").read_text()
-    block = text[text.index("python3 ./$BENCH_ROOT_DIR/of_cnn_train_val.py"):]
+    block = text[text.index("python3 ./$BENCH_ROOT_DIR/of_cnn_train_val.py") :]
     block = block[: block.index("```")]
     return dict(m.groups() for m in re.finditer(r"--(\w+)=(\S+?)\s*(?:\\|$)", block, re.M))
 
@@ -113,8 +117,15 @@ def test_oneflow_matches_the_seed_local_run_script(cluster):
         ours = dict(a[2:].split("=", 1) for a in launch.argv if a.startswith("--"))
         # same flags, except where the seed's paths were placeholders for its own machine
         assert set(seed) == set(ours), set(seed) ^ set(ours)
-        for name in set(seed) - {"train_data_dir", "log_dir", "num_examples", "num_nodes", "gpu_num_per_node",
-                                 "batch_size_per_device", "node_ips"}:
+        for name in set(seed) - {
+            "train_data_dir",
+            "log_dir",
+            "num_examples",
+            "num_nodes",
+            "gpu_num_per_node",
+            "batch_size_per_device",
+            "node_ips",
+        }:
             assert ours[name] == seed[name].strip('"'), name
         assert ours["node_ips"] == seed["node_ips"].replace("'", "")  # every node gets every ip
         # NUM_EXAMPLES = nodes x gpus x batch x 200 iterations
@@ -131,7 +142,13 @@ def test_mindspore_uses_the_seed_train_py_arguments(cluster):
     assert mpirun[:2] == ["mpirun", "--allow-run-as-root"]
     assert mpirun[mpirun.index("-np") + 1] == "16" and mpirun[mpirun.index("-H") + 1] == "10.11.0.2:8,10.11.0.3:8"
     # the seed's patch adds exactly these arguments; 100 warm-up + 100 measured steps in sinks of 10
-    for arg in ("--batch_size=256", "--train_steps=200", "--data_sink_steps=10", "--dtype=fp16", "--run_distribute=True"):
+    for arg in (
+        "--batch_size=256",
+        "--train_steps=200",
+        "--data_sink_steps=10",
+        "--dtype=fp16",
+        "--run_distribute=True",
+    ):
         assert arg in mpirun
     assert [o.role for o in others] == ["sshd"]
     patch = (REPO / "docker" / "mindspore" / "train.py.patch").read_text()
@@ -182,7 +199,9 @@ def test_keys_are_made_per_case_run_and_never_printed(cluster):
     # every node of a case gets the same keys; the private key is never in a repr or the command text
     assert {f.content for f in jobs[0].containers[1].files} == set(keys[0].values())
     assert b"PRIVATE" not in repr(jobs[0].containers[0]).encode()
-    single = build_job(CaseRun(case("ngc_mxnet", "1n8g"), 0), cluster, DryRunDocker(), GOLDEN_IDS, timeout_s=10, watchdog_s=None)
+    single = build_job(
+        CaseRun(case("ngc_mxnet", "1n8g"), 0), cluster, DryRunDocker(), GOLDEN_IDS, timeout_s=10, watchdog_s=None
+    )
     assert single.containers[0].files == ()  # one node: no ssh at all
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 import pytest
@@ -13,16 +13,24 @@ import pytest
 from dlperf_core.compare import compare_runs, format_table
 from helpers import DLPERF, REPO, cli_env
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def rows(run_id: str, figures: dict[str, list[float | None]]) -> pd.DataFrame:
     """Result rows of one run: None is a failed repeat."""
-    return pd.DataFrame([
-        {"run_id": run_id, "case_key": key, "repeat": i, "status": "ok" if v is not None else "failed",
-         "throughput": v}
-        for key, values in figures.items() for i, v in enumerate(values)
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "run_id": run_id,
+                "case_key": key,
+                "repeat": i,
+                "status": "ok" if v is not None else "failed",
+                "throughput": v,
+            }
+            for key, values in figures.items()
+            for i, v in enumerate(values)
+        ]
+    )
 
 
 def welch(a: list[float], b: list[float]) -> tuple[float, float]:
@@ -67,22 +75,44 @@ def test_cli_compare_on_postgres(tmp_path, pg_url):
     store = ResultStore(pg_url)
     store.ensure_schema()
     for run_id, values in (("night-1", [1000.0, 1003.0, 997.0]), ("night-2", [940.0, 944.0, 938.0])):
-        store.upsert_results([
-            ResultRecord(dag_id="d", run_id=run_id, case_key="pt/r50/amp/b256/1n8g", framework="pt",
-                         model="r50", precision="amp", batch_size_per_device=256, nodes=1, gpus_per_node=8,
-                         repeat=i, status="ok", throughput=v, started_at=T0)
-            for i, v in enumerate(values)
-        ])
+        store.upsert_results(
+            [
+                ResultRecord(
+                    dag_id="d",
+                    run_id=run_id,
+                    case_key="pt/r50/amp/b256/1n8g",
+                    framework="pt",
+                    model="r50",
+                    precision="amp",
+                    batch_size_per_device=256,
+                    nodes=1,
+                    gpus_per_node=8,
+                    repeat=i,
+                    status="ok",
+                    throughput=v,
+                    started_at=T0,
+                )
+                for i, v in enumerate(values)
+            ]
+        )
     store.dispose()
     env = cli_env(tmp_path, pg_url)
-    out = subprocess.run([*DLPERF, "compare", "night-1", "night-2", "--json"], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [*DLPERF, "compare", "night-1", "night-2", "--json"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     (row,) = json.loads(out.stdout)
     assert row["significant"] is True and row["change_pct"] == pytest.approx(-6.0)
-    text = subprocess.run([*DLPERF, "compare", "night-1", "night-2"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    text = subprocess.run(
+        [*DLPERF, "compare", "night-1", "night-2"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     assert "| pt/r50/amp/b256/1n8g | 3 | 3 | 1000.00 | 940.00 | -6.00 |" in text.stdout
-    missing = subprocess.run([*DLPERF, "compare", "night-1", "nope"], cwd=REPO, env=env,
-                             capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [*DLPERF, "compare", "night-1", "nope"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     assert missing.returncode == 2 and "no results for run nope" in missing.stderr

@@ -50,17 +50,29 @@ def test_compile_modes_expand_into_cases_of_their_own():
 
 def test_bad_compile_settings_are_refused_before_anything_runs():
     with pytest.raises(ConfigError, match="compile: 'ngc_mxnet' has no torch.compile mode"):
-        check_suite(parse_suite({"name": "c", "benchmarks": [
-            {"framework": "ngc_mxnet", "model": "resnet50_v1.5", "compile": True}]}))
+        check_suite(
+            parse_suite(
+                {"name": "c", "benchmarks": [{"framework": "ngc_mxnet", "model": "resnet50_v1.5", "compile": True}]}
+            )
+        )
     with pytest.raises(ConfigError, match="compile: give true, false or a list"):
         suite("yes")
     # a suite-wide compile: true leaves the frameworks that cannot compile eager
-    mixed = parse_suite({"name": "m", "compile": True, "repeats": 1, "benchmarks": [
-        {"framework": "pytorch_reference", "model": "resnet50_v1.5", "batch_size_per_device": 8},
-        {"framework": "ngc_mxnet", "model": "resnet50_v1.5", "batch_size_per_device": 8},
-    ]})
-    assert sorted(keys(mixed)) == ["ngc_mxnet/resnet50_v1.5/fp32/b8/1n1g",
-                                   "pytorch_reference/resnet50_v1.5/fp32/b8/1n1g+compile"]
+    mixed = parse_suite(
+        {
+            "name": "m",
+            "compile": True,
+            "repeats": 1,
+            "benchmarks": [
+                {"framework": "pytorch_reference", "model": "resnet50_v1.5", "batch_size_per_device": 8},
+                {"framework": "ngc_mxnet", "model": "resnet50_v1.5", "batch_size_per_device": 8},
+            ],
+        }
+    )
+    assert sorted(keys(mixed)) == [
+        "ngc_mxnet/resnet50_v1.5/fp32/b8/1n1g",
+        "pytorch_reference/resnet50_v1.5/fp32/b8/1n1g+compile",
+    ]
     with pytest.raises(ConfigError, match="torch.compile needs at least 3 warm-up iterations .it has 2."):
         plan_suite(suite(True, warmup=2), LOCAL)
 
@@ -81,10 +93,32 @@ def test_trigger_form_overrides_compile_where_it_can():
 def test_compilation_inside_the_measured_window_fails_the_run():
     """Without warm-up the first iterations compile inside the window: no figure, a clear reason."""
     proc = subprocess.run(
-        [sys.executable, "-m", "dlperf_core.workload.train", "--device", "cpu", "--batch-size", "2",
-         "--image-size", "32", "--width", "8", "--num-classes", "10", "--warmup-iterations", "0",
-         "--iterations", "2", "--threads", "1", "--compile"],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "dlperf_core.workload.train",
+            "--device",
+            "cpu",
+            "--batch-size",
+            "2",
+            "--image-size",
+            "32",
+            "--width",
+            "8",
+            "--num-classes",
+            "10",
+            "--warmup-iterations",
+            "0",
+            "--iterations",
+            "2",
+            "--threads",
+            "1",
+            "--compile",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "torch.compile compiled" in proc.stderr and "inside the measured window" in proc.stderr
@@ -102,13 +136,21 @@ def test_eager_and_compiled_end_to_end_on_cpu(tmp_path, pg_url):
         "  - {framework: pytorch_reference, model: resnet50_v1.5, batch_size_per_device: 4, compile: [false, true],\n"
         "     extra_args: [--image-size, '32', --width, '8', --num-classes, '10', --device, cpu]}\n"
     )
-    out = subprocess.run([*DLPERF, "run", str(path), "--inventory", str(REPO / "inventories" / "local.yaml")],
-                         cwd=REPO, env=cli_env(tmp_path, pg_url), capture_output=True, text=True, timeout=1200)
+    out = subprocess.run(
+        [*DLPERF, "run", str(path), "--inventory", str(REPO / "inventories" / "local.yaml")],
+        cwd=REPO,
+        env=cli_env(tmp_path, pg_url),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     store = ResultStore(pg_url)
     rows = store.results(run_id=run_id_of(out.stdout)).sort_values("case_key")
-    assert list(rows["case_key"]) == ["pytorch_reference/resnet50_v1.5/fp32/b4/1n1g",
-                                      "pytorch_reference/resnet50_v1.5/fp32/b4/1n1g+compile"]
+    assert list(rows["case_key"]) == [
+        "pytorch_reference/resnet50_v1.5/fp32/b4/1n1g",
+        "pytorch_reference/resnet50_v1.5/fp32/b4/1n1g+compile",
+    ]
     assert list(rows["variant"]) == ["", "+compile"] and list(rows["compiled"].astype(bool)) == [False, True]
     assert set(rows["status"]) == {"ok"} and (rows["throughput"] > 0).all()
     assert rows["mfu"].isna().all() and rows["energy_per_sample_j"].isna().all()  # CPU: unknown, not 0
@@ -145,5 +187,13 @@ def test_gpu_single_suite_is_ready_for_one_local_gpu():
     assert "--amp-dtype fp16" in argv and "--compile" in argv and "--device cuda" in argv and "--threads" not in argv
     assert job.devices_per_node == 1 and job.launches[0].node.accelerator == "nvidia"
     with pytest.raises(ConfigError, match="option amp_dtype='fp8' is not one of bf16, fp16"):
-        check_suite(parse_suite({"name": "x", "benchmarks": [
-            {"framework": "pytorch_reference", "model": "resnet50_v1.5", "options": {"amp_dtype": "fp8"}}]}))
+        check_suite(
+            parse_suite(
+                {
+                    "name": "x",
+                    "benchmarks": [
+                        {"framework": "pytorch_reference", "model": "resnet50_v1.5", "options": {"amp_dtype": "fp8"}}
+                    ],
+                }
+            )
+        )

@@ -22,16 +22,31 @@ from helpers import REPO, docker_available, image_present
 
 AIRFLOW_IMAGE = os.environ.get("DLPERF_AIRFLOW_IMAGE", "dlperf/airflow:3.3.2")
 CORE_SERVICES = {
-    "postgres", "redis", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
-    "airflow-worker", "airflow-triggerer", "airflow-init",
+    "postgres",
+    "redis",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-worker",
+    "airflow-triggerer",
+    "airflow-init",
 }
-SECRETS = ["AIRFLOW_POSTGRES_PASSWORD", "DLPERF_DB_PASSWORD", "REDIS_PASSWORD", "AIRFLOW_FERNET_KEY",
-           "AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY", "DLPERF_ADMIN_PASSWORD"]
+SECRETS = [
+    "AIRFLOW_POSTGRES_PASSWORD",
+    "DLPERF_DB_PASSWORD",
+    "REDIS_PASSWORD",
+    "AIRFLOW_FERNET_KEY",
+    "AIRFLOW_JWT_SECRET",
+    "AIRFLOW_API_SECRET_KEY",
+    "DLPERF_ADMIN_PASSWORD",
+]
 
 
 @pytest.fixture(scope="module")
 def compose() -> list[str]:
-    proc = subprocess.run(["bash", str(REPO / "scripts/ensure-compose.sh")], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts/ensure-compose.sh")], capture_output=True, text=True, timeout=600
+    )
     if proc.returncode != 0:
         pytest.skip(f"no Compose implementation (scripts/ensure-compose.sh): {proc.stderr.strip()[-300:]}")
     return shlex.split(proc.stdout.strip().splitlines()[-1])
@@ -41,9 +56,21 @@ def _config(compose: list[str], env_file: Path, *extra: str) -> subprocess.Compl
     # A clean environment: values come from the env file only, not from whoever runs the tests.
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")}
     return subprocess.run(
-        [*compose, "--env-file", str(env_file), "-f", str(REPO / "docker-compose.yaml"),
-         "--project-directory", str(REPO), *extra, "config"],
-        capture_output=True, text=True, timeout=120, env=env,
+        [
+            *compose,
+            "--env-file",
+            str(env_file),
+            "-f",
+            str(REPO / "docker-compose.yaml"),
+            "--project-directory",
+            str(REPO),
+            *extra,
+            "config",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
 
 
@@ -87,9 +114,11 @@ def test_compose_file_validates_with_the_example_env(compose, tmp_path):
 
 def test_node_worker_listens_on_its_queue_with_its_docker_socket(compose, tmp_path):
     env = _env_example(tmp_path)
-    env.write_text(env.read_text() + "DLPERF_NODE_QUEUE=gpu-node-3\nDLPERF_NODE_DOCKER_SOCKET=/run/node3.sock\n"
-                   "DLPERF_CENTRAL_HOST=10.9.8.7\nDLPERF_NODE_NAME=gpu-node-3\n"
-                   "DLPERF_CLUSTER_INVENTORY=inventories/example-cluster.yaml\n")
+    env.write_text(
+        env.read_text() + "DLPERF_NODE_QUEUE=gpu-node-3\nDLPERF_NODE_DOCKER_SOCKET=/run/node3.sock\n"
+        "DLPERF_CENTRAL_HOST=10.9.8.7\nDLPERF_NODE_NAME=gpu-node-3\n"
+        "DLPERF_CLUSTER_INVENTORY=inventories/example-cluster.yaml\n"
+    )
     out = _config(compose, env, "--profile", "node-worker")
     assert out.returncode == 0, out.stderr
     worker = yaml.safe_load(out.stdout)["services"]["airflow-node-worker"]
@@ -99,10 +128,14 @@ def test_node_worker_listens_on_its_queue_with_its_docker_socket(compose, tmp_pa
     assert worker["environment"]["DLPERF_NODE"] == "gpu-node-3"  # a task for another node refuses to run here
     assert worker["environment"]["DLPERF_CLUSTER_INVENTORY"] == "inventories/example-cluster.yaml"
     assert worker["environment"]["DLPERF_DB_URL"].endswith("@postgres:5432/dlperf")  # the common environment too
-    assert any(str(v).startswith("/run/node3.sock:/var/run/docker.sock") or
-               (isinstance(v, dict) and v.get("source") == "/run/node3.sock") for v in worker["volumes"])
+    assert any(
+        str(v).startswith("/run/node3.sock:/var/run/docker.sock")
+        or (isinstance(v, dict) and v.get("source") == "/run/node3.sock")
+        for v in worker["volumes"]
+    )
     assert sorted(worker["extra_hosts"]) == sorted(
-        ["postgres:10.9.8.7", "redis:10.9.8.7", "airflow-apiserver:10.9.8.7"])
+        ["postgres:10.9.8.7", "redis:10.9.8.7", "airflow-apiserver:10.9.8.7"]
+    )
 
 
 @pytest.mark.parametrize("secret", SECRETS)
@@ -118,19 +151,27 @@ def test_no_secret_is_committed():
     literal = {k: v for k, v in (m.groups() for m in secret_keys) if not k.endswith("_FILE") and not v.startswith("${")}
     assert literal == {}, "a literal secret in docker-compose.yaml"
     ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=REPO).returncode == 0
-    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", ".env"], cwd=REPO, capture_output=True).returncode == 0
+    tracked = (
+        subprocess.run(["git", "ls-files", "--error-unmatch", ".env"], cwd=REPO, capture_output=True).returncode == 0
+    )
     assert not tracked and ignored, ".env must be git-ignored and never committed"
 
 
 # --------------------------------------------------------------------------- the image
+
 
 @pytest.fixture(scope="module")
 def airflow_image() -> str:
     if not docker_available():
         pytest.skip("no Docker engine (scripts/ensure-docker.sh starts one)")
     if os.environ.get("DLPERF_TEST_NO_BUILD") != "1":
-        proc = subprocess.run([str(REPO / "scripts/build-images.sh")], capture_output=True, text=True, timeout=1800,
-                              env={**os.environ, "BUILD_AIRFLOW_IMAGE": "yes"})
+        proc = subprocess.run(
+            [str(REPO / "scripts/build-images.sh")],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env={**os.environ, "BUILD_AIRFLOW_IMAGE": "yes"},
+        )
         assert proc.returncode == 0, proc.stderr[-4000:]
     if not image_present(AIRFLOW_IMAGE):
         pytest.fail(f"{AIRFLOW_IMAGE} missing after scripts/build-images.sh")
@@ -149,8 +190,12 @@ def test_image_runs_airflow_like_the_official_one(airflow_image):
         assert out.stdout.strip().splitlines()[-1] == "3.3.2"
     who = _run(airflow_image, "id", "-u")
     assert who.returncode == 0 and who.stdout.strip() == "50000"  # non-root
-    labels = subprocess.run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", airflow_image],
-                            capture_output=True, text=True, check=True).stdout
+    labels = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", airflow_image],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "dlperf.inputs-hash" in labels
 
 
@@ -179,6 +224,7 @@ def test_image_imports_the_dag_without_torch(airflow_image):
 
 # --------------------------------------------------------------------------- PostgreSQL init
 
+
 @pytest.mark.postgres
 def test_postgres_init_script_creates_dlperf_database_and_user(pg_server):
     import psycopg2
@@ -186,12 +232,24 @@ def test_postgres_init_script_creates_dlperf_database_and_user(pg_server):
     base, admin = pg_server
     suffix = uuid.uuid4().hex[:8]
     user, db = f"dlperf_u_{suffix}", f"dlperf_db_{suffix}"
-    env = {**os.environ, "POSTGRES_USER": base.username or "postgres", "POSTGRES_DB": base.database or "postgres",
-           "PGHOST": base.host or "127.0.0.1", "PGPORT": str(base.port or 5432),
-           "DLPERF_DB_USER": user, "DLPERF_DB_NAME": db, "DLPERF_DB_PASSWORD": "pw'with\"quotes"}
+    env = {
+        **os.environ,
+        "POSTGRES_USER": base.username or "postgres",
+        "POSTGRES_DB": base.database or "postgres",
+        "PGHOST": base.host or "127.0.0.1",
+        "PGPORT": str(base.port or 5432),
+        "DLPERF_DB_USER": user,
+        "DLPERF_DB_NAME": db,
+        "DLPERF_DB_PASSWORD": "pw'with\"quotes",
+    }
     try:
-        out = subprocess.run(["bash", str(REPO / "docker/airflow/postgres-init/10-dlperf-results-db.sh")],
-                             env=env, capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            ["bash", str(REPO / "docker/airflow/postgres-init/10-dlperf-results-db.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         conn = psycopg2.connect(host=env["PGHOST"], port=env["PGPORT"], dbname="postgres", user=env["POSTGRES_USER"])
         try:
@@ -202,9 +260,13 @@ def test_postgres_init_script_creates_dlperf_database_and_user(pg_server):
                 assert cur.fetchone() == (True,)
         finally:
             conn.close()
-        missing = subprocess.run(["bash", str(REPO / "docker/airflow/postgres-init/10-dlperf-results-db.sh")],
-                                 env={k: v for k, v in env.items() if k != "DLPERF_DB_PASSWORD"},
-                                 capture_output=True, text=True, timeout=60)
+        missing = subprocess.run(
+            ["bash", str(REPO / "docker/airflow/postgres-init/10-dlperf-results-db.sh")],
+            env={k: v for k, v in env.items() if k != "DLPERF_DB_PASSWORD"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert missing.returncode != 0 and "DLPERF_DB_PASSWORD must be set" in missing.stderr
     finally:
         admin(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')

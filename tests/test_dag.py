@@ -57,8 +57,17 @@ def test_dagbag_loads_without_import_errors(tmp_path):
     assert info["schedule"] == "0 2 * * *"
     assert {"suite", "runtime", "frameworks", "precisions", "topologies", "repeats"} <= set(info["params"])
     assert info["tasks"] == [
-        "capture_environment", "detect_regressions", "finish_run", "make_report", "plan_cases", "plan_searches",
-        "preflight", "remove_containers", "run_case", "search_max_batch", "store_result",
+        "capture_environment",
+        "detect_regressions",
+        "finish_run",
+        "make_report",
+        "plan_cases",
+        "plan_searches",
+        "preflight",
+        "remove_containers",
+        "run_case",
+        "search_max_batch",
+        "store_result",
     ]
     assert info["pool"] == info["search_pool"] == "dlperf_cluster"  # probes and cases never share a device
     assert info["finish_after"] == ["search_max_batch", "store_result"]

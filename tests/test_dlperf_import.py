@@ -33,8 +33,12 @@ def test_import_stores_every_run_and_writes_the_dlperf_json(tmp_path):
     build_folder(folder)
     db = f"sqlite:///{tmp_path / 'r.db'}"
     out_json = tmp_path / "result.json"
-    out = subprocess.run([*DLPERF, "import", str(folder), "--db", db, "--json-out", str(out_json)],
-                         capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [*DLPERF, "import", str(folder), "--db", db, "--json-out", str(out_json)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr
     assert "notes.log" in out.stderr and "skipped x1: name is not" in out.stderr  # reported, not guessed
     # a foreign log stopped early is measured over what it holds (fitted window), and says so
@@ -45,8 +49,12 @@ def test_import_stores_every_run_and_writes_the_dlperf_json(tmp_path):
     assert not rows[~rows["log_path"].str.endswith("r50_b128_amp_2.log")]["window_fitted"].any()
     assert "stored 5 rows: 5 ok (1 with a fitted window), 0 failed" in out.stderr
     # --strict: the window of dlperf's own runs; the same import updates the same rows
-    out = subprocess.run([*DLPERF, "import", str(folder), "--db", db, "--json-out", str(out_json), "--strict"],
-                         capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [*DLPERF, "import", str(folder), "--db", db, "--json-out", str(out_json), "--strict"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr
     assert "failed x1: truncated log: last line cut" in out.stderr
     result = json.loads(out_json.read_text())
@@ -62,8 +70,9 @@ def test_import_stores_every_run_and_writes_the_dlperf_json(tmp_path):
     # fp32 at 10n8g: read (two-digit node count), but no 1n1g: speedup None, not 1.0
     assert result["r50_b128_fp32"]["10n8g"]["speedup"] is None
     # importing again adds nothing
-    again = subprocess.run([*DLPERF, "import", str(folder), "--db", db, "--strict"], capture_output=True, text=True,
-                           cwd=REPO)
+    again = subprocess.run(
+        [*DLPERF, "import", str(folder), "--db", db, "--strict"], capture_output=True, text=True, cwd=REPO
+    )
     assert again.returncode == 0 and len(ResultStore(db).results()) == 5
 
 
@@ -72,14 +81,20 @@ def test_dry_run_prints_each_row_and_stores_nothing(tmp_path):
     folder = tmp_path / "rn50"
     build_folder(folder)
     db = tmp_path / "r.db"
-    out = subprocess.run([*DLPERF, "import", str(folder), "--db", f"sqlite:///{db}", "--dry-run"],
-                         capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [*DLPERF, "import", str(folder), "--db", f"sqlite:///{db}", "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert len(lines) == 6 and "notes.log\tskipped\tname is not" in out.stdout
     assert any("1n8g/r50_b128_amp_2.log" in line and "(fitted)" in line for line in lines)
-    assert any(line.startswith("1n1g/r50_b128_amp_1.log\tngc_pytorch_dllogger\tngc_pytorch_dllogger/r50/amp/b128/1n1g r1\t")
-               for line in lines)
+    assert any(
+        line.startswith("1n1g/r50_b128_amp_1.log\tngc_pytorch_dllogger\tngc_pytorch_dllogger/r50/amp/b128/1n1g r1\t")
+        for line in lines
+    )
     assert "would store 5 rows" in out.stderr and "nothing stored (--dry-run)" in out.stderr
     assert not db.exists()
 
@@ -102,8 +117,9 @@ def test_a_thousand_file_import_shows_progress_and_a_summary(tmp_path):
     for i in range(10):
         (folder / f"notes_{i}.log").write_text("not a case log\n")
     db = f"sqlite:///{tmp_path / 'big.db'}"
-    out = subprocess.run([*DLPERF, "import", str(folder), "--db", db, "--progress"],
-                         capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [*DLPERF, "import", str(folder), "--db", db, "--progress"], capture_output=True, text=True, cwd=REPO
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     err = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.stderr)  # the bar's terminal colours
     # the bar's last state, and that it moved while the import ran
@@ -129,8 +145,10 @@ def test_result_json_keys_and_rounding(tmp_path):
     for log in logs:
         figures.append(RepeatFigure(log, speeds[log.case][log.repeat - 1]))
     result = result_json(figures)
-    assert result == {"m": {
-        "1n1g": {"average_speed": 100.0, "batch_size_per_device": 64, "median_speed": 100.0, "speedup": 1.0},
-        "2n8g": {"average_speed": 1505.06, "batch_size_per_device": 64, "median_speed": 1505.06, "speedup": 15.05},
-    }}
+    assert result == {
+        "m": {
+            "1n1g": {"average_speed": 100.0, "batch_size_per_device": 64, "median_speed": 100.0, "speedup": 1.0},
+            "2n8g": {"average_speed": 1505.06, "batch_size_per_device": 64, "median_speed": 1505.06, "speedup": 15.05},
+        }
+    }
     assert PRECISION_ALIASES["fp16"] == "amp"

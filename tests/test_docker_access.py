@@ -158,10 +158,21 @@ def test_tls_and_registry_login_come_from_the_nodes_connection(tmp_path, monkeyp
     (tmp_path / "conn").mkdir()
     inventory_tls, conn_tls = _tls_files(tmp_path / "inv"), _tls_files(tmp_path / "conn")
     node = _node(docker_url="tcp://10.0.0.10:2376", docker={"tls": inventory_tls})
-    _connection(monkeypatch, node.docker_conn_id, host="registry.example.com", port=5000, login="bench",
-                password="s3cret-pw", extra={"tls_ca_cert": conn_tls["ca_cert"], "tls_client_cert": conn_tls["client_cert"],
-                                             "tls_client_key": conn_tls["client_key"], "tls_verify": "true",
-                                             "email": "bench@example.com"})
+    _connection(
+        monkeypatch,
+        node.docker_conn_id,
+        host="registry.example.com",
+        port=5000,
+        login="bench",
+        password="s3cret-pw",
+        extra={
+            "tls_ca_cert": conn_tls["ca_cert"],
+            "tls_client_cert": conn_tls["client_cert"],
+            "tls_client_key": conn_tls["client_key"],
+            "tls_verify": "true",
+            "email": "bench@example.com",
+        },
+    )
 
     endpoint = DockerEndpoint.for_node(node)
     assert endpoint.source == "connection dlperf_docker_gpu0"
@@ -170,11 +181,25 @@ def test_tls_and_registry_login_come_from_the_nodes_connection(tmp_path, monkeyp
     assert "s3cret-pw" not in repr(endpoint)
 
     client = endpoint.client(timeout=30)
-    assert client.hook_args == {"docker_conn_id": None, "base_url": "tcp://10.0.0.10:2376", "tls": endpoint.tls,
-                                "timeout": 30}
-    assert client.named("login") == [("login", (), {"username": "bench", "password": "s3cret-pw",
-                                                     "registry": "registry.example.com:5000",
-                                                     "email": "bench@example.com", "reauth": True})]
+    assert client.hook_args == {
+        "docker_conn_id": None,
+        "base_url": "tcp://10.0.0.10:2376",
+        "tls": endpoint.tls,
+        "timeout": 30,
+    }
+    assert client.named("login") == [
+        (
+            "login",
+            (),
+            {
+                "username": "bench",
+                "password": "s3cret-pw",
+                "registry": "registry.example.com:5000",
+                "email": "bench@example.com",
+                "reauth": True,
+            },
+        )
+    ]
     assert endpoint.client(login=False).named("login") == []  # e.g. the log stream's second client
 
 
@@ -182,16 +207,23 @@ def test_without_a_connection_the_inventory_decides(tmp_path, monkeypatch, fake_
     from dlperf_airflow.docker_runtime import DockerEndpoint, docker_client
 
     tls = _tls_files(tmp_path)
-    node = _node(docker_url="tcp://10.0.0.10:2376",
-                 docker={"tls": {**tls, "verify": False},
-                         "registry": {"server": "r.example.com", "username": "u", "password_env": "DLPERF_T_PW"}})
+    node = _node(
+        docker_url="tcp://10.0.0.10:2376",
+        docker={
+            "tls": {**tls, "verify": False},
+            "registry": {"server": "r.example.com", "username": "u", "password_env": "DLPERF_T_PW"},
+        },
+    )
     monkeypatch.delenv("AIRFLOW_CONN_DLPERF_DOCKER_GPU0", raising=False)
     monkeypatch.setenv("DLPERF_T_PW", "from-env")
     endpoint = DockerEndpoint.for_node(node)
     assert endpoint.source == "inventory"
     assert endpoint.tls.ca_cert == tls["ca_cert"] and endpoint.tls.verify is False
     assert (endpoint.registry.registry, endpoint.registry.username, endpoint.registry.password) == (
-        "r.example.com", "u", "from-env")
+        "r.example.com",
+        "u",
+        "from-env",
+    )
 
     # a connection with only a registry login: TLS still from the inventory
     _connection(monkeypatch, node.docker_conn_id, host="other.example.com", login="v", password="pw2")
@@ -206,14 +238,23 @@ def test_without_a_connection_the_inventory_decides(tmp_path, monkeypatch, fake_
     assert docker_client("unix:///tmp/other.sock").hook_args["base_url"] == "unix:///tmp/other.sock"
 
     # insecure, said explicitly: plain TCP
-    insecure = DockerEndpoint.for_node(_node(name="stand-in", docker_url="tcp://10.0.0.9:2375", docker={"insecure": True}))
+    insecure = DockerEndpoint.for_node(
+        _node(name="stand-in", docker_url="tcp://10.0.0.9:2375", docker={"insecure": True})
+    )
     assert insecure.tls is None
     # a TCP node without TLS that slipped past planning is refused here too
     with pytest.raises(ConfigError, match="without TLS"):
         DockerEndpoint.for_node(_node(name="bare", docker_url="tcp://10.0.0.9:2375"))
     # ... unless its connection brings the TLS files
-    _connection(monkeypatch, "dlperf_docker_bare", extra={"tls_ca_cert": tls["ca_cert"], "tls_client_cert": tls["client_cert"],
-                                                         "tls_client_key": tls["client_key"]})
+    _connection(
+        monkeypatch,
+        "dlperf_docker_bare",
+        extra={
+            "tls_ca_cert": tls["ca_cert"],
+            "tls_client_cert": tls["client_cert"],
+            "tls_client_key": tls["client_key"],
+        },
+    )
     assert DockerEndpoint.for_node(_node(name="bare", docker_url="tcp://10.0.0.9:2375")).tls is not None
 
 
@@ -233,16 +274,35 @@ def test_cluster_sync_spec_of_the_docker_connection(tmp_path, monkeypatch):
     from dlperf_cli.cluster_cmd import ConnectionSpec, docker_specs
 
     tls = _tls_files(tmp_path)
-    node = _node(docker_url="tcp://10.0.0.10:2376", docker={
-        "tls": tls, "registry": {"server": "r.example.com:5000", "username": "u", "password_env": "PW", "email": "e@x"}})
+    node = _node(
+        docker_url="tcp://10.0.0.10:2376",
+        docker={
+            "tls": tls,
+            "registry": {"server": "r.example.com:5000", "username": "u", "password_env": "PW", "email": "e@x"},
+        },
+    )
     spec = ConnectionSpec.docker_for_node(node, {"PW": "pw"})
-    assert spec == ConnectionSpec("dlperf_docker_gpu0", "r.example.com:5000", "u", None, {
-        "tls_ca_cert": tls["ca_cert"], "tls_client_cert": tls["client_cert"], "tls_client_key": tls["client_key"],
-        "tls_verify": True, "email": "e@x"}, conn_type="docker", password="pw")
+    assert spec == ConnectionSpec(
+        "dlperf_docker_gpu0",
+        "r.example.com:5000",
+        "u",
+        None,
+        {
+            "tls_ca_cert": tls["ca_cert"],
+            "tls_client_cert": tls["client_cert"],
+            "tls_client_key": tls["client_key"],
+            "tls_verify": True,
+            "email": "e@x",
+        },
+        conn_type="docker",
+        password="pw",
+    )
     with pytest.raises(ConfigError, match=r"\$PW is not set"):
         ConnectionSpec.docker_for_node(node, {})
     assert ConnectionSpec.docker_for_node(_node(), {}) is None  # nothing to put in it: no connection
-    tls_only = ConnectionSpec.docker_for_node(_node(name="b", docker_url="tcp://10.0.0.11:2376", docker={"tls": tls}), {})
+    tls_only = ConnectionSpec.docker_for_node(
+        _node(name="b", docker_url="tcp://10.0.0.11:2376", docker={"tls": tls}), {}
+    )
     assert (tls_only.host, tls_only.login, tls_only.password) == (None, None, None)
 
     # what sync writes is what the endpoint reads back
@@ -252,11 +312,17 @@ def test_cluster_sync_spec_of_the_docker_connection(tmp_path, monkeypatch):
     endpoint = DockerEndpoint.for_node(node)
     assert endpoint.source == "connection dlperf_docker_gpu0"
     assert (endpoint.registry.registry, endpoint.registry.username, endpoint.registry.password) == (
-        "r.example.com:5000", "u", "pw")
+        "r.example.com:5000",
+        "u",
+        "pw",
+    )
 
-    shared = Inventory(nodes=(
-        node.model_copy(update={"docker": node.docker.model_copy(update={"conn_id": "shared"})}),
-        _node(name="b", docker_url="tcp://10.0.0.11:2376", docker={"conn_id": "shared", "tls": tls})))
+    shared = Inventory(
+        nodes=(
+            node.model_copy(update={"docker": node.docker.model_copy(update={"conn_id": "shared"})}),
+            _node(name="b", docker_url="tcp://10.0.0.11:2376", docker={"conn_id": "shared", "tls": tls}),
+        )
+    )
     with pytest.raises(ConfigError, match="different TLS files or registry"):
         docker_specs(shared, {"PW": "pw"})
 
@@ -274,7 +340,14 @@ def test_the_environment_probe_is_started_like_every_container(fake_hook):
     spec = probe_spec(gpu, "img:1", ids)
     assert isinstance(spec, ContainerSpec)
     assert (spec.image, spec.command, spec.network, spec.hostname, spec.gpus, spec.devices, spec.mounts) == (
-        "img:1", ("sh", "-c", PROBE_SCRIPT), "host", None, True, ("/dev/infiniband",), ())
+        "img:1",
+        ("sh", "-c", PROBE_SCRIPT),
+        "host",
+        None,
+        True,
+        ("/dev/infiniband",),
+        (),
+    )
     assert spec.labels == {**ids.labels, "dlperf.probe": "gpu0"}
     assert spec.name.startswith(f"dlperf-probe-{ids.short}-gpu0-")
 
@@ -287,8 +360,14 @@ def test_the_environment_probe_is_started_like_every_container(fake_hook):
     assert host_config["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
     assert host_config["Devices"][0]["PathOnHost"] == "/dev/infiniband"
     assert create[2]["labels"]["dlperf.probe"] == "gpu0" and create[2]["networking_config"] is None
-    assert [c[0] for c in client.calls] == ["create_container", "start", "wait", "logs", "remove_container",
-                                           "inspect_image"]
+    assert [c[0] for c in client.calls] == [
+        "create_container",
+        "start",
+        "wait",
+        "logs",
+        "remove_container",
+        "inspect_image",
+    ]
 
     # a stand-in node on a user-defined network: probed on docker's default bridge with its hostname
     stand_in = probe_spec(_node(name="node1", network="dlperf-net"), "img:cpu", ids)

@@ -130,9 +130,7 @@ def docker_network(docker_engine: None) -> Iterator[tuple[str, list[str]]]:
         docker("network", "rm", network, check=False, timeout=60)
 
 
-def test_two_node_torchrun_on_a_docker_network(
-    reference_image: str, docker_network: tuple[str, list[str]]
-) -> None:
+def test_two_node_torchrun_on_a_docker_network(reference_image: str, docker_network: tuple[str, list[str]]) -> None:
     network, containers = docker_network
     use_train_py = _has_train_py(reference_image)
     if use_train_py:

@@ -79,9 +79,16 @@ def test_mindspore_patch_applies_at_the_seed_lines(tmp_path):
         211: "                sink_size=dataset.get_dataset_size(), dataset_sink_mode=dataset_sink_mode)",
     }
     patched = _apply(REPO / "docker" / "mindspore" / "train.py.patch", "train.py", originals, tmp_path)
-    for added in ('"--train_steps"', '"--data_sink_steps"', '"--dtype"', "DynamicLossScaleManager()",
-                  "amp_level=amp_level", "TimeMonitor(data_size=args_opt.data_sink_steps)",
-                  "sink_size=args_opt.data_sink_steps", "config.save_checkpoint = False"):
+    for added in (
+        '"--train_steps"',
+        '"--data_sink_steps"',
+        '"--dtype"',
+        "DynamicLossScaleManager()",
+        "amp_level=amp_level",
+        "TimeMonitor(data_size=args_opt.data_sink_steps)",
+        "sink_size=args_opt.data_sink_steps",
+        "config.save_checkpoint = False",
+    ):
         assert added in patched
     assert "FixedLossScaleManager" not in patched and "data_size=step_size" not in patched
 
@@ -117,7 +124,10 @@ def test_cpu_recipe_pins_exact_versions_and_documents_itself(recipe):
     env = _image_env(recipe)
     assert re.fullmatch(r"dlperf/[a-z0-9-]+:cpu", env["TAG"]), env
     assert env.get("DEBIAN_SUITE", "bookworm") in ("bookworm", "bullseye")
-    assert f"ARG BASE_IMAGE=dlperf/debian-base:{env.get('DEBIAN_SUITE', 'bookworm')}" in (recipe / "Dockerfile").read_text()
+    assert (
+        f"ARG BASE_IMAGE=dlperf/debian-base:{env.get('DEBIAN_SUITE', 'bookworm')}"
+        in (recipe / "Dockerfile").read_text()
+    )
     requirements = recipe / "requirements.txt"
     assert requirements.is_file(), "the pip pins live in requirements.txt"
     for line in requirements.read_text().splitlines():

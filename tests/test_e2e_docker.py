@@ -5,7 +5,6 @@ import math
 import subprocess
 import time
 
-
 from dlperf_core.storage import ResultStore
 from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_marks, run_id_of
 
@@ -15,7 +14,12 @@ pytestmark = docker_marks(IMAGE)
 
 def run_cli(tmp_path, pg_url, *args, timeout=1200):
     return subprocess.run(
-        [*DLPERF, "run", *args], cwd=REPO, env=cli_env(tmp_path, pg_url), capture_output=True, text=True, timeout=timeout
+        [*DLPERF, "run", *args],
+        cwd=REPO,
+        env=cli_env(tmp_path, pg_url),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -47,15 +51,27 @@ def test_smoke_suite_on_container_nodes_twice_without_duplicates(tmp_path, pg_ur
 def test_killed_container_fails_only_its_case_and_leaves_nothing(tmp_path, pg_url):
     proc = subprocess.Popen(
         [*DLPERF, "run", "tests/data/kill-suite.yaml", "--runtime", "docker"],
-        cwd=REPO, env=cli_env(tmp_path, pg_url), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO,
+        env=cli_env(tmp_path, pg_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     killed = None
     deadline = time.time() + 300
     try:
         while killed is None and time.time() < deadline and proc.poll() is None:
             out = subprocess.run(
-                ["docker", "ps", "--filter", "label=dlperf.case=pytorch_reference/resnet50_v1.5/fp32/b4/1n1g",
-                 "--format", "{{.Names}}"], capture_output=True, text=True,
+                [
+                    "docker",
+                    "ps",
+                    "--filter",
+                    "label=dlperf.case=pytorch_reference/resnet50_v1.5/fp32/b4/1n1g",
+                    "--format",
+                    "{{.Names}}",
+                ],
+                capture_output=True,
+                text=True,
             ).stdout.split()
             if out:
                 logs = subprocess.run(["docker", "logs", out[0]], capture_output=True, text=True).stdout

@@ -14,7 +14,11 @@ pytestmark = pytest.mark.postgres
 def test_local_runtime_smoke_suite_lands_in_postgres(tmp_path, pg_url):
     out = subprocess.run(
         [*DLPERF, "run", "suites/smoke.yaml", "--runtime", "local", "--repeats", "1"],
-        cwd=REPO, env=cli_env(tmp_path, pg_url), capture_output=True, text=True, timeout=900,
+        cwd=REPO,
+        env=cli_env(tmp_path, pg_url),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert "| node_num | gpu_num_per_node | batch_size_per_device |" in out.stdout
@@ -36,7 +40,9 @@ def test_local_runtime_smoke_suite_lands_in_postgres(tmp_path, pg_url):
 
 def test_bad_suite_is_refused_before_anything_runs(tmp_path, pg_url):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: bad\nbenchmarks:\n  - {framework: pytorch_reference, model: resnet50_v1.5, topologies: [2x], batch_size_per_device: 8}\n")
+    bad.write_text(
+        "name: bad\nbenchmarks:\n  - {framework: pytorch_reference, model: resnet50_v1.5, topologies: [2x], batch_size_per_device: 8}\n"
+    )
     out = subprocess.run(
         [*DLPERF, "run", str(bad)], cwd=REPO, env=cli_env(tmp_path, pg_url), capture_output=True, text=True, timeout=120
     )

@@ -9,7 +9,6 @@ mpirun starts one rank in each container; the case's containers are removed afte
 import subprocess
 from pathlib import Path
 
-
 from dlperf_core.storage import ResultStore
 from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_marks, run_id_of
 
@@ -19,8 +18,12 @@ pytestmark = docker_marks(IMAGE)
 
 def test_mpirun_across_two_container_nodes(tmp_path, pg_url):
     proc = subprocess.run(
-        [*DLPERF, "run", "tests/data/mpi-suite.yaml"], cwd=REPO, env=cli_env(tmp_path, pg_url),
-        capture_output=True, text=True, timeout=1200,
+        [*DLPERF, "run", "tests/data/mpi-suite.yaml"],
+        cwd=REPO,
+        env=cli_env(tmp_path, pg_url),
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     rows = ResultStore(pg_url).results(run_id=run_id_of(proc.stdout))

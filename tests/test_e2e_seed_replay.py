@@ -19,12 +19,11 @@ from pathlib import Path
 import pytest
 
 from dlperf_core.frameworks import get_adapter
+from dlperf_core.handoff import ExecutedRun, PlannedRun
 from dlperf_core.inventory import Inventory, Mount, Node
 from dlperf_core.jobs import build_job
-from dlperf_core.model import RunIds
+from dlperf_core.model import Case, CaseRun, RunIds
 from dlperf_core.parsing import parse_file
-from dlperf_core.handoff import ExecutedRun, PlannedRun
-from dlperf_core.model import Case, CaseRun
 from dlperf_core.storage import ResultStore
 from helpers import SHARED, dlperf_containers, docker_marks
 from test_parsing_mindspore_oneflow import ms_log, of_log
@@ -35,8 +34,16 @@ REAL = SHARED / "reallogs"
 
 
 def case(framework: str, precision: str, batch: int, nodes: int, gpn: int, warmup: int, measured: int) -> Case:
-    return Case(framework, "arcface_resnet50" if framework == "paddle_plsc" else "resnet50_v1.5", precision, batch,
-                nodes, gpn, warmup, measured)
+    return Case(
+        framework,
+        "arcface_resnet50" if framework == "paddle_plsc" else "resnet50_v1.5",
+        precision,
+        batch,
+        nodes,
+        gpn,
+        warmup,
+        measured,
+    )
 
 
 def _mindspore_log(path: Path) -> Path:
@@ -51,15 +58,21 @@ def _oneflow_log(path: Path) -> Path:
 
 # framework -> (case, log of node 0); windows as the logs allow (the NGC PyTorch log has 100 iterations)
 SEEDS = {
-    "ngc_pytorch": (case("ngc_pytorch", "fp32", 128, 1, 8, 5, 90),
-                    lambda tmp: REAL / "ngc_pytorch" / "pytorch_gpu8_fp32_bs128.txt"),
-    "ngc_mxnet": (case("ngc_mxnet", "fp32", 96, 1, 1, 100, 400),  # the file's first run (1 GPU) is node 0's
-                  lambda tmp: REAL / "ngc_mxnet" / "mxnet_gpu1_gpu8_fp32_bs96.txt"),
+    "ngc_pytorch": (
+        case("ngc_pytorch", "fp32", 128, 1, 8, 5, 90),
+        lambda tmp: REAL / "ngc_pytorch" / "pytorch_gpu8_fp32_bs128.txt",
+    ),
+    "ngc_mxnet": (
+        case("ngc_mxnet", "fp32", 96, 1, 1, 100, 400),  # the file's first run (1 GPU) is node 0's
+        lambda tmp: REAL / "ngc_mxnet" / "mxnet_gpu1_gpu8_fp32_bs96.txt",
+    ),
     "mindspore": (case("mindspore", "fp32", 128, 2, 8, 100, 100), lambda tmp: _mindspore_log(tmp / "ms.log")),
     "oneflow": (case("oneflow", "fp32", 128, 2, 8, 20, 180), lambda tmp: _oneflow_log(tmp / "of.log")),
     # the published PLSC log prints every 100 steps of a long training: a window of whole prints
-    "paddle_plsc": (case("paddle_plsc", "amp", 128, 1, 8, 1000, 10000),
-                    lambda tmp: REAL / "paddle_plsc_arcface" / "static" / "ms1mv3_r50_static_128_fp16_1.0" / "training.log"),
+    "paddle_plsc": (
+        case("paddle_plsc", "amp", 128, 1, 8, 1000, 10000),
+        lambda tmp: REAL / "paddle_plsc_arcface" / "static" / "ms1mv3_r50_static_128_fp16_1.0" / "training.log",
+    ),
 }
 
 

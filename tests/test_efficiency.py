@@ -6,8 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from datetime import datetime, timezone
-from pathlib import Path
+from datetime import UTC, datetime
 
 import pytest
 import torch
@@ -26,9 +25,7 @@ from dlperf_core.efficiency import (
 from dlperf_core.gpu_sampling import GpuSampler, GpuSamples, case_power_w, mean_power_w, parse_sample
 from dlperf_core.inventory import Node
 from dlperf_core.measure import judge
-from dlperf_core.model import Case
-from dlperf_core.model import CaseJob, CaseOutcome, NodeOutcome
-from dlperf_core.model import NodeLaunch
+from dlperf_core.model import Case, CaseJob, CaseOutcome, NodeLaunch, NodeOutcome
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.workload.resnet import resnet50
 
@@ -62,7 +59,7 @@ def test_resnet50_flops_are_the_models_own_layers(image_size, width, classes):
 
 
 def test_resnet50_at_224_is_the_figure_everyone_quotes():
-    """"ResNet-50: 4.1 GFLOPs" counts multiply-accumulates: 4.09 G MACs = 8.18 GFLOP forward, x3 to train."""
+    """ "ResNet-50: 4.1 GFLOPs" counts multiply-accumulates: 4.09 G MACs = 8.18 GFLOP forward, x3 to train."""
     macs = resnet50_v15_forward_macs()
     assert macs == pytest.approx(4.09e9, rel=0.005)
     assert training_flops_per_sample("resnet50_v1.5") == 2 * 3 * macs
@@ -90,26 +87,41 @@ def test_iresnet50_arcface_flops_are_the_models_own_layers():
         for b in range(n):
             layers.append(IBasicBlock(inplanes, planes, 2 if b == 0 else 1))
             inplanes = planes
-    model = nn.Sequential(nn.Conv2d(3, 64, 3, 1, 1, bias=False), *layers, nn.Flatten(),
-                          nn.Linear(512 * 7 * 7, 512, bias=False), nn.Linear(512, 1000, bias=False))
+    model = nn.Sequential(
+        nn.Conv2d(3, 64, 3, 1, 1, bias=False),
+        *layers,
+        nn.Flatten(),
+        nn.Linear(512 * 7 * 7, 512, bias=False),
+        nn.Linear(512, 1000, bias=False),
+    )
     assert iresnet50_forward_macs(112, 512, 1000) == counted_macs(model, 112)
     assert training_flops_per_sample("arcface_resnet50") == 6 * iresnet50_forward_macs(112, 512, 85742)
 
 
 def test_model_size_follows_the_cases_shrinking_flags():
     assert model_size("resnet50_v1.5") == ModelSize(224, 64, 1000)
-    assert model_size("resnet50_v1.5", ("--image-size", "64", "--width", "16", "--device", "cpu")) == ModelSize(64, 16, 1000)
+    assert model_size("resnet50_v1.5", ("--image-size", "64", "--width", "16", "--device", "cpu")) == ModelSize(
+        64, 16, 1000
+    )
     assert model_size("resnet50_v1.5", ("--image-shape", "3,64,64", "--num-classes", "10")) == ModelSize(64, 64, 10)
     assert model_size("resnet50_v1.5", ("--image_size=32", "--num_classes=10")) == ModelSize(32, 64, 10)
     assert model_size("arcface_resnet50", ("-o", "Model.class_num=100")) == ModelSize(112, 512, 100)
     assert model_size("bert") is None
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"),
-    ("NVIDIA H200", "H200"), ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A100 80GB PCIe", "A100"),
-    ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla V100-PCIE-32GB", "V100 PCIe"),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA A100 80GB PCIe", "A100"),
+        ("Tesla V100-SXM2-16GB", "V100 SXM2"),
+        ("Tesla V100-PCIE-32GB", "V100 PCIe"),
+    ],
+)
 def test_peak_table_reads_nvidia_smi_names(name, expected):
     assert gpu_peak(name).name == expected
 
@@ -184,14 +196,23 @@ def test_local_runtime_samples_nvidia_nodes_with_the_same_sampler(tmp_path, monk
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     node = Node(name="gpu0", gpus=1, accelerator="nvidia")
-    job = CaseJob("dlperf-test", (NodeLaunch(node=node, node_rank=0, argv=("sleep", "2.5")),), (), tmp_path, 60, None,
-                  devices_per_node=1)
+    job = CaseJob(
+        "dlperf-test",
+        (NodeLaunch(node=node, node_rank=0, argv=("sleep", "2.5")),),
+        (),
+        tmp_path,
+        60,
+        None,
+        devices_per_node=1,
+    )
     outcome = LocalRuntime().execute(job)
     assert outcome.failure is None
     assert outcome.gpu_memory_peak_mb == 40123  # GPU 1 is not the case's
     assert outcome.gpu_power and {w for _, w in outcome.gpu_power["gpu0"]} == {512.5}
     assert CaseOutcome.from_dict(outcome.to_dict()).gpu_power == outcome.gpu_power  # through XCom and back
-    cpu = CaseJob("dlperf-test", (NodeLaunch(node=Node(name="c"), node_rank=0, argv=("true",)),), (), tmp_path, 60, None)
+    cpu = CaseJob(
+        "dlperf-test", (NodeLaunch(node=Node(name="c"), node_rank=0, argv=("true",)),), (), tmp_path, 60, None
+    )
     assert LocalRuntime().execute(cpu).gpu_power is None  # CPU nodes: nothing sampled, no figure
 
 
@@ -199,16 +220,17 @@ def test_judge_stores_mfu_and_energy_over_the_measured_window(tmp_path):
     """A DLLogger log timed every second, power samples inside and outside the window: the energy is the
     window's mean power over the window's throughput; the MFU the model's FLOPs at the GPU's peak."""
     log = tmp_path / "node0.log"
-    t0 = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc).timestamp()
+    t0 = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC).timestamp()
     lines = ["DLL 2026-11-24 12:00:00.000000 - PARAMETER batch_size : 256  world_size : 1  print_freq : 1 "]
     for i in range(1, 31):
-        stamp = datetime.fromtimestamp(t0 + i, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+        stamp = datetime.fromtimestamp(t0 + i, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         lines.append(f"DLL {stamp} - Epoch: 0 Iteration: {i}  train.loss : 6.5  train.total_ips : 256.00 img/s")
     log.write_text("\n".join(lines) + "\n")
     case = Case("pytorch_reference", "resnet50_v1.5", "amp", 256, 1, 1, 10, 20)
     power = [(t0 + 2, 100.0), (t0 + 12, 690.0), (t0 + 20, 710.0), (t0 + 35, 100.0)]  # only 12 and 20 inside
-    outcome = CaseOutcome(datetime.now(timezone.utc), datetime.now(timezone.utc),
-                          [NodeOutcome("gpu0", 0, 0, str(log))], None, 40123.0, {"gpu0": power})
+    outcome = CaseOutcome(
+        datetime.now(UTC), datetime.now(UTC), [NodeOutcome("gpu0", 0, 0, str(log))], None, 40123.0, {"gpu0": power}
+    )
     verdict = judge(case, outcome, gpu_model="NVIDIA H100 80GB HBM3")
     assert verdict.status == "ok" and verdict.throughput == pytest.approx(256.0)
     assert verdict.gpu_power_mean_w == pytest.approx(700.0)

@@ -54,8 +54,11 @@ def gpu_node_probe(hostname: str = "gpu-node-0", driver: str | None = None, ib: 
             section("topology", (DATA / "topo-8gpu-mlx5.txt").read_text()),
             section("ibstat", (DATA / "ibstat.txt").read_text() if ib == "ibstat" else "@@missing@@ ibstat not found"),
             section("ibv_devinfo", (DATA / "ibv_devinfo.txt").read_text()),
-            section("cpuinfo", "processor\t: 0\nmodel name\t: AMD EPYC 7742 64-Core Processor\n\n"
-                    "processor\t: 1\nmodel name\t: AMD EPYC 7742 64-Core Processor\n"),
+            section(
+                "cpuinfo",
+                "processor\t: 0\nmodel name\t: AMD EPYC 7742 64-Core Processor\n\n"
+                "processor\t: 1\nmodel name\t: AMD EPYC 7742 64-Core Processor\n",
+            ),
             section("meminfo", "MemTotal:       2113664000 kB\nMemFree:        1000 kB\n"),
             section("python", json.dumps(python)),
             section("end", ""),
@@ -99,8 +102,12 @@ def test_gpu_node_probe_becomes_an_environment():
     assert probe.cuda_driver_version == "12.2" and probe.cpu_count == 2
     assert probe.memory_total_mb == pytest.approx(2113664000 / 1024, abs=0.1)
     assert probe.missing == ()
-    env = combine([probe], framework="ngc_pytorch", image="nvcr.io/nvidia/pytorch:24.12-py3",
-                  image_digest="nvcr.io/nvidia/pytorch@sha256:abc")
+    env = combine(
+        [probe],
+        framework="ngc_pytorch",
+        image="nvcr.io/nvidia/pytorch:24.12-py3",
+        image_digest="nvcr.io/nvidia/pytorch@sha256:abc",
+    )
     assert (env.gpu_model, env.gpu_count, env.driver_version) == ("NVIDIA A100-SXM4-80GB", 4, "535.104.05")
     assert (env.cuda_version, env.cudnn_version, env.nccl_version) == ("12.6.3.004", "9.6.0.74", "2.23.4")
     assert env.framework_version == "2.5.0a0+e000cf0"
@@ -128,29 +135,37 @@ def test_content_hash_is_stable_and_tells_a_driver_change():
 
 
 def test_two_nodes_with_different_drivers_show_both():
-    env = combine([parse_probe(gpu_node_probe("a")), parse_probe(gpu_node_probe("b", driver="550.54.15"))],
-                  framework="ngc_pytorch")
+    env = combine(
+        [parse_probe(gpu_node_probe("a")), parse_probe(gpu_node_probe("b", driver="550.54.15"))],
+        framework="ngc_pytorch",
+    )
     assert env.hostnames == ("a", "b") and env.gpu_count == 8 and env.cpu_count == 4
     assert env.driver_version == "535.104.05,550.54.15"
 
 
 def test_a_probe_without_gpu_tools_says_what_is_missing():
-    text = "".join([
-        section("hostname", "cpu-box"),
-        section("gpus", "@@missing@@ nvidia-smi not found"),
-        section("topology", "@@missing@@ nvidia-smi not found"),
-        section("ibstat", "@@missing@@ ibstat not found"),
-        section("ibv_devinfo", "@@missing@@ ibv_devinfo not found"),
-        section("cpuinfo", "processor : 0\nmodel name : Some CPU\n"),
-        section("meminfo", "MemTotal: 1048576 kB\n"),
-        section("python", json.dumps({"python": "3.11.2", "frameworks": {}, "env": {}})),
-    ])
+    text = "".join(
+        [
+            section("hostname", "cpu-box"),
+            section("gpus", "@@missing@@ nvidia-smi not found"),
+            section("topology", "@@missing@@ nvidia-smi not found"),
+            section("ibstat", "@@missing@@ ibstat not found"),
+            section("ibv_devinfo", "@@missing@@ ibv_devinfo not found"),
+            section("cpuinfo", "processor : 0\nmodel name : Some CPU\n"),
+            section("meminfo", "MemTotal: 1048576 kB\n"),
+            section("python", json.dumps({"python": "3.11.2", "frameworks": {}, "env": {}})),
+        ]
+    )
     env = combine([parse_probe(text)], framework="pytorch_reference")
     assert env.gpu_count == 0 and env.gpu_model is None and env.driver_version is None
     assert env.memory_total_mb == 1024.0
     missing = "\n".join(env.missing)
-    for expected in ("gpus: nvidia-smi not found", "infiniband: no port found",
-                     "framework_version: pytorch_reference (torch) not installed", "cuda_version: not found"):
+    for expected in (
+        "gpus: nvidia-smi not found",
+        "infiniband: no port found",
+        "framework_version: pytorch_reference (torch) not installed",
+        "cuda_version: not found",
+    ):
         assert expected in missing
 
 
@@ -203,14 +218,22 @@ def test_capture_step_tags_every_item(pg_url, monkeypatch):
     from dlperf_core.model import RunIds
 
     monkeypatch.setenv("DLPERF_DB_URL", pg_url)
-    case = {"framework": "pytorch_reference", "model": "resnet50_v1.5", "precision": "fp32",
-            "batch_size_per_device": 8, "nodes": 1, "gpus_per_node": 1, "warmup_iterations": 1,
-            "measured_iterations": 2}
+    case = {
+        "framework": "pytorch_reference",
+        "model": "resnet50_v1.5",
+        "precision": "fp32",
+        "batch_size_per_device": 8,
+        "nodes": 1,
+        "gpus_per_node": 1,
+        "warmup_iterations": 1,
+        "measured_iterations": 2,
+    }
     items = [
         {"runtime": "local", "inventory": "inventories/local.yaml", "run": {"case": case, "repeat": r}}
         for r in range(2)
-    ] + [{"runtime": "local", "inventory": "inventories/local.yaml",
-          "run": {"case": {**case, "nodes": 2}, "repeat": 0}}]
+    ] + [
+        {"runtime": "local", "inventory": "inventories/local.yaml", "run": {"case": {**case, "nodes": 2}, "repeat": 0}}
+    ]
     tagged = capture_step(items, RunIds("dag", "run"))
     env_ids = {item["environment_id"] for item in tagged}
     assert len(tagged) == 3 and len(env_ids) == 1 and None not in env_ids  # one machine, one environment
@@ -224,10 +247,23 @@ def test_capture_step_never_raises(monkeypatch):
     from dlperf_core.model import RunIds
 
     monkeypatch.setenv("DLPERF_DB_URL", "postgresql+psycopg2://nobody@127.0.0.1:1/none")
-    item = {"runtime": "docker", "inventory": "/nonexistent/inventory.yaml",
-            "run": {"case": {"framework": "pytorch_reference", "model": "m", "precision": "fp32",
-                             "batch_size_per_device": 8, "nodes": 1, "gpus_per_node": 1,
-                             "warmup_iterations": 1, "measured_iterations": 2}, "repeat": 0}}
+    item = {
+        "runtime": "docker",
+        "inventory": "/nonexistent/inventory.yaml",
+        "run": {
+            "case": {
+                "framework": "pytorch_reference",
+                "model": "m",
+                "precision": "fp32",
+                "batch_size_per_device": 8,
+                "nodes": 1,
+                "gpus_per_node": 1,
+                "warmup_iterations": 1,
+                "measured_iterations": 2,
+            },
+            "repeat": 0,
+        },
+    }
     assert capture_step([item], RunIds("dag", "run")) == [{**item, "environment_id": None}]
 
 

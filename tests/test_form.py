@@ -29,9 +29,7 @@ from dlperf_core.plan import PlanFilters, plan_suite
 from dlperf_core.suite import parse_suite
 from helpers import REPO
 
-TWO_BY_TWO = Inventory.model_validate(
-    {"name": "two", "nodes": [{"name": "a", "gpus": 2}, {"name": "b", "gpus": 2}]}
-)
+TWO_BY_TWO = Inventory.model_validate({"name": "two", "nodes": [{"name": "a", "gpus": 2}, {"name": "b", "gpus": 2}]})
 
 
 def suite_data(**changes):
@@ -76,35 +74,62 @@ def test_topology_fit_rule_is_planning_s():
     # a case the adapter cannot run there (AMP on PaddlePaddle's CPU image) does not offer its topology;
     # the same topology stays offered through a precision that runs
     cpu = Inventory.model_validate({"name": "cpu", "nodes": [{"name": "a", "gpus": 2, "accelerator": "cpu"}]})
-    amp_only = parse_suite({"name": "p", "runtime": "local", "benchmarks": [{
-        "framework": "paddle_plsc", "model": "arcface_resnet50", "precisions": ["amp"], "batch_size_per_device": 4,
-        "topologies": ["1n1g"]}]})
+    amp_only = parse_suite(
+        {
+            "name": "p",
+            "runtime": "local",
+            "benchmarks": [
+                {
+                    "framework": "paddle_plsc",
+                    "model": "arcface_resnet50",
+                    "precisions": ["amp"],
+                    "batch_size_per_device": 4,
+                    "topologies": ["1n1g"],
+                }
+            ],
+        }
+    )
     assert fitting_topologies(amp_only, cpu) == set()
-    both = parse_suite({"name": "p", "runtime": "local", "benchmarks": [{
-        "framework": "paddle_plsc", "model": "arcface_resnet50", "precisions": ["fp32", "amp"],
-        "batch_size_per_device": 4, "topologies": ["1n1g"]}]})
+    both = parse_suite(
+        {
+            "name": "p",
+            "runtime": "local",
+            "benchmarks": [
+                {
+                    "framework": "paddle_plsc",
+                    "model": "arcface_resnet50",
+                    "precisions": ["fp32", "amp"],
+                    "batch_size_per_device": 4,
+                    "topologies": ["1n1g"],
+                }
+            ],
+        }
+    )
     assert fitting_topologies(both, cpu) == {"1n1g"}
     assert topology_label("2n8g") == "2n8g: 2 nodes x 8 devices (16)"
     assert topology_label("1n1g") == "1n1g: 1 node x 1 device (1)"
 
 
 def test_discover_merges_suites_default_first_and_skips_broken_ones(tmp_path):
-    home = write_home(tmp_path, {
-        "b-gpu.yaml": """
+    home = write_home(
+        tmp_path,
+        {
+            "b-gpu.yaml": """
             name: gpu
             inventory: ../inventories/big.yaml
             benchmarks:
               - {framework: pytorch_reference, model: resnet50_v1.5, precisions: [tf32],
                  batch_size_per_device: 2048, topologies: [1n8g, 2n8g]}
         """,
-        "smoke.yaml": """
+            "smoke.yaml": """
             name: smoke
             benchmarks:
               - {framework: pytorch_reference, model: resnet50_v1.5, batch_size_per_device: 8,
                  topologies: [1n1g, 1n2g, 2n1g, 1n4g]}
         """,
-        "broken.yaml": "name: broken\nbenchmarks: [{framework: nope}]\n",
-    })
+            "broken.yaml": "name: broken\nbenchmarks: [{framework: nope}]\n",
+        },
+    )
     (home / "inventories" / "big.yaml").write_text(
         "name: big\nnodes:\n" + "".join(f"  - {{name: g{i}, gpus: 8}}\n" for i in range(2))
     )
@@ -161,8 +186,16 @@ def test_plan_step_settings_refuse_and_override(monkeypatch):
     with pytest.raises(ConfigError, match="topologies: 4n8g not in suite 'smoke'"):
         steps.resolve_settings(params)
     settings, suite, inventory = steps.resolve_settings(
-        {"suite": "suites/smoke.yaml", "runtime": "local", "topologies": ["1n2g"], "repeats": 1, "batch_size": 4,
-         "frameworks": None, "models": None, "precisions": None}  # the UI sends null for a cleared multi-select
+        {
+            "suite": "suites/smoke.yaml",
+            "runtime": "local",
+            "topologies": ["1n2g"],
+            "repeats": 1,
+            "batch_size": 4,
+            "frameworks": None,
+            "models": None,
+            "precisions": None,
+        }  # the UI sends null for a cleared multi-select
     )
     runs = plan_suite(suite, inventory, settings.filters)
     assert [(r.case.framework, r.case.topology, r.case.batch_size_per_device) for r in runs] == [
@@ -200,18 +233,27 @@ print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},
 
 def test_dag_params_are_the_form_choices(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")} | {
-        "AIRFLOW_HOME": str(tmp_path / "airflow"), "DLPERF_HOME": str(REPO)}
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "DLPERF_HOME": str(REPO),
+    }
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["errors"] == {}
     accepted = {(k, json.dumps(v)): ok for k, v, ok in info["accepted"]}
     refused = sorted(k for k, ok in accepted.items() if not ok)
-    assert refused == sorted([
-        ("topologies", '["3n3g"]'), ("topologies", '["1n1g", "1n1g"]'), ("models", '["bert"]'),
-        ("batch_size", "5000"), ("batch_size", "-1"), ("repeats", "101"), ("suite", '"suites/x.txt"'),
-        ("inventory", '"a b"'),
-    ])
+    assert refused == sorted(
+        [
+            ("topologies", '["3n3g"]'),
+            ("topologies", '["1n1g", "1n1g"]'),
+            ("models", '["bert"]'),
+            ("batch_size", "5000"),
+            ("batch_size", "-1"),
+            ("repeats", "101"),
+            ("suite", '"suites/x.txt"'),
+            ("inventory", '"a b"'),
+        ]
+    )
     expected = discover_choices(REPO)
     schema = info["schema"]
     assert schema["topologies"]["items"]["enum"] == list(expected.topologies)

@@ -7,9 +7,8 @@ from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import LaunchContext, get_adapter
 from dlperf_core.inventory import load_inventory
 from dlperf_core.jobs import build_job
-from dlperf_core.model import RunIds
+from dlperf_core.model import Case, CaseRun, RunIds
 from dlperf_core.plan import check_fits
-from dlperf_core.model import Case, CaseRun
 
 REPO = Path(__file__).resolve().parents[1]
 CASE = Case("pytorch_reference", "resnet50_v1.5", "amp", 256, 2, 8, 20, 100, extra_args=("--device", "cuda"))
@@ -36,7 +35,9 @@ class FakeRuntime:
 
 def test_gpu_node_container_spec_has_gpus_infiniband_host_network_memlock(tmp_path):
     inv = load_inventory(REPO / "inventories/example-cluster.yaml")
-    job = build_job(CaseRun(CASE, 3, 7, 10), inv, FakeRuntime(), RunIds("d", "r1"), timeout_s=60, watchdog_s=10, log_root=tmp_path)
+    job = build_job(
+        CaseRun(CASE, 3, 7, 10), inv, FakeRuntime(), RunIds("d", "r1"), timeout_s=60, watchdog_s=10, log_root=tmp_path
+    )
     assert len(job.containers) == 2
     spec = job.containers[0]
     assert spec.gpus and spec.devices == ("/dev/infiniband",)
@@ -55,7 +56,9 @@ def test_gpu_node_container_spec_has_gpus_infiniband_host_network_memlock(tmp_pa
 def test_cpu_standin_nodes_use_their_network_and_hostnames(tmp_path):
     inv = load_inventory(REPO / "inventories/docker-local.yaml")
     case = Case("pytorch_reference", "resnet50_v1.5", "fp32", 8, 2, 1, 3, 10)
-    job = build_job(CaseRun(case, 0), inv, FakeRuntime(), RunIds("d", "r"), timeout_s=60, watchdog_s=None, log_root=tmp_path)
+    job = build_job(
+        CaseRun(case, 0), inv, FakeRuntime(), RunIds("d", "r"), timeout_s=60, watchdog_s=None, log_root=tmp_path
+    )
     a, b = job.containers
     assert (a.network, a.hostname, b.hostname) == ("dlperf-net", "node0", "node1")
     assert not a.gpus and not a.devices and not a.memlock_unlimited and not a.ipc_host and a.shm_size == "1g"
@@ -74,8 +77,12 @@ def test_ngc_mxnet_cpu_launch_is_mpirun_of_dist_sync_workers():
     head, peer = adapter.launches(case, inv.first(2), ctx)
     assert adapter.image(case, inv.first(2)) == "dlperf/ngc-mxnet:cpu"
     assert peer.role == "sshd" and peer.node.name == "node1" and peer.argv[0] == "/usr/sbin/sshd"
-    assert head.env == {"PYTHONUNBUFFERED": "1", "DMLC_PS_ROOT_URI": "node0", "DMLC_PS_ROOT_PORT": "29555",
-                        "OMP_NUM_THREADS": "1"}
+    assert head.env == {
+        "PYTHONUNBUFFERED": "1",
+        "DMLC_PS_ROOT_URI": "node0",
+        "DMLC_PS_ROOT_PORT": "29555",
+        "OMP_NUM_THREADS": "1",
+    }
     script = head.argv[2]
     assert "ssh -p 2222" in script and "cd /workspace/rn50" in script
     assert script.splitlines()[-1].endswith(
@@ -110,8 +117,7 @@ def test_paddle_plsc_cpu_launch_is_paddle3_launcher_with_plsc_engine():
     """CPU nodes: the CPU image, paddle.distributed.launch on every node with PaddlePaddle 3's flags (node 0
     the master), one process per "GPU", PLSC 2.4's train.py + config, batch and max_train_step as -o flags."""
     inv = load_inventory(REPO / "inventories/docker-local.yaml")
-    case = Case("paddle_plsc", "arcface_resnet50", "fp32", 8, 2, 1, 5, 20,
-                extra_args=("-o", "Model.class_num=100"))
+    case = Case("paddle_plsc", "arcface_resnet50", "fp32", 8, 2, 1, 5, 20, extra_args=("-o", "Model.class_num=100"))
     adapter = get_adapter("paddle_plsc")
     ctx = LaunchContext(python="python3", workload_dir="/w", master_port=29555, cpu_threads_per_process=1)
     launches = adapter.launches(case, inv.first(2), ctx)
@@ -120,12 +126,24 @@ def test_paddle_plsc_cpu_launch_is_paddle3_launcher_with_plsc_engine():
     for rank, launch in enumerate(launches):
         assert launch.env == {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
         assert launch.argv == (
-            "python", "-m", "paddle.distributed.launch", f"--master={('127.0.0.1', 'node0')[rank]}:29555",
-            "--nnodes=2", f"--rank={rank}",
-            "--nproc_per_node=1", "--max_restart=0", "--log_dir=/tmp/paddle-launch-log",
-            "/workspace/plsc/train.py", "-c", "/workspace/plsc/configs/IResNet50_arcface_synthetic_cpu.yaml",
-            "-o", "DataLoader.Train.sampler.batch_size=8", "-o", "Global.max_train_step=25",
-            "-o", "Model.class_num=100",
+            "python",
+            "-m",
+            "paddle.distributed.launch",
+            f"--master={('127.0.0.1', 'node0')[rank]}:29555",
+            "--nnodes=2",
+            f"--rank={rank}",
+            "--nproc_per_node=1",
+            "--max_restart=0",
+            "--log_dir=/tmp/paddle-launch-log",
+            "/workspace/plsc/train.py",
+            "-c",
+            "/workspace/plsc/configs/IResNet50_arcface_synthetic_cpu.yaml",
+            "-o",
+            "DataLoader.Train.sampler.batch_size=8",
+            "-o",
+            "Global.max_train_step=25",
+            "-o",
+            "Model.class_num=100",
         )
     assert adapter.parse_window(case) == (5, 20)
 
@@ -157,12 +175,16 @@ def test_paddle_plsc_cpu_single_node_amp_refused_and_gpu_branch_untouched():
 def test_oneflow_cpu_launch_is_one_oneflow_launcher_per_node():
     inv = load_inventory(REPO / "inventories/docker-local.yaml")
     case = Case("oneflow", "resnet50_v1.5", "fp32", 4, 2, 2, 5, 10, extra_args=("--image_size", "32"))
-    ctx = LaunchContext(python="python3", workload_dir="/opt/dlperf/workload", master_port=29611,
-                        cpu_threads_per_process=1)
+    ctx = LaunchContext(
+        python="python3", workload_dir="/opt/dlperf/workload", master_port=29611, cpu_threads_per_process=1
+    )
     adapter = get_adapter("oneflow")
     launches = adapter.launches(case, inv.first(2), ctx)
     assert adapter.image(case, inv.first(2)) == "dlperf/oneflow:cpu"
-    assert [(l.node.name, l.node_rank, l.role) for l in launches] == [("node0", 0, "launcher"), ("node1", 1, "launcher")]
+    assert [(l.node.name, l.node_rank, l.role) for l in launches] == [
+        ("node0", 0, "launcher"),
+        ("node1", 1, "launcher"),
+    ]
     assert " ".join(launches[1].argv) == (
         "python3 -m oneflow.distributed.launch --nproc_per_node 2 --nnodes 2 --node_rank 1 "
         "--master_addr node0 --master_port 29611 /workspace/cnns/of_cnn_train_val.py --num_examples=240 "
@@ -210,25 +232,44 @@ def test_mindspore_cpu_standalone_and_mpirun_launches():
     inv = load_inventory(REPO / "inventories/docker-local.yaml")
     adapter = get_adapter("mindspore")
     ctx = LaunchContext(python="python3", workload_dir="/w", master_port=29577, cpu_threads_per_process=1)
-    one = Case("mindspore", "resnet50_v1.5", "fp32", 8, 1, 1, 10, 10, extra_args=("--image_size", "64"),
-               options=(("data_sink_steps", 5),))
+    one = Case(
+        "mindspore",
+        "resnet50_v1.5",
+        "fp32",
+        8,
+        1,
+        1,
+        10,
+        10,
+        extra_args=("--image_size", "64"),
+        options=(("data_sink_steps", 5),),
+    )
     (launch,) = adapter.launches(one, inv.first(1), ctx)
     assert adapter.image(one, inv.first(1)) == "dlperf/mindspore:cpu"
     assert launch.env == {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    assert launch.argv == ("bash", "-c", "cd /workspace/resnet && exec python /workspace/resnet/train.py "
-                           "--net=resnet50 --dataset=imagenet2012 --device_target=CPU --batch_size=8 "
-                           "--train_steps=20 --data_sink_steps=5 --dtype=fp32 --image_size 64")
+    assert launch.argv == (
+        "bash",
+        "-c",
+        "cd /workspace/resnet && exec python /workspace/resnet/train.py "
+        "--net=resnet50 --dataset=imagenet2012 --device_target=CPU --batch_size=8 "
+        "--train_steps=20 --data_sink_steps=5 --dtype=fp32 --image_size 64",
+    )
     two = Case("mindspore", "resnet50_v1.5", "amp", 4, 2, 1, 3, 7)
     head, peer = adapter.launches(two, inv.first(2), ctx)
     assert peer.role == "sshd" and peer.node.name == "node1"
-    assert head.env == {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MS_SCHED_HOST": "node0",
-                        "MS_SCHED_PORT": "29577"}
+    assert head.env == {
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+        "MS_SCHED_HOST": "node0",
+        "MS_SCHED_PORT": "29577",
+    }
     line = head.argv[2].splitlines()[-1]
     assert line.startswith("exec mpirun --allow-run-as-root --tag-output -np 2 -H node0:1,node1:1 ")
     assert line.endswith(
         "-x MS_SCHED_HOST -x MS_SCHED_PORT -x OMP_NUM_THREADS -x PYTHONUNBUFFERED -x PATH python "
         "/workspace/resnet/train.py --net=resnet50 --run_distribute=True --dataset=imagenet2012 "
-        "--device_target=CPU --batch_size=4 --train_steps=10 --data_sink_steps=10 --dtype=fp16")
+        "--device_target=CPU --batch_size=4 --train_steps=10 --data_sink_steps=10 --dtype=fp16"
+    )
     assert adapter.parse_window(two) == (3, 7)
 
 

@@ -6,10 +6,8 @@ import sys
 import threading
 import time
 
-from dlperf_core.model import ContainerSpec
-from dlperf_core.model import NodeLaunch
 from dlperf_core.inventory import Node
-from dlperf_core.model import CaseJob
+from dlperf_core.model import CaseJob, ContainerSpec, NodeLaunch
 from dlperf_core.runtime.gang import GangSettings, NodeShare, case_failure, run_node_share
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.sshkeys import ContainerFile
@@ -45,14 +43,20 @@ class NodeView:
 
 def job(tmp_path, *scripts, roles=None, timeout_s=60.0, watchdog_s=None, containers=()) -> CaseJob:
     launches = tuple(
-        NodeLaunch(node=Node(name=f"node{i}"), node_rank=i, argv=(sys.executable, "-c", s), role=(roles or {}).get(i, "launcher"))
+        NodeLaunch(
+            node=Node(name=f"node{i}"),
+            node_rank=i,
+            argv=(sys.executable, "-c", s),
+            role=(roles or {}).get(i, "launcher"),
+        )
         for i, s in enumerate(scripts)
     )
     return CaseJob("t", launches, tuple(containers), tmp_path / "logs", timeout_s, watchdog_s)
 
 
-def run_gang(j: CaseJob, nodes: list[str], board: DictBoard | None = None, delays: dict[str, float] | None = None,
-             start=None) -> dict[str, NodeShare]:
+def run_gang(
+    j: CaseJob, nodes: list[str], board: DictBoard | None = None, delays: dict[str, float] | None = None, start=None
+) -> dict[str, NodeShare]:
     """Each node's share in its own thread (a node in ``delays`` joins late)."""
     board = board or DictBoard()
     shares: dict[str, NodeShare] = {}
@@ -60,7 +64,9 @@ def run_gang(j: CaseJob, nodes: list[str], board: DictBoard | None = None, delay
 
     def one(node: str) -> None:
         time.sleep((delays or {}).get(node, 0))
-        shares[node] = run_node_share(j, node, board.view(node), start or (lambda i, files: runtime.start_node(j, i, files)), FAST)
+        shares[node] = run_node_share(
+            j, node, board.view(node), start or (lambda i, files: runtime.start_node(j, i, files)), FAST
+        )
 
     threads = [threading.Thread(target=one, args=(n,)) for n in nodes]
     for t in threads:
@@ -95,9 +101,7 @@ def test_the_first_failure_on_any_node_stops_every_node(tmp_path):
 
 def test_a_node_whose_task_never_runs_fails_the_case_by_name(tmp_path):
     shares = run_gang(job(tmp_path, "print(1)", "print(2)"), ["node0"])
-    assert shares["node0"].failure == (
-        "node1 did not join within 3 s (is a worker listening on that node's queue?)"
-    )
+    assert shares["node0"].failure == ("node1 did not join within 3 s (is a worker listening on that node's queue?)")
     assert case_failure({**shares, "node1": None}) == shares["node0"].failure
     assert not (tmp_path / "logs" / "node0.log").exists()  # nothing started
 

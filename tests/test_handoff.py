@@ -4,17 +4,16 @@ plan the DAG computes once holds everything the later tasks used to re-read from
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
-
-from helpers import REPO
+from datetime import UTC, datetime
 
 from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
 from dlperf_core.inventory import load_inventory
+from dlperf_core.measure import Measurement
 from dlperf_core.model import CaseOutcome, CaseRun, NodeOutcome
 from dlperf_core.plan import plan_searches, plan_suite
 from dlperf_core.storage.records import ResultRecord
-from dlperf_core.measure import Measurement
 from dlperf_core.suite import load_suite
+from helpers import REPO
 
 SETTINGS = RunSettings("suites/smoke.yaml", "docker", "inventories/docker-local.yaml", 600.0, None)
 
@@ -36,9 +35,10 @@ def test_every_hand_off_survives_its_json_form():
     )
     assert Plan.from_dict(_json_round_trip(plan.to_dict())) == plan
 
-    now = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
-    outcome = CaseOutcome(now, now, [NodeOutcome("node0", 0, 0, "/logs/node0.log")], None, 812.5,
-                          {"node0": [(1.0, 300.0), (2.0, 310.5)]})
+    now = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+    outcome = CaseOutcome(
+        now, now, [NodeOutcome("node0", 0, 0, "/logs/node0.log")], None, 812.5, {"node0": [(1.0, 300.0), (2.0, 310.5)]}
+    )
     routed = PlannedRun.of(CaseRun(searches[0].case, 1, 3, 4), SETTINGS).with_environment(7)
     routed = PlannedRun.from_dict({**routed.to_dict(), "nodes": ["node0", "node1"]})
     executed = ExecutedRun(routed, outcome)
@@ -51,11 +51,20 @@ def test_every_hand_off_survives_its_json_form():
 
 def test_a_result_row_is_filled_from_the_case_the_measurement_and_the_outcome():
     case = plan_suite(load_suite(REPO / "suites/smoke.yaml"), load_inventory(REPO / "inventories/local.yaml"))[0].case
-    now = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
     outcome = CaseOutcome(now, now, [NodeOutcome("node0", 0, 0, "/logs/node0.log")], None, 512.0)
     measurement = Measurement("ok", None, 123.4, 120.0, 100, 6, 105)
     record = ResultRecord.from_run("d", "r", case, 2, measurement, outcome, environment_id=5)
     assert (record.case_key, record.repeat, record.throughput, record.window_first, record.window_last) == (
-        case.key, 2, 123.4, 6, 105)
+        case.key,
+        2,
+        123.4,
+        6,
+        105,
+    )
     assert (record.log_path, record.gpu_memory_peak_mb, record.environment_id, record.compiled) == (
-        "/logs/node0.log", 512.0, 5, case.compile)
+        "/logs/node0.log",
+        512.0,
+        5,
+        case.compile,
+    )

@@ -82,11 +82,18 @@ def test_dlperf_home_moves_everything_and_specific_overrides_win(tmp_path, monke
     state = tmp_path / "elsewhere" / ".dlperf"
     assert home.dlperf_home() == tmp_path / "elsewhere"
     assert default_db_url() == f"sqlite:///{state / 'dlperf.db'}" and state.is_dir()
-    assert (default_log_root(), default_spool_dir(), report_root()) == (state / "logs", state / "spool",
-                                                                         state / "reports")
+    assert (default_log_root(), default_spool_dir(), report_root()) == (
+        state / "logs",
+        state / "spool",
+        state / "reports",
+    )
     assert home.resolve("suites/x.yaml") == tmp_path / "elsewhere" / "suites" / "x.yaml"
-    for name, value in {"DLPERF_DB_URL": "postgresql+psycopg2://u@h/db", "DLPERF_LOG_DIR": "/l",
-                        "DLPERF_SPOOL_DIR": "/s", "DLPERF_REPORT_DIR": "/r"}.items():
+    for name, value in {
+        "DLPERF_DB_URL": "postgresql+psycopg2://u@h/db",
+        "DLPERF_LOG_DIR": "/l",
+        "DLPERF_SPOOL_DIR": "/s",
+        "DLPERF_REPORT_DIR": "/r",
+    }.items():
         monkeypatch.setenv(name, value)
     assert default_db_url() == "postgresql+psycopg2://u@h/db"
     assert (default_log_root(), default_spool_dir(), report_root()) == (Path("/l"), Path("/s"), Path("/r"))
@@ -102,15 +109,24 @@ def test_the_dags_suite_and_inventory_paths_follow_the_same_home(tmp_path, monke
 
 
 def test_embedded_airflow_home_follows_dlperf_home(tmp_path):
-    code = ("from dlperf_cli.embedded import prepare_environment; import os; "
-            "print(prepare_environment(), os.environ['DLPERF_HOME'])")
+    code = (
+        "from dlperf_cli.embedded import prepare_environment; import os; "
+        "print(prepare_environment(), os.environ['DLPERF_HOME'])"
+    )
     for env, where in ((clean_env(), REPO), (clean_env(DLPERF_HOME=str(tmp_path / "h")), tmp_path / "h")):
-        done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == [str(where / ".dlperf" / "airflow"), str(where)]
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env=clean_env(DLPERF_HOME=str(tmp_path / "h"), AIRFLOW_HOME=str(tmp_path / "af")))
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(DLPERF_HOME=str(tmp_path / "h"), AIRFLOW_HOME=str(tmp_path / "af")),
+    )
     assert done.stdout.split()[0] == str(tmp_path / "af")  # AIRFLOW_HOME wins
 
 
@@ -121,8 +137,14 @@ def test_start_line_only_for_commands_that_use_results(monkeypatch, no_overrides
     parse = build_parser().parse_args
     monkeypatch.setenv("DLPERF_DB_URL", "postgresql+psycopg2://dlperf:s3cret@db:5432/dlperf")
     masked = "dlperf: results database postgresql+psycopg2://dlperf:***@db:5432/dlperf"
-    for argv in (["run", "suites/smoke.yaml"], ["import", "f"], ["results"], ["report"], ["compare", "a", "b"],
-                 ["db", "analyst-role", "--name", "x"]):
+    for argv in (
+        ["run", "suites/smoke.yaml"],
+        ["import", "f"],
+        ["results"],
+        ["report"],
+        ["compare", "a", "b"],
+        ["db", "analyst-role", "--name", "x"],
+    ):
         assert results_database_line(parse(argv)) == masked, argv
     for argv in (["parse", "x.log"], ["import", "f", "--dry-run"]):
         assert results_database_line(parse(argv)) is None, argv

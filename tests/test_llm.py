@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from datetime import UTC
 
 import pytest
 import torch
@@ -37,7 +38,9 @@ def test_sizes_and_the_1b_figures():
     assert flops_per_token(one_b) == pytest.approx(6.06e9, rel=0.01)
     assert training_flops_per_sample("llm_1b") == flops_per_token(one_b) and throughput_unit("llm_1b") == "tokens/s"
     # PROVENANCE.md's H100 run: 80,861 tokens/s at batch 8 compiled; with this count (embedding excluded) 49.5%
-    assert mfu(80861, training_flops_per_sample("llm_1b"), "NVIDIA H100 80GB HBM3", "amp", 1) == pytest.approx(0.495, abs=0.001)
+    assert mfu(80861, training_flops_per_sample("llm_1b"), "NVIDIA H100 80GB HBM3", "amp", 1) == pytest.approx(
+        0.495, abs=0.001
+    )
 
 
 def test_causal_attention_sees_no_future_token():
@@ -52,9 +55,27 @@ def test_causal_attention_sees_no_future_token():
 
 def test_tokens_per_second_log_is_read_by_the_dllogger_parser():
     proc = subprocess.run(
-        [sys.executable, "-m", "dlperf_core.workload.train_llm", "--device", "cpu", "--size", "tiny",
-         "--batch-size", "4", "--warmup-iterations", "2", "--iterations", "6", "--threads", "1"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "dlperf_core.workload.train_llm",
+            "--device",
+            "cpu",
+            "--size",
+            "tiny",
+            "--batch-size",
+            "4",
+            "--warmup-iterations",
+            "2",
+            "--iterations",
+            "6",
+            "--threads",
+            "1",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     (run,) = parse_log(proc.stdout)
@@ -76,14 +97,18 @@ def test_probe_parser_reads_nccl_tests_and_refuses_made_up_figures():
         "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
     )
     ours = "# dlperf all_reduce probe: ranks 8 backend nccl dtype float32 warmup 5 iters 20\n"
-    rows = ("     1048576        262144     float     sum      -1    45.21   23.19   40.59      0    44.87   23.37   40.90      0\n"
-            "  1073741824     268435456     float     sum      -1   4795.6  223.90  391.83      0   4794.2  223.97  391.94      0\n"
-            "# Avg bus bandwidth    : 216.3 \n")
-    result = parse_probe(ours + nccl_tests[nccl_tests.index("#       size"):] + rows)
+    rows = (
+        "     1048576        262144     float     sum      -1    45.21   23.19   40.59      0    44.87   23.37   40.90      0\n"
+        "  1073741824     268435456     float     sum      -1   4795.6  223.90  391.83      0   4794.2  223.97  391.94      0\n"
+        "# Avg bus bandwidth    : 216.3 \n"
+    )
+    result = parse_probe(ours + nccl_tests[nccl_tests.index("#       size") :] + rows)
     assert result.status == "ok" and result.ranks == 8 and result.avg_busbw_gbs == pytest.approx(216.3)
     assert [s.size_bytes for s in result.sizes] == [1 << 20, 1 << 30]
     assert result.largest.busbw_gbs == pytest.approx(391.83) and result.largest.time_us == pytest.approx(4795.6)
-    assert parse_probe(ours + rows.replace("391.83", "nan")).reason.startswith("probe: a bandwidth that is not a number")
+    assert parse_probe(ours + rows.replace("391.83", "nan")).reason.startswith(
+        "probe: a bandwidth that is not a number"
+    )
     assert parse_probe(ours + rows.split("# Avg")[0]).reason == "truncated probe: stopped after 2 message sizes"
     assert parse_probe("Traceback...\nRuntimeError: NCCL error: out of memory\n").reason == "out of memory"
 
@@ -99,8 +124,14 @@ def with_marks(marks):
 
 @with_marks(docker_marks("dlperf/pytorch-reference:cpu"))
 def test_tiny_transformer_and_probe_through_the_dag_into_postgres(tmp_path, pg_url):
-    out = subprocess.run([*DLPERF, "run", "suites/llm-cpu.yaml"], cwd=REPO, env=cli_env(tmp_path, pg_url),
-                         capture_output=True, text=True, timeout=1500)
+    out = subprocess.run(
+        [*DLPERF, "run", "suites/llm-cpu.yaml"],
+        cwd=REPO,
+        env=cli_env(tmp_path, pg_url),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     run_id = run_id_of(out.stdout)
     store = ResultStore(pg_url)
@@ -121,7 +152,6 @@ def test_tiny_transformer_and_probe_through_the_dag_into_postgres(tmp_path, pg_u
     assert "tokens/s(pytorch_reference)" in out.stdout and "All-reduce bus bandwidth" in out.stdout
 
 
-
 def test_fabric_probe_is_planned_at_every_topology_and_launched_like_the_benchmarks():
     from dlperf_core.frameworks import LaunchContext, get_adapter
     from dlperf_core.inventory import load_inventory
@@ -133,34 +163,62 @@ def test_fabric_probe_is_planned_at_every_topology_and_launched_like_the_benchma
     runs = plan_suite(suite, inventory)
     probes = [r.case for r in runs if r.case.framework == "allreduce_probe"]
     assert [c.topology for c in probes[::2]] == ["1n1g", "1n2g", "2n1g"] and len(probes) == 6
-    launches = get_adapter("allreduce_probe").launches(probes[-1], inventory.first(2), LaunchContext("python3", "/w", 29500, 1))
+    launches = get_adapter("allreduce_probe").launches(
+        probes[-1], inventory.first(2), LaunchContext("python3", "/w", 29500, 1)
+    )
     assert [l.argv[:10] for l in launches][1] == (
-        "python3", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", "1",
-        "--master_addr")
-    assert launches[0].argv[13:] == ("/w/allreduce.py", "--warmup", "2", "--iters", "5", "--dtype", "float32",
-                                     "--threads", "1", "--min-bytes", "1048576", "--max-bytes", "16777216")
+        "python3",
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc_per_node",
+        "1",
+        "--node_rank",
+        "1",
+        "--master_addr",
+    )
+    assert launches[0].argv[13:] == (
+        "/w/allreduce.py",
+        "--warmup",
+        "2",
+        "--iters",
+        "5",
+        "--dtype",
+        "float32",
+        "--threads",
+        "1",
+        "--min-bytes",
+        "1048576",
+        "--max-bytes",
+        "16777216",
+    )
     # a trigger that filters frameworks leaves the probe out unless it names it
     only = plan_suite(suite, inventory, PlanFilters(frameworks=("pytorch_reference",)))
     assert {r.case.framework for r in only} == {"pytorch_reference"}
 
 
 def test_a_probe_run_that_failed_is_a_failed_probe_with_its_reason(tmp_path):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from dlperf_core.measure import judge_probe
-    from dlperf_core.model import Case
-    from dlperf_core.model import CaseOutcome, NodeOutcome
+    from dlperf_core.model import Case, CaseOutcome, NodeOutcome
 
     log = tmp_path / "node0.log"
     log.write_text("allreduce.py: error (rank 0): RuntimeError: Connection closed by peer\n")
     case = Case("allreduce_probe", "allreduce", "fp32", 1, 2, 1, 2, 5)
-    now = datetime.now(timezone.utc)
-    verdict, result = judge_probe(case, CaseOutcome(now, now, [NodeOutcome("node0", 0, 1, str(log))],
-                                                    "node0 exited with code 1"))
+    now = datetime.now(UTC)
+    verdict, result = judge_probe(
+        case, CaseOutcome(now, now, [NodeOutcome("node0", 0, 1, str(log))], "node0 exited with code 1")
+    )
     assert verdict.status == "failed" and verdict.throughput is None
-    assert verdict.reason == ("node0 exited with code 1; log: no probe output; "
-                              "error: allreduce.py: error (rank 0): RuntimeError: Connection closed by peer")
-    log.write_text("# dlperf all_reduce probe: ranks 4 backend gloo dtype float32 warmup 1 iters 1\n"
-                   "     1048576   262144  float  sum   100.0   10.486   15.729\n# Avg bus bandwidth    : 15.729\n")
+    assert verdict.reason == (
+        "node0 exited with code 1; log: no probe output; "
+        "error: allreduce.py: error (rank 0): RuntimeError: Connection closed by peer"
+    )
+    log.write_text(
+        "# dlperf all_reduce probe: ranks 4 backend gloo dtype float32 warmup 1 iters 1\n"
+        "     1048576   262144  float  sum   100.0   10.486   15.729\n# Avg bus bandwidth    : 15.729\n"
+    )
     wrong, _ = judge_probe(case, CaseOutcome(now, now, [NodeOutcome("node0", 0, 0, str(log))], None))
     assert wrong.status == "failed" and wrong.reason == "probe ran on 4 ranks, the case expects 2"

@@ -84,8 +84,16 @@ def test_the_state_machine_refuses_probes_out_of_order_and_unfinished_searches()
 def suite_with(search: dict, **bench) -> dict:
     return {
         "name": "s",
-        "benchmarks": [{"framework": "pytorch_reference", "model": "resnet50_v1.5", "precisions": ["fp32", "amp"],
-                        "batch_size_per_device": 8, "max_batch_search": search, **bench}],
+        "benchmarks": [
+            {
+                "framework": "pytorch_reference",
+                "model": "resnet50_v1.5",
+                "precisions": ["fp32", "amp"],
+                "batch_size_per_device": 8,
+                "max_batch_search": search,
+                **bench,
+            }
+        ],
     }
 
 
@@ -108,7 +116,10 @@ def test_plan_has_one_search_per_precision_and_search_only_benchmarks_plan_no_ca
     inventory = Inventory(nodes=(Node(name="n0", gpus=2), Node(name="n1", gpus=2)))
     suite = parse_suite(suite_with({"start": 16, "step": 16, "limit": 64, "topology": "1n2g"}))
     searches = plan_searches(suite, inventory)
-    assert [s.key for s in searches] == ["pytorch_reference/resnet50_v1.5/fp32/1n2g", "pytorch_reference/resnet50_v1.5/amp/1n2g"]
+    assert [s.key for s in searches] == [
+        "pytorch_reference/resnet50_v1.5/fp32/1n2g",
+        "pytorch_reference/resnet50_v1.5/amp/1n2g",
+    ]
     assert searches[0].probe_case(48).key == "pytorch_reference/resnet50_v1.5/fp32/b48/1n2g"
     assert [s.key for s in plan_searches(suite, inventory, PlanFilters(precisions=("amp",)))] == [searches[1].key]
     assert len(plan_suite(suite, inventory)) == 2 * 5  # the cases still run (5 repeats each)
@@ -132,7 +143,10 @@ def test_device_memory_is_only_for_cpu_nodes_and_limits_the_container():
     node = Node(name="c", gpus=2, device_memory_mb=1024)
     spec = container_spec_for(node, name="x", image="i", command=("true",), environment={}, labels={})
     assert spec.memory_limit_mb == 2048  # the container holds every "device" of the node
-    assert container_spec_for(Node(name="d"), name="x", image="i", command=(), environment={}, labels={}).memory_limit_mb is None
+    assert (
+        container_spec_for(Node(name="d"), name="x", image="i", command=(), environment={}, labels={}).memory_limit_mb
+        is None
+    )
 
 
 def test_the_memory_limit_is_enforced_by_the_kernel():
@@ -151,7 +165,11 @@ def test_search_through_the_dag_finds_the_largest_batch_that_trains(tmp_path, pg
     """Real trainings of the reference workload under a 1000 MB device; the OOM is the allocator's own."""
     out = subprocess.run(
         [*DLPERF, "run", str(DATA / "suite.yaml")],
-        cwd=REPO, env=cli_env(tmp_path, pg_url), capture_output=True, text=True, timeout=900,
+        cwd=REPO,
+        env=cli_env(tmp_path, pg_url),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     run_id = run_id_of(out.stdout)
@@ -185,8 +203,11 @@ def test_a_container_past_its_memory_limit_fails_as_out_of_memory(tmp_path):
 
     node = Node(name="node0", device_memory_mb=64)
     spec = container_spec_for(
-        node, name=f"dlperf-oom-{tmp_path.name[-12:]}".replace("_", "-"), image=image,
-        command=("python3", "-c", "b = bytearray(512 << 20); print(len(b))"), environment={},
+        node,
+        name=f"dlperf-oom-{tmp_path.name[-12:]}".replace("_", "-"),
+        image=image,
+        command=("python3", "-c", "b = bytearray(512 << 20); print(len(b))"),
+        environment={},
         labels={"dlperf.test": "oom", "dlperf.node": "node0"},
     )
     proc = ContainerProcess(node.docker_url, spec, tmp_path / "node0.log")

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dlperf_core.measure import judge
+from dlperf_core.model import Case, CaseOutcome, NodeOutcome
 from dlperf_core.parsing.failures import error_line
-from dlperf_core.model import Case
-from dlperf_core.model import CaseOutcome, NodeOutcome
 
 CASE = Case("pytorch_reference", "resnet50_v1.5", "fp32", 8, 1, 1, 2, 3)
-NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, tzinfo=UTC)
 
 
 def outcome(log, failure):
@@ -22,7 +21,9 @@ def test_error_line_finds_exceptions_and_argparse_errors():
     assert error_line(traceback) == "ValueError: Invalid loss, terminating"
     usage = "usage: train.py [-h]\ntrain.py: error: unrecognized arguments: --no-such-flag\n"
     assert error_line(usage) == "train.py: error: unrecognized arguments: --no-such-flag"
-    assert error_line("[1,0]<stderr>:RuntimeError: gloo timed out\n[1,1]<stdout>:bye\n") == "RuntimeError: gloo timed out"
+    assert (
+        error_line("[1,0]<stderr>:RuntimeError: gloo timed out\n[1,1]<stdout>:bye\n") == "RuntimeError: gloo timed out"
+    )
     assert error_line("train loss 1.2, error rate 0.3\nall fine\n") is None
     assert len(error_line("KeyError: " + "x" * 1000)) == 240
     # a launcher's traceback about its failed child comes after the child's usage error: the cause wins

@@ -24,7 +24,7 @@ import yaml
 
 from airflow_stack import AirflowStack, prepare_stack, start_stack
 from dlperf_core.storage import ResultStore
-from helpers import DLPERF, REPO, docker_marks, dlperf_containers
+from helpers import DLPERF, REPO, dlperf_containers, docker_marks
 
 IMAGE = "dlperf/pytorch-reference:cpu"
 DAG_ID = "dlperf_benchmark"
@@ -55,7 +55,11 @@ def cluster(tmp_path) -> str:
 def stack(tmp_path, metadata_url, pg_url, cluster):
     broker = redis_url()
     deployment = prepare_stack(
-        tmp_path / "airflow", metadata_url, pg_url, "dlperf", f"pw-{uuid.uuid4().hex[:10]}",
+        tmp_path / "airflow",
+        metadata_url,
+        pg_url,
+        "dlperf",
+        f"pw-{uuid.uuid4().hex[:10]}",
         extra_env={
             "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
             "AIRFLOW__CELERY__BROKER_URL": broker,
@@ -65,16 +69,28 @@ def stack(tmp_path, metadata_url, pg_url, cluster):
             "DLPERF_JOIN_TIMEOUT_S": "300",
         },
     )
-    sync = subprocess.run([*DLPERF, "cluster", "sync", "--inventory", cluster], env=deployment.env,
-                          capture_output=True, text=True, timeout=300)
+    sync = subprocess.run(
+        [*DLPERF, "cluster", "sync", "--inventory", cluster],
+        env=deployment.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert sync.returncode == 0, sync.stderr
     try:
         start_stack(deployment)
         worker = ["celery", "worker", "--concurrency", "2", "--without-mingle", "--without-gossip"]
         deployment.start("worker-central", *worker, "--queues", "default", "--celery-hostname", "central@%h")
         for node, queue in QUEUES.items():
-            deployment.start(f"worker-{node}", *worker, "--queues", queue, "--celery-hostname", f"{queue}@%h",
-                             env={"DLPERF_NODE": node})
+            deployment.start(
+                f"worker-{node}",
+                *worker,
+                "--queues",
+                queue,
+                "--celery-hostname",
+                f"{queue}@%h",
+                env={"DLPERF_NODE": node},
+            )
         yield deployment
     finally:
         deployment.stop()
@@ -83,7 +99,9 @@ def stack(tmp_path, metadata_url, pg_url, cluster):
 
 def trigger_and_wait(stack: AirflowStack, token: str, conf: dict) -> tuple[str, list[dict]]:
     """Trigger dlperf_benchmark with ``conf``, wait for it to succeed; (run id, its task instances)."""
-    status, body = stack.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": conf}, token=token)
+    status, body = stack.request(
+        "POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": conf}, token=token
+    )
     assert status == 200, body
     run_id = body["dag_run_id"]  # type: ignore[index]
 
@@ -98,7 +116,8 @@ def trigger_and_wait(stack: AirflowStack, token: str, conf: dict) -> tuple[str, 
         failed = [t for t in tis["task_instances"] if t["state"] not in ("success", "skipped")]  # type: ignore[index]
         logs = "\n".join(
             f"===== {p}\n{p.read_text(errors='replace')[-3000:]}"
-            for t in failed for p in (stack.home / "logs").rglob("*.log")
+            for t in failed
+            for p in (stack.home / "logs").rglob("*.log")
             if f"task_id={t['task_id']}" in str(p) and run_id in str(p)
         )
         pytest.fail(f"{state}: {summary}\n{logs}\n{stack.logs()}")
@@ -108,9 +127,18 @@ def trigger_and_wait(stack: AirflowStack, token: str, conf: dict) -> tuple[str, 
 def test_each_node_task_runs_on_its_node_worker(stack: AirflowStack, pg_url, cluster):
     token = stack.token()
     assert stack.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False}, token=token)[0] == 200
-    run_id, task_instances = trigger_and_wait(stack, token, {
-        "suite": "suites/smoke.yaml", "runtime": "docker", "inventory": cluster, "repeats": 1,
-        "topologies": ["1n1g", "2n1g"], "frameworks": ["pytorch_reference"]})  # without the suite's fabric probe
+    run_id, task_instances = trigger_and_wait(
+        stack,
+        token,
+        {
+            "suite": "suites/smoke.yaml",
+            "runtime": "docker",
+            "inventory": cluster,
+            "repeats": 1,
+            "topologies": ["1n1g", "2n1g"],
+            "frameworks": ["pytorch_reference"],
+        },
+    )  # without the suite's fabric probe
     tis = {"task_instances": task_instances}
 
     rows = ResultStore(pg_url).results(run_id=run_id)
@@ -129,8 +157,10 @@ def test_each_node_task_runs_on_its_node_worker(stack: AirflowStack, pg_url, clu
             ran[(node, t["map_index"])] = "skipped"
             continue
         assert t["state"] == "success", t
-        path = (f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{t['task_id']}/xcomEntries/return_value"
-                f"?map_index={t['map_index']}&deserialize=true")
+        path = (
+            f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{t['task_id']}/xcomEntries/return_value"
+            f"?map_index={t['map_index']}&deserialize=true"
+        )
         status, entry = stack.request("GET", path, token=token)
         assert status == 200, entry
         share = entry["value"]  # type: ignore[index]
@@ -142,8 +172,11 @@ def test_each_node_task_runs_on_its_node_worker(stack: AirflowStack, pg_url, clu
     assert dlperf_containers() == []
 
     # mpirun across the two node workers: node1's sshd first, keys made on each node, node 0 reaches it
-    run_id, _ = trigger_and_wait(stack, token, {
-        "suite": "tests/data/mpi-suite.yaml", "runtime": "docker", "inventory": cluster, "topologies": ["2n1g"]})
+    run_id, _ = trigger_and_wait(
+        stack,
+        token,
+        {"suite": "tests/data/mpi-suite.yaml", "runtime": "docker", "inventory": cluster, "topologies": ["2n1g"]},
+    )
     rows = ResultStore(pg_url).results(run_id=run_id)
     assert list(rows["status"]) == ["ok"] and rows["throughput"].iloc[0] > 0, rows[["case_key", "reason"]]
     node0_log = open(rows["log_path"].iloc[0]).read()  # node 0's log, brought to store_result through XCom
@@ -172,8 +205,14 @@ print(json.dumps({
 def test_the_dag_renders_one_task_per_node_on_its_queue_and_pool(cluster, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(AIRFLOW_HOME=str(tmp_path / "airflow"), DLPERF_CLUSTER_INVENTORY=cluster, DLPERF_DB_URL="sqlite://")
-    out = subprocess.run([sys.executable, "-c", SHAPE.replace("REPO", str(REPO))], env=env, cwd=REPO,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", SHAPE.replace("REPO", str(REPO))],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     shape = json.loads(out.stdout.strip().splitlines()[-1])
     assert shape["errors"] == {}
@@ -190,9 +229,9 @@ def test_the_dag_renders_one_task_per_node_on_its_queue_and_pool(cluster, tmp_pa
 
 def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, tmp_path, cluster):
     from dlperf_airflow.node_step import node_step
+    from dlperf_core.inventory import load_inventory
     from dlperf_core.model import RunIds
     from dlperf_core.plan import PlanFilters, plan_suite
-    from dlperf_core.inventory import load_inventory
     from dlperf_core.suite import load_suite
     from test_gang import DictBoard
 
@@ -206,9 +245,13 @@ def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, tmp_path, cl
         "node0: its task ran on the worker of node node1; give each node's worker only that node's queue (node-a)"
     )
     assert board.states["node0"]["phase"] == "gave_up"  # node1's task stops waiting for it
-    assert node_step({**item, "run": plan_suite(suite, load_inventory(cluster), PlanFilters(topologies=("1n1g",)))[0].to_dict()},
-                     RunIds("d", "r"), "node1", None, board.view("node1")) == {
-        "node": "node1", "skipped": "pytorch_reference/resnet50_v1.5/fp32/b8/1n1g runs on node0"}
+    assert node_step(
+        {**item, "run": plan_suite(suite, load_inventory(cluster), PlanFilters(topologies=("1n1g",)))[0].to_dict()},
+        RunIds("d", "r"),
+        "node1",
+        None,
+        board.view("node1"),
+    ) == {"node": "node1", "skipped": "pytorch_reference/resnet50_v1.5/fp32/b8/1n1g runs on node0"}
 
 
 def test_a_trigger_outside_the_deployments_inventory_is_refused(monkeypatch, tmp_path, cluster):

@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from parsing_checks import SETTINGS, check_all
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,8 +27,9 @@ from dlperf_core.parsing import (
     parse_log,
 )
 from dlperf_core.parsing.failures import loss_failure
-
 from helpers import SHARED  # noqa: E402  (seeds and reallogs, $DLPERF_SHARED)
+from parsing_checks import SETTINGS, check_all
+
 NGC = SHARED / "reallogs" / "ngc_pytorch"
 FMT = "ngc_pytorch_dllogger"
 
@@ -128,8 +128,10 @@ def test_real_log_table(capsys: pytest.CaptureFixture[str]) -> None:
     for name, published in sorted(PUBLISHED.items()):
         (run,) = parse_file(NGC / name)
         assert run.throughput is not None
-        rows.append(f"{name:30s} {published:9.1f} {run.reported_throughput:10.2f} {run.throughput:10.2f} "
-                    f"{100 * (run.throughput / published - 1):+6.2f}%")
+        rows.append(
+            f"{name:30s} {published:9.1f} {run.reported_throughput:10.2f} {run.throughput:10.2f} "
+            f"{100 * (run.throughput / published - 1):+6.2f}%"
+        )
     with capsys.disabled():
         print("\nfile                           published   reported   our rule   diff")
         print("\n".join(rows))
@@ -151,8 +153,10 @@ def test_real_log_with_mpirun_prefixes_and_several_ranks() -> None:
     # Every line twice: as rank 0 and as rank 1 (with rank 1 lying about its speed), both prefix styles.
     lines = text.splitlines(keepends=True)
     lie = "train.total_ips : 9"
-    both = "".join(f"[1,1]<stdout>:{ln.replace('train.total_ips : ', lie)}Fri Apr  9 16:50:03 2021[1,0]<stdout>:{ln}"
-                   for ln in lines)
+    both = "".join(
+        f"[1,1]<stdout>:{ln.replace('train.total_ips : ', lie)}Fri Apr  9 16:50:03 2021[1,0]<stdout>:{ln}"
+        for ln in lines
+    )
     (run,) = check_all(both)
     assert run.status == "ok" and run.throughput == pytest.approx(plain.throughput)
     assert {r.rank for r in run.records} == {0} and len(run.records) == 99
@@ -186,7 +190,7 @@ def test_epochs_restart_into_global_iterations() -> None:
 
 def test_zero_based_epoch_counters() -> None:
     (run,) = check_all(synthetic(50, epochs=2, zero_based=True))
-    assert [r.iteration for r in run.records] == list(range(0, 100))
+    assert [r.iteration for r in run.records] == list(range(100))
     assert run.throughput == pytest.approx(640.0, rel=1e-6)
 
 
@@ -257,9 +261,7 @@ def test_measure_too_few_iterations() -> None:
     assert measure(recs, warmup=50, measured=None, global_batch=1) == (
         "too few iterations for the window (got 50, need 51)"
     )
-    assert measure([], warmup=5, measured=None, global_batch=1) == (
-        "too few iterations for the window (got 0, need 6)"
-    )
+    assert measure([], warmup=5, measured=None, global_batch=1) == ("too few iterations for the window (got 0, need 6)")
     one = [IterationRecord(10, 1.0, 10.0, 1.0)]  # nothing before it to start the clock
     assert measure(one, warmup=5, measured=None, global_batch=1) == (
         "too few iterations for the window (got 10, need 11)"
@@ -351,8 +353,20 @@ def test_to_dict_and_registry(tmp_path: Path) -> None:
     d = run.to_dict()
     assert "records" not in d and d["window"] == [6, 20] and d["file"] == "a.log"
     assert json.loads(json.dumps(d)) == d
-    assert set(d) == {"file", "format", "status", "reason", "throughput", "reported_throughput", "iterations",
-                      "gpus", "batch_size_per_device", "window", "method", "window_fitted"}
+    assert set(d) == {
+        "file",
+        "format",
+        "status",
+        "reason",
+        "throughput",
+        "reported_throughput",
+        "iterations",
+        "gpus",
+        "batch_size_per_device",
+        "window",
+        "method",
+        "window_fitted",
+    }
     assert FMT in [f.name for f in FORMATS] and isinstance(get_format(FMT), LogFormat)
     assert get_format(FMT).default_warmup == 5 and get_format(FMT).default_measured is None
     path = tmp_path / "log.txt"
@@ -364,16 +378,21 @@ def test_to_dict_and_registry(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------ robustness
 # Parsing any text never crashes: tests/test_parsing_fuzz.py (every registered format). The rule itself:
 @SETTINGS
-@given(st.lists(
-    st.builds(
-        IterationRecord,
-        st.integers(-5, 60),
-        st.none() | st.floats(allow_nan=True, allow_infinity=True),
-        st.none() | st.floats(allow_nan=True, allow_infinity=True),
-        st.none() | st.floats(allow_nan=True, allow_infinity=True),
+@given(
+    st.lists(
+        st.builds(
+            IterationRecord,
+            st.integers(-5, 60),
+            st.none() | st.floats(allow_nan=True, allow_infinity=True),
+            st.none() | st.floats(allow_nan=True, allow_infinity=True),
+            st.none() | st.floats(allow_nan=True, allow_infinity=True),
+        ),
+        max_size=30,
     ),
-    max_size=30,
-), st.integers(0, 20), st.none() | st.integers(1, 40), st.none() | st.integers(-2, 1000))
+    st.integers(0, 20),
+    st.none() | st.integers(1, 40),
+    st.none() | st.integers(-2, 1000),
+)
 def test_measure_is_total(recs: list[IterationRecord], warmup: int, measured: int | None, batch: int | None) -> None:
     res = measure(recs, warmup=warmup, measured=measured, global_batch=batch)
     if isinstance(res, WindowResult):
@@ -418,9 +437,7 @@ def test_h100_fp16_run_that_diverged_is_failed_nan() -> None:
 def test_record_columns_read_as_records_and_measure_alike() -> None:
     from dlperf_core.parsing import RecordColumns
 
-    records = tuple(
-        IterationRecord(i, 1000.0 + 0.5 * i, 200.0 + i, 7.0 - 0.01 * i, 0, i // 10) for i in range(1, 31)
-    )
+    records = tuple(IterationRecord(i, 1000.0 + 0.5 * i, 200.0 + i, 7.0 - 0.01 * i, 0, i // 10) for i in range(1, 31))
     cols = RecordColumns.of(records)
     assert len(cols) == 30 and cols == records and records == tuple(cols) and cols[-1] == records[-1]
     assert cols[2:5] == records[2:5] and list(cols) == list(records)
@@ -435,7 +452,9 @@ def test_record_columns_read_as_records_and_measure_alike() -> None:
                 b = measure(cols, warmup=window[0], measured=window[1], global_batch=batch, fit=fit)
                 assert a == b, (window, fit, batch)
     shuffled = records[10:] + records[:10] + records[3:4]  # out of order, with a repeated number
-    assert measure(shuffled, warmup=5, measured=20, global_batch=64) == measure(
-        RecordColumns.of(shuffled), warmup=5, measured=20, global_batch=64
-    ) == measure(records, warmup=5, measured=20, global_batch=64)
+    assert (
+        measure(shuffled, warmup=5, measured=20, global_batch=64)
+        == measure(RecordColumns.of(shuffled), warmup=5, measured=20, global_batch=64)
+        == measure(records, warmup=5, measured=20, global_batch=64)
+    )
     assert loss_failure(bare) == "loss is NaN/inf at iteration 2"

@@ -23,18 +23,19 @@ import re
 from pathlib import Path
 
 import pytest
-from parsing_checks import parse_with
 
 from dlperf_core.parsing import api, dllogger, formats, mindspore, oneflow
 from dlperf_core.parsing.records import LogFormat, ParsedRun
-
 from helpers import SHARED  # noqa: E402  (seeds and reallogs, $DLPERF_SHARED)
+from parsing_checks import parse_with
+
 MS, OF = mindspore.NAME, oneflow.NAME
 FMTS = {MS: mindspore.FORMAT, OF: oneflow.FORMAT}
 
 
-def parse(text: str, fmt: str, file: str = "<text>", warmup: int | None = None,
-          measured: int | None = None) -> list[ParsedRun]:
+def parse(
+    text: str, fmt: str, file: str = "<text>", warmup: int | None = None, measured: int | None = None
+) -> list[ParsedRun]:
     """The format's parse with the window resolved as api.parse_log does; checks every run's invariants."""
     return parse_with(FMTS[fmt], text, warmup, measured, file)
 
@@ -47,10 +48,14 @@ MS_ARGS = (
     "dtype='{dtype}', net='resnet50', parameter_server=False, pre_trained=None, run_distribute={dist}, "
     "train_steps={steps})\n"
 )
-MS_NCCL = ("node{node}:{pid}:{tid} [{dev}] NCCL INFO comm 0x7f5f1c0a{rank:04x} rank {rank} nranks {nranks} "
-           "cudaDev {dev} busId {bus}000 - Init COMPLETE\n")
-MS_NOISE = ("[WARNING] PRE_ACT({pid},python):2021-01-19-14:50:31.201.317 [mindspore/ccsrc/backend/session/"
-            "gpu_session.cc:102] SelectKernel] The node [Cast] cannot find valid kernel, use fp32\n")
+MS_NCCL = (
+    "node{node}:{pid}:{tid} [{dev}] NCCL INFO comm 0x7f5f1c0a{rank:04x} rank {rank} nranks {nranks} "
+    "cudaDev {dev} busId {bus}000 - Init COMPLETE\n"
+)
+MS_NOISE = (
+    "[WARNING] PRE_ACT({pid},python):2021-01-19-14:50:31.201.317 [mindspore/ccsrc/backend/session/"
+    "gpu_session.cc:102] SelectKernel] The node [Cast] cannot find valid kernel, use fp32\n"
+)
 MS_TIME = "epoch time: {:5.3f} ms, per step time: {:5.3f} ms\n"
 JITTER = (0.004, -0.003, 0.002, -0.001, 0.0, 0.001, -0.002, 0.003, -0.004, 0.0)  # sums to 0 over 10 epochs
 
@@ -101,19 +106,43 @@ def ms_log(
     for r in ranks:
         if args:
             out.append(pfx(r, "stderr") + MS_WARN.format(pid=27314 + r, rank=r, sec=8 + r % 50))
-            out.append(pfx(r, "stderr") + MS_ARGS.format(
-                batch=batch, sink=sink, device_num=device_num or (per_node if dist else 1), dtype=dtype,
-                dist=dist, steps=steps))
+            out.append(
+                pfx(r, "stderr")
+                + MS_ARGS.format(
+                    batch=batch,
+                    sink=sink,
+                    device_num=device_num or (per_node if dist else 1),
+                    dtype=dtype,
+                    dist=dist,
+                    steps=steps,
+                )
+            )
     if nccl and dist:
         for r in ranks:
-            out.append(pfx(r) + MS_NCCL.format(node=r // 8 + 1, pid=27314 + r, tid=27401 + r, dev=r % 8, rank=r,
-                                               nranks=gpus, bus=hex(0x1a + r % 8)[2:]))
+            out.append(
+                pfx(r)
+                + MS_NCCL.format(
+                    node=r // 8 + 1,
+                    pid=27314 + r,
+                    tid=27401 + r,
+                    dev=r % 8,
+                    rank=r,
+                    nranks=gpus,
+                    bus=hex(0x1A + r % 8)[2:],
+                )
+            )
     out.append(pfx(ranks[0], "stderr") + MS_NOISE.format(pid=27314))
     epochs = steps // sink if stop_after_epoch is None else stop_after_epoch
     for e in range(1, epochs + 1):
-        pending = {r: [f"epoch: {e} step: {sink}, loss is {6.95 - 0.013 * e + 0.001 * r:.6f}\n",
-                       time_fmt.format(ms_epoch_ms(e, r, gpus, per_step, sink),
-                                       ms_epoch_ms(e, r, gpus, per_step, sink) / sink)] for r in ranks}
+        pending = {
+            r: [
+                f"epoch: {e} step: {sink}, loss is {6.95 - 0.013 * e + 0.001 * r:.6f}\n",
+                time_fmt.format(
+                    ms_epoch_ms(e, r, gpus, per_step, sink), ms_epoch_ms(e, r, gpus, per_step, sink) / sink
+                ),
+            ]
+            for r in ranks
+        }
         while pending:  # interleave the ranks, each rank's loss line before its time line
             r = rnd.choice(sorted(pending))
             out.append(pfx(r) + pending[r].pop(0))
@@ -143,10 +172,18 @@ def dlperf_mindspore(text: str, nodes: int, cards: int, batch: int, warmup: int 
 
 # seeds/000: ResNet50 v1.5, MindSpore 1.1, median samples/s of 5 repeats per (nodes, gpus per node)
 MS_PUBLISHED = {
-    ("fp32", 128, 1, 1): 369.81, ("fp32", 128, 1, 2): 710.68, ("fp32", 128, 1, 4): 1418.66,
-    ("fp32", 128, 1, 8): 2773.82, ("fp32", 128, 2, 8): 5483.22, ("fp32", 128, 4, 8): 10731.78,
-    ("fp16", 256, 1, 1): 1116.0, ("fp16", 256, 1, 2): 2061.08, ("fp16", 256, 1, 4): 4067.95,
-    ("fp16", 256, 1, 8): 6867.34, ("fp16", 256, 2, 8): 12057.38, ("fp16", 256, 4, 8): 24183.95,
+    ("fp32", 128, 1, 1): 369.81,
+    ("fp32", 128, 1, 2): 710.68,
+    ("fp32", 128, 1, 4): 1418.66,
+    ("fp32", 128, 1, 8): 2773.82,
+    ("fp32", 128, 2, 8): 5483.22,
+    ("fp32", 128, 4, 8): 10731.78,
+    ("fp16", 256, 1, 1): 1116.0,
+    ("fp16", 256, 1, 2): 2061.08,
+    ("fp16", 256, 1, 4): 4067.95,
+    ("fp16", 256, 1, 8): 6867.34,
+    ("fp16", 256, 2, 8): 12057.38,
+    ("fp16", 256, 4, 8): 24183.95,
 }
 # Built so that both rules measure the same 100 iterations (101..200) of the same epoch times: DLPerf's port
 # reproduces the published figure to its 2 decimals, ours is within 0.01 % of it (only the 3-decimal
@@ -157,7 +194,12 @@ MS_BOUND = 1e-4
 def _ms_case(key: tuple[str, int, int, int]) -> tuple[str, dict[str, object]]:
     dtype, batch, nodes, per_node = key
     return f"{nodes}n{per_node}g_{dtype}_b{batch}", {
-        "nodes": nodes, "per_node": per_node, "batch": batch, "rate": MS_PUBLISHED[key], "dtype": dtype}
+        "nodes": nodes,
+        "per_node": per_node,
+        "batch": batch,
+        "rate": MS_PUBLISHED[key],
+        "dtype": dtype,
+    }
 
 
 @pytest.mark.parametrize("key", sorted(MS_PUBLISHED), ids=lambda k: _ms_case(k)[0])
@@ -192,9 +234,11 @@ def test_mindspore_seed_table(capsys: pytest.CaptureFixture[str]) -> None:
         assert abs(ours_solo.throughput / published - 1) <= 1e-3  # type: ignore[operator]
         # DLPerf's pitfall: a rank-0-only log comes out n_devices too high
         assert theirs_solo == pytest.approx(published * nodes * per_node, rel=1e-3)  # type: ignore[operator]
-        rows.append(f"{name:18s} {published:10.2f} {theirs_full:10.2f} {ours_full.throughput:10.2f} "
-                    f"{100 * (ours_full.throughput / published - 1):+7.3f}% {theirs_solo:10.2f} "
-                    f"{ours_solo.throughput:10.2f}")
+        rows.append(
+            f"{name:18s} {published:10.2f} {theirs_full:10.2f} {ours_full.throughput:10.2f} "
+            f"{100 * (ours_full.throughput / published - 1):+7.3f}% {theirs_solo:10.2f} "
+            f"{ours_solo.throughput:10.2f}"
+        )
     with capsys.disabled():
         print("\nMindSpore case      published  DLPerf-all   ours-all    diff   DLPerf-r0    ours-r0")
         print("\n".join(rows))
@@ -229,8 +273,7 @@ def test_mindspore_standalone_and_unknown_devices() -> None:
     assert run.status == "ok" and run.gpus == 1 and run.throughput == pytest.approx(369.81, rel=MS_BOUND)
     bare = ms_log(args=False)  # plain model_zoo train.py: no arguments printed, one rank's lines
     (run,) = parse(bare, MS)
-    assert (run.status, run.reason, run.gpus, run.batch_size_per_device) == (
-        "failed", "batch size unknown", None, None)
+    assert (run.status, run.reason, run.gpus, run.batch_size_per_device) == ("failed", "batch size unknown", None, None)
     (run,) = parse(bare, MS, file="results/rn50_b128_fp32_1.log")  # batch from the name, devices unknown
     assert (run.status, run.reason, run.batch_size_per_device) == ("failed", "device count unknown", 128)
     (run,) = parse(bare, MS, file="results/1n1g/rn50_b128_fp32_1.log")
@@ -240,8 +283,10 @@ def test_mindspore_standalone_and_unknown_devices() -> None:
 def test_mindspore_mpirun_prefixes_keep_the_lowest_rank() -> None:
     text = ms_log(nodes=1, per_node=4, rate=1418.66, prefix=True, seed=3)
     # rank 2 lies about its epoch times: only rank 0's lines are used
-    lines = [re.sub(r"epoch time: [\d.]+", "epoch time: 1.000", ln) if ln.startswith("[1,2]") else ln
-             for ln in text.splitlines(keepends=True)]
+    lines = [
+        re.sub(r"epoch time: [\d.]+", "epoch time: 1.000", ln) if ln.startswith("[1,2]") else ln
+        for ln in text.splitlines(keepends=True)
+    ]
     (run,) = parse("".join(lines), MS)
     assert run.status == "ok" and run.gpus == 4 and {r.rank for r in run.records} == {0}
     ranks0 = ms_epoch_ms(15, 0, 4, 128 * 4 * 1000 / 1418.66, 10)
@@ -251,10 +296,12 @@ def test_mindspore_mpirun_prefixes_keep_the_lowest_rank() -> None:
 
 def test_mindspore_line_variants() -> None:
     ref = parse(ms_log(), MS)[0].throughput
-    for fmt in ("epoch time: {:.2f} ms, per step time: {:.4f} ms\n",
-                "Epoch time: {:.7f}, per step time: {:.7f}\n",  # no unit (old versions), upper case
-                "Train epoch time: {:5.3f} ms, per step time: {:5.3f} ms\n",  # MindSpore 2.x
-                "EPOCH TIME: {:.0f} ms, PER STEP TIME: {:.1f} ms\n"):
+    for fmt in (
+        "epoch time: {:.2f} ms, per step time: {:.4f} ms\n",
+        "Epoch time: {:.7f}, per step time: {:.7f}\n",  # no unit (old versions), upper case
+        "Train epoch time: {:5.3f} ms, per step time: {:5.3f} ms\n",  # MindSpore 2.x
+        "EPOCH TIME: {:.0f} ms, PER STEP TIME: {:.1f} ms\n",
+    ):
         (run,) = parse(ms_log(time_fmt=fmt), MS)
         assert run.status == "ok" and run.window == (101, 200)
         assert run.throughput == pytest.approx(ref, rel=1e-4), fmt
@@ -294,7 +341,8 @@ def test_mindspore_tensor_loss_values() -> None:
     text = ms_log().replace(
         "loss is 6.937000",
         "loss is (Tensor(shape=[], dtype=Float32, value= 6.937), Tensor(shape=[], dtype=Bool, value= False), "
-        "Tensor(shape=[], dtype=Float32, value= 65536))")
+        "Tensor(shape=[], dtype=Float32, value= 65536))",
+    )
     (run,) = parse(text, MS)
     assert run.records[0].loss == pytest.approx(6.937)
 
@@ -305,11 +353,17 @@ def test_mindspore_failures() -> None:
     (run,) = parse(full.replace("loss is 6.769000", "loss is nan"), MS)  # epoch 14, rank 1
     assert run.status == "failed" and run.reason == "loss is NaN/inf at iteration 140"
     head = ms_log(stop_after_epoch=4)
-    (run,) = parse(head + "Traceback (most recent call last):\n"
-                   "ValueError: epoch: 5 step: 10. Invalid loss, terminating training.\n", MS)
+    (run,) = parse(
+        head + "Traceback (most recent call last):\n"
+        "ValueError: epoch: 5 step: 10. Invalid loss, terminating training.\n",
+        MS,
+    )
     assert run.reason == "loss is NaN/inf at iteration 50"
-    (run,) = parse(head + "[EXCEPTION] DEVICE(27314,python):2021-01-19-14:52:01.101.112 [mindspore/ccsrc/runtime/"
-                   "device/gpu/gpu_kernel_runtime.cc:541] Device(id:0) memory isn't enough and alloc failed\n", MS)
+    (run,) = parse(
+        head + "[EXCEPTION] DEVICE(27314,python):2021-01-19-14:52:01.101.112 [mindspore/ccsrc/runtime/"
+        "device/gpu/gpu_kernel_runtime.cc:541] Device(id:0) memory isn't enough and alloc failed\n",
+        MS,
+    )
     assert (run.status, run.reason, run.throughput) == ("failed", "out of memory", None)
     (run,) = parse(head + "RuntimeError: CUDA error: out of memory\n", MS)
     assert run.reason == "out of memory"
@@ -329,8 +383,11 @@ def test_mindspore_failures() -> None:
     (run,) = parse(short, MS)
     assert run.reason == "too few iterations for the window (got 120, need 200)"
     assert dlperf_mindspore(short, 2, 8, 128) == pytest.approx(5 * 5483.22, rel=1e-3)
-    (run,) = parse(MS_ARGS.format(batch=128, sink=10, device_num=1, dtype="fp32", dist=False, steps=200)
-                   + "Traceback (most recent call last):\nRuntimeError: dataset not found\n", MS)
+    (run,) = parse(
+        MS_ARGS.format(batch=128, sink=10, device_num=1, dtype="fp32", dist=False, steps=200)
+        + "Traceback (most recent call last):\nRuntimeError: dataset not found\n",
+        MS,
+    )
     assert (run.reason, run.gpus, run.batch_size_per_device) == ("no training lines", 1, 128)
     (run,) = parse("nothing here\n", MS)
     assert run.reason == "no training lines"
@@ -356,29 +413,63 @@ train: epoch 0, iter 200, loss: 1.047857, top_1: 1.000000, top_k: 1.000000, samp
 """  # seeds/003, verbatim
 OF_SEED_VALUES = [385.628, 386.264, 385.723, 384.622, 385.367, 384.704, 384.927, 384.109, 384.517]
 # Two real lines of a timestamped 2n8g bs128 log (DLPerf OneFlow/.../extract_cnn_result.py docstring)
-OF_TS20 = ("train: epoch 0, iter 20, loss: 7.087004, top_1: 0.000000, top_k: 0.000000, "
-           "samples/s: 3988.891 1597933942.9863544")
-OF_TS120 = ("train: epoch 0, iter 120, loss: 1.050499, top_1: 1.000000, top_k: 1.000000, "
-            "samples/s: 5917.583 1597933977.6064055")
+OF_TS20 = (
+    "train: epoch 0, iter 20, loss: 7.087004, top_1: 0.000000, top_k: 0.000000, samples/s: 3988.891 1597933942.9863544"
+)
+OF_TS120 = (
+    "train: epoch 0, iter 120, loss: 1.050499, top_1: 1.000000, top_k: 1.000000, samples/s: 5917.583 1597933977.6064055"
+)
 
 
-def of_header(nodes: int = 1, gpn: int = 1, batch: int = 128, every: int = 20, epochs: int = 1,
-              iters: int = 200, banner: bool = True, per_epoch_line: bool = True, prefix: str = "") -> str:
+def of_header(
+    nodes: int = 1,
+    gpn: int = 1,
+    batch: int = 128,
+    every: int = 20,
+    epochs: int = 1,
+    iters: int = 200,
+    banner: bool = True,
+    per_epoch_line: bool = True,
+    prefix: str = "",
+) -> str:
     """print_args' block (config.py order) and of_cnn_train_val.py's start lines, as local_run.sh runs it."""
     examples = nodes * gpn * batch * iters
     args = {
-        "dtype": "float32", "gpu_num_per_node": gpn, "num_nodes": nodes,
-        "node_ips": "['10.11.0.2', '10.11.0.3', '10.11.0.4', '10.11.0.5']", "ctrl_port": 50051,
-        "model": "resnet50", "use_fp16": None, "use_xla": None, "channel_last": None, "pad_output": None,
-        "num_epochs": epochs, "model_load_dir": None, "batch_size_per_device": batch,
-        "val_batch_size_per_device": 125, "nccl_fusion_threshold_mb": 0, "nccl_fusion_max_ops": 0,
-        "fuse_bn_relu": False, "fuse_bn_add_relu": False, "gpu_image_decoder": False,
-        "image_path": "test_img/tiger.jpg", "num_classes": 1000, "num_examples": examples,
-        "num_val_examples": 50000, "rgb_mean": [123.68, 116.779, 103.939], "rgb_std": [58.393, 57.12, 57.375],
-        "image_shape": [3, 224, 224], "label_smoothing": 0.1,
-        "model_save_dir": "./output/snapshots/model_save-20200808153355", "log_dir": "./log",
-        "loss_print_every_n_iter": every, "train_data_dir": "/path/to/ofrecord/train",
-        "train_data_part_num": 44, "val_data_dir": None, "model_update": "momentum", "learning_rate": 0.001,
+        "dtype": "float32",
+        "gpu_num_per_node": gpn,
+        "num_nodes": nodes,
+        "node_ips": "['10.11.0.2', '10.11.0.3', '10.11.0.4', '10.11.0.5']",
+        "ctrl_port": 50051,
+        "model": "resnet50",
+        "use_fp16": None,
+        "use_xla": None,
+        "channel_last": None,
+        "pad_output": None,
+        "num_epochs": epochs,
+        "model_load_dir": None,
+        "batch_size_per_device": batch,
+        "val_batch_size_per_device": 125,
+        "nccl_fusion_threshold_mb": 0,
+        "nccl_fusion_max_ops": 0,
+        "fuse_bn_relu": False,
+        "fuse_bn_add_relu": False,
+        "gpu_image_decoder": False,
+        "image_path": "test_img/tiger.jpg",
+        "num_classes": 1000,
+        "num_examples": examples,
+        "num_val_examples": 50000,
+        "rgb_mean": [123.68, 116.779, 103.939],
+        "rgb_std": [58.393, 57.12, 57.375],
+        "image_shape": [3, 224, 224],
+        "label_smoothing": 0.1,
+        "model_save_dir": "./output/snapshots/model_save-20200808153355",
+        "log_dir": "./log",
+        "loss_print_every_n_iter": every,
+        "train_data_dir": "/path/to/ofrecord/train",
+        "train_data_part_num": 44,
+        "val_data_dir": None,
+        "model_update": "momentum",
+        "learning_rate": 0.001,
     }
     out = []
     if banner:
@@ -396,28 +487,46 @@ def of_train(epoch: int, it: int, rate: float, loss: float = 1.05, stamp: float 
     return line + (f" {stamp!r}" if stamp is not None else "") + "\n"
 
 
-OF_END = "Saving model to ./output/snapshots/model_save-20200808153355/snapshot_epoch_0.\n" \
-         "End time: 2020-08-08-15:35:12\nTotal time: 77.04131889343262s\n"
+OF_END = (
+    "Saving model to ./output/snapshots/model_save-20200808153355/snapshot_epoch_0.\n"
+    "End time: 2020-08-08-15:35:12\nTotal time: 77.04131889343262s\n"
+)
 
 
-def of_log(rates: list[float], *, every: int = 20, stamps: list[float] | None = None, end: bool = True,
-           epochs: int = 1, **header: object) -> str:
+def of_log(
+    rates: list[float],
+    *,
+    every: int = 20,
+    stamps: list[float] | None = None,
+    end: bool = True,
+    epochs: int = 1,
+    **header: object,
+) -> str:
     """A OneFlow cnns log: header, one train line per ``every`` iterations, end lines."""
     per_epoch = len(rates) * every // epochs
     out = [of_header(every=every, epochs=epochs, iters=per_epoch, **header)]  # type: ignore[arg-type]
     for k, rate in enumerate(rates):
         done = (k + 1) * every
-        out.append(of_train((done - 1) // per_epoch, (done - 1) % per_epoch + 1, rate,
-                            stamp=stamps[k] if stamps else None))
+        out.append(
+            of_train((done - 1) // per_epoch, (done - 1) % per_epoch + 1, rate, stamp=stamps[k] if stamps else None)
+        )
     return "".join(out) + (OF_END if end else "")
 
 
 # seeds/003: OneFlow v0.1.8 ResNet50 v1.5 fp32, (batch per device, nodes, gpus per node) -> samples/s
 OF_PUBLISHED = {
-    (128, 1, 1): 383.760, (128, 1, 2): 747.295, (128, 1, 4): 1497.618, (128, 1, 8): 2942.321,
-    (128, 2, 8): 5839.054, (128, 4, 8): 11548.451,
-    (160, 1, 1): 382.324, (160, 1, 2): 755.956, (160, 1, 4): 1494.733, (160, 1, 8): 3016.431,
-    (160, 2, 8): 5877.289, (160, 4, 8): 11623.889,
+    (128, 1, 1): 383.760,
+    (128, 1, 2): 747.295,
+    (128, 1, 4): 1497.618,
+    (128, 1, 8): 2942.321,
+    (128, 2, 8): 5839.054,
+    (128, 4, 8): 11548.451,
+    (160, 1, 1): 382.324,
+    (160, 1, 2): 755.956,
+    (160, 1, 4): 1494.733,
+    (160, 1, 8): 3016.431,
+    (160, 2, 8): 5877.289,
+    (160, 4, 8): 11623.889,
 }
 OF_REPORTED_TOLERANCE = 0.001  # reported_throughput vs published
 # Ours is the iteration-weighted harmonic mean of the same values (all print intervals are 20 iterations):
@@ -461,8 +570,16 @@ def test_oneflow_seed_table(key: tuple[int, int, int]) -> None:
 
 # seeds/003's Speedup column: samples/s over the same batch's 1n1g, as printed (2 decimals)
 OF_SPEEDUP = {
-    (128, 1, 2): 1.95, (128, 1, 4): 3.90, (128, 1, 8): 7.67, (128, 2, 8): 15.22, (128, 4, 8): 30.09,
-    (160, 1, 2): 1.98, (160, 1, 4): 3.91, (160, 1, 8): 7.89, (160, 2, 8): 15.37, (160, 4, 8): 30.40,
+    (128, 1, 2): 1.95,
+    (128, 1, 4): 3.90,
+    (128, 1, 8): 7.67,
+    (128, 2, 8): 15.22,
+    (128, 4, 8): 30.09,
+    (160, 1, 2): 1.98,
+    (160, 1, 4): 3.91,
+    (160, 1, 8): 7.89,
+    (160, 2, 8): 15.37,
+    (160, 4, 8): 30.40,
 }
 
 
@@ -470,8 +587,10 @@ def test_oneflow_table(capsys: pytest.CaptureFixture[str]) -> None:
     """The seed's tables rebuilt from logs: our rule keeps every row's rank and the Speedup column as printed.
 
     Prints published / reported / our rule / diff / speedup (pytest -s to see)."""
-    runs = {key: parse(of_log(of_table_rates(OF_PUBLISHED[key]), nodes=key[1], gpn=key[2], batch=key[0]), OF)[0]
-            for key in sorted(OF_PUBLISHED)}
+    runs = {
+        key: parse(of_log(of_table_rates(OF_PUBLISHED[key]), nodes=key[1], gpn=key[2], batch=key[0]), OF)[0]
+        for key in sorted(OF_PUBLISHED)
+    }
     ours = {key: run.throughput for key, run in runs.items()}
     assert all(run.status == "ok" and run.throughput is not None for run in runs.values())
     assert sorted(ours, key=ours.__getitem__) == sorted(OF_PUBLISHED, key=OF_PUBLISHED.__getitem__)
@@ -481,8 +600,10 @@ def test_oneflow_table(capsys: pytest.CaptureFixture[str]) -> None:
         speedup = ours[key] / ours[(batch, 1, 1)]  # type: ignore[operator]
         assert round(speedup, 2) == OF_SPEEDUP.get(key, 1.0), key
         assert round(run.reported_throughput, 3) == OF_PUBLISHED[key]  # type: ignore[arg-type]
-        rows.append(f"{nodes}n{gpn}g_b{batch:<10d} {OF_PUBLISHED[key]:10.3f} {run.reported_throughput:10.3f} "
-                    f"{run.throughput:10.3f} {100 * (run.throughput / OF_PUBLISHED[key] - 1):+7.3f}% {speedup:7.2f}")
+        rows.append(
+            f"{nodes}n{gpn}g_b{batch:<10d} {OF_PUBLISHED[key]:10.3f} {run.reported_throughput:10.3f} "
+            f"{run.throughput:10.3f} {100 * (run.throughput / OF_PUBLISHED[key] - 1):+7.3f}% {speedup:7.2f}"
+        )
     (seed,) = parse(of_header() + OF_SEED_LINES + OF_END, OF)
     assert round(seed.reported_throughput, 3) == 385.096  # type: ignore[arg-type]
     rows.append(f"{'seed 10 lines':16s} {'-':>10s} {seed.reported_throughput:10.3f} {seed.throughput:10.3f}")
@@ -546,9 +667,11 @@ def test_oneflow_print_frequency_and_epochs() -> None:
 
 
 def test_oneflow_validation_lines_are_not_training() -> None:
-    text = of_log([300.0] + [400.0] * 9, end=False) + (
-        "validation: epoch 0, iter 100, top_1: 0.000740, top_k: 0.004860, samples/s: 1240.473 1597934001.2\n"
-    ) + OF_END
+    text = (
+        of_log([300.0] + [400.0] * 9, end=False)
+        + ("validation: epoch 0, iter 100, top_1: 0.000740, top_k: 0.004860, samples/s: 1240.473 1597934001.2\n")
+        + OF_END
+    )
     (run,) = parse(text, OF)
     assert len(run.records) == 10 and run.status == "ok" and run.throughput == pytest.approx(400.0)
 
@@ -556,15 +679,21 @@ def test_oneflow_validation_lines_are_not_training() -> None:
 def test_oneflow_mpirun_prefixes_and_several_runs() -> None:
     base = of_log([300.0] + [400.0] * 9)
     lies = base.replace("samples/s: 400.000", "samples/s: 999.000")
-    both = "".join(f"[1,1]<stdout>:{a}[1,0]<stdout>:{b}" for a, b in
-                   zip(lies.splitlines(keepends=True), base.splitlines(keepends=True)))
+    both = "".join(
+        f"[1,1]<stdout>:{a}[1,0]<stdout>:{b}"
+        for a, b in zip(lies.splitlines(keepends=True), base.splitlines(keepends=True))
+    )
     (run,) = parse(both, OF)
     assert run.status == "ok" and {r.rank for r in run.records} == {0} and run.throughput == pytest.approx(400.0)
     assert run.reported_throughput == pytest.approx(400.0)
     two = of_log([300.0] + [400.0] * 9) + of_log([500.0] + [800.0] * 9, nodes=1, gpn=2)
     first, second = parse(two, OF)
-    assert (first.gpus, first.throughput, second.gpus, second.throughput) == (1, pytest.approx(400.0), 2,
-                                                                              pytest.approx(800.0))
+    assert (first.gpus, first.throughput, second.gpus, second.throughput) == (
+        1,
+        pytest.approx(400.0),
+        2,
+        pytest.approx(800.0),
+    )
     assert [r.iteration for r in second.records][0] == 20
 
 
@@ -574,8 +703,8 @@ def test_oneflow_failures() -> None:
     (run,) = parse(text.replace("iter 80, loss: 1.050000", "iter 80, loss: nan"), OF)
     assert (run.status, run.reason) == ("failed", "loss is NaN/inf at iteration 80")
     oom = of_log(rates[:3], end=False) + (
-        "F0808 15:34:02.123456 12345 cuda_util.cpp:55] Check failed: error == cudaSuccess (2 vs. 0) "
-        "out of memory\n")
+        "F0808 15:34:02.123456 12345 cuda_util.cpp:55] Check failed: error == cudaSuccess (2 vs. 0) out of memory\n"
+    )
     (run,) = parse(oom, OF)
     assert (run.status, run.reason, run.throughput) == ("failed", "out of memory", None)
     (run,) = parse(text[: text.index("train: epoch 0, iter 120")], OF)
@@ -610,17 +739,16 @@ def _registry(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_detection_and_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _registry(monkeypatch)
     assert formats.detect_format(ms_log()) == MS
-    assert formats.detect_format(MS_ARGS.format(batch=1, sink=1, device_num=1, dtype="fp32", dist=False,
-                                                steps=1)) == MS
+    assert formats.detect_format(MS_ARGS.format(batch=1, sink=1, device_num=1, dtype="fp32", dist=False, steps=1)) == MS
     assert formats.detect_format(of_log([1.0, 2.0])) == OF and formats.detect_format(OF_SEED_LINES) == OF
     assert formats.detect_format(of_header()) == OF
     # a lone LossMonitor line is not enough (tests/test_parsing.py expects it unrecognised)
     assert formats.detect_format("epoch: 1 step: 10, loss is 6.906126\n") is None
-    for other in ("DLL 2020-12-16 11:34:01.884827 - Epoch: 0 Iteration: 1  train.loss : 6.98  "
-                  "train.total_ips : 34.97 img/s\n",
-                  "2020-12-16 18:57:37 INFO: epoch:0   train step:20   loss:  7.9820 top1: 0.0000 "
-                  "ips: 343.06 images/sec.\n",
-                  "[1,0]<stderr>:2020-12-16 08:02:43,201:INFO: Epoch[0] Batch [40-59]\tSpeed: 391.99 samples/sec\t\n"):
+    for other in (
+        "DLL 2020-12-16 11:34:01.884827 - Epoch: 0 Iteration: 1  train.loss : 6.98  train.total_ips : 34.97 img/s\n",
+        "2020-12-16 18:57:37 INFO: epoch:0   train step:20   loss:  7.9820 top1: 0.0000 ips: 343.06 images/sec.\n",
+        "[1,0]<stderr>:2020-12-16 08:02:43,201:INFO: Epoch[0] Batch [40-59]\tSpeed: 391.99 samples/sec\t\n",
+    ):
         assert not mindspore.detect(other) and not oneflow.detect(other)
     (run,) = api.parse_log(ms_log(nodes=1, per_node=2, rate=710.68))
     assert run.format == MS and run.window == (101, 200) and run.gpus == 2
@@ -745,7 +873,10 @@ def test_mindspore_cpu_real_log_nan_loss() -> None:
 
 def test_mindspore_out_of_memory_in_capitals_is_out_of_memory() -> None:
     """MindSpore's GPU allocator may shout: "MEMORY NOT ENOUGH" is the same failure as "memory not enough"."""
-    text = ms_log(nodes=1, per_node=1, batch=32, rate=1000.0) + "[EXCEPTION] DEVICE(1,python):MEMORY NOT ENOUGH, malloc failed\n"
+    text = (
+        ms_log(nodes=1, per_node=1, batch=32, rate=1000.0)
+        + "[EXCEPTION] DEVICE(1,python):MEMORY NOT ENOUGH, malloc failed\n"
+    )
     from dlperf_core.parsing import parse_log
 
     (run,) = parse_log(text, format="mindspore_model_zoo")

@@ -8,11 +8,10 @@ exists there: the TF2 fixtures are synthetic, written the way tensorflow/models 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from parsing_checks import check_all
 
 from dlperf_core.parsing import (
     WindowResult,
@@ -23,8 +22,9 @@ from dlperf_core.parsing import (
     parse_log,
     tf2,
 )
-
 from helpers import SHARED  # noqa: E402  (seeds and reallogs, $DLPERF_SHARED)
+from parsing_checks import check_all
+
 MX_DIR = SHARED / "reallogs" / "ngc_mxnet"
 MX, TF = mxnet.NAME, tf2.NAME
 
@@ -58,7 +58,7 @@ def _real(name: str) -> str:
 
 
 # ------------------------------------------------------------------------------------ synthetic MXNet logs
-T0 = datetime(2020, 12, 16, 8, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2020, 12, 16, 8, 2, 0, tzinfo=UTC)
 
 
 def mx_stamp(seconds: float) -> str:
@@ -70,10 +70,12 @@ def mx_args(gpus: int, bs: int, iters: int | None, epochs: int, disp: int, **mor
     listed = ", ".join(str(g) for g in range(gpus))
     bench = f"benchmark_iters={iters}, " if iters is not None else "benchmark_iters=None, "
     extra = "".join(f"{k}={v}, " for k, v in more.items())
-    return (f"Namespace(amp=False, arch='resnetv15', batch_size={gpus * bs}, begin_epoch=0, {bench}"
-            f"disp_batches={disp}, dtype='float16', gpus=[{listed}], kv_store='horovod', {extra}"
-            f"mode='train', num_epochs={epochs}, num_examples=32000, report='benchmark_report_fp16.json-{gpus},{bs}', "
-            f"wd=3.0517578125e-05)")
+    return (
+        f"Namespace(amp=False, arch='resnetv15', batch_size={gpus * bs}, begin_epoch=0, {bench}"
+        f"disp_batches={disp}, dtype='float16', gpus=[{listed}], kv_store='horovod', {extra}"
+        f"mode='train', num_epochs={epochs}, num_examples=32000, report='benchmark_report_fp16.json-{gpus},{bs}', "
+        f"wd=3.0517578125e-05)"
+    )
 
 
 def mx_run(
@@ -113,13 +115,19 @@ def mx_run(
         for r in ranks:
             out.append(line(r, t0 + 1 + e * iters * per_iter, f"Starting epoch {e}"))
         for k, end in enumerate(range(disp - 1, iters, disp)):
-            order = ranks[k % len(ranks):] + ranks[: k % len(ranks)]
+            order = ranks[k % len(ranks) :] + ranks[: k % len(ranks)]
             for r in order:
                 seconds = t0 + 1 + (e * iters + end + 1) * per_iter + 0.001 * (r or 0)
                 speed = rate * (3 if lie and r == 1 else 1)
                 extra = f"\tcross-entropy={loss}" if loss is not None and e == 1 and end == disp * 3 - 1 else ""
-                out.append(line(r, seconds, f"Epoch[{e}] Batch [{end - disp + 1}-{end}]\tSpeed: {speed!r} samples/sec"
-                                            f"{extra}\tLR: 0.0033916\t"))
+                out.append(
+                    line(
+                        r,
+                        seconds,
+                        f"Epoch[{e}] Batch [{end - disp + 1}-{end}]\tSpeed: {speed!r} samples/sec"
+                        f"{extra}\tLR: 0.0033916\t",
+                    )
+                )
     if finished:
         for r in ranks:
             took = epochs * iters * per_iter
@@ -169,8 +177,10 @@ def test_mxnet_real_log_table(capsys: pytest.CaptureFixture[str]) -> None:
             hm = measure(run.records, warmup=500, measured=None, global_batch=None)
             assert isinstance(hm, WindowResult)
             ours, harmonic = run.throughput, hm.throughput
-            rows.append(f"{name:30s} {run.gpus:4d} {pub:9.1f} {run.reported_throughput:9.2f} {ours:9.2f} "
-                        f"{100 * (ours / pub - 1):+6.2f}%  {harmonic:9.2f} {100 * (harmonic / pub - 1):+6.2f}%")
+            rows.append(
+                f"{name:30s} {run.gpus:4d} {pub:9.1f} {run.reported_throughput:9.2f} {ours:9.2f} "
+                f"{100 * (ours / pub - 1):+6.2f}%  {harmonic:9.2f} {100 * (harmonic / pub - 1):+6.2f}%"
+            )
     with capsys.disabled():
         print("\nfile                           gpus published  reported  our rule   diff   harm.mean   diff")
         print("\n".join(rows))
@@ -211,8 +221,10 @@ def test_mxnet_real_log_window_options() -> None:
 def test_mxnet_real_log_oom_in_second_run_only() -> None:
     text = _real("mxnet_gpu1_gpu8_fp32_bs96.txt")
     cut = text.index("[1,1]<stderr>:2020-12-16 08:09:25,352:INFO: Epoch[0] Batch [0-19]")
-    oom = ("[1,3]<stderr>:mxnet.base.MXNetError: [08:09:06] src/storage/./pooled_storage_manager.h:157: "
-           "cudaMalloc failed: out of memory\n")
+    oom = (
+        "[1,3]<stderr>:mxnet.base.MXNetError: [08:09:06] src/storage/./pooled_storage_manager.h:157: "
+        "cudaMalloc failed: out of memory\n"
+    )
     one, eight = check_all(text[:cut] + oom)
     assert one.status == "ok" and one.throughput == pytest.approx(385.46, rel=1e-4)
     assert (eight.status, eight.reason, eight.throughput, eight.gpus) == ("failed", "out of memory", None, 8)
@@ -281,8 +293,10 @@ def test_mxnet_no_prefix_no_timestamps_no_arguments() -> None:
 
 def test_mxnet_mxnet_style_batch_counter() -> None:
     """MXNet's own Speedometer prints ``Batch [20-40]`` / ``Batch [40]`` (batch index 40 done: iteration 41)."""
-    lines = [f"INFO:root:Epoch[0] Batch [{b - 20}-{b}]\tSpeed: 100.00 samples/sec\taccuracy=0.1\n"
-             for b in range(20, 201, 20)]
+    lines = [
+        f"INFO:root:Epoch[0] Batch [{b - 20}-{b}]\tSpeed: 100.00 samples/sec\taccuracy=0.1\n"
+        for b in range(20, 201, 20)
+    ]
     lines += [f"INFO:root:Epoch[0] Batch [{b}]\tSpeed: 300.00 samples/sec\n" for b in range(220, 401, 20)]
     (run,) = check_all("".join(lines), warmup=21)
     assert [r.iteration for r in run.records][:2] == [21, 41] and run.records[-1].iteration == 401
@@ -305,8 +319,10 @@ def test_mxnet_ranks_printing_in_any_order_and_first_args_from_another_rank() ->
 
 
 def test_mxnet_table_with_several_batch_columns() -> None:
-    table = ("train.total_ips\n           |     96    |    192    |\n------------------------------------\n"
-             "     1     |   387.07  |   401.5   |\n     8     |   2998.1  |   3111.0  |\n\n")
+    table = (
+        "train.total_ips\n           |     96    |    192    |\n------------------------------------\n"
+        "     1     |   387.07  |   401.5   |\n     8     |   2998.1  |   3111.0  |\n\n"
+    )
     runs = check_all(mx_run(1, 96) + mx_run(8, 192, t0=1000.0) + table)
     assert [r.reported_throughput for r in runs] == [387.07, 3111.0]
 
@@ -350,32 +366,44 @@ def absl(seconds: float, where: str, msg: str, level: str = "I") -> str:
 
 def tf_startup(gpus: int, workers: int = 1) -> str:
     lib = "I tensorflow/stream_executor/platform/default/dso_loader.cc:48] Successfully opened dynamic library"
-    out = [f"{tf_full(0.5)}: {lib} libcudart.so.10.1\n",
-           f"{tf_full(2.1)}: {lib} libcuda.so.1\n"]
+    out = [f"{tf_full(0.5)}: {lib} libcudart.so.10.1\n", f"{tf_full(2.1)}: {lib} libcuda.so.1\n"]
     for g in range(gpus):
-        out.append(f"{tf_full(2.4)}: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1716] Found device {g} with properties: \n"
-                   f"pciBusID: 0000:{0x1a + g:02x}:00.0 name: Tesla V100-SXM2-16GB computeCapability: 7.0\n"
-                   "coreClock: 1.53GHz coreCount: 80 deviceMemorySize: 15.78GiB deviceMemoryBandwidth: 836.37GiB/s\n")
-    out.append(f"{tf_full(3.0)}: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1858] Adding visible gpu devices: "
-               + ", ".join(map(str, range(gpus))) + "\n")
-    out.append(f"{tf_full(3.1)}: W tensorflow/core/platform/profile_utils/cpu_utils.cc:104] CPU Frequency: 2499995000 Hz\n")
+        out.append(
+            f"{tf_full(2.4)}: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1716] Found device {g} with properties: \n"
+            f"pciBusID: 0000:{0x1A + g:02x}:00.0 name: Tesla V100-SXM2-16GB computeCapability: 7.0\n"
+            "coreClock: 1.53GHz coreCount: 80 deviceMemorySize: 15.78GiB deviceMemoryBandwidth: 836.37GiB/s\n"
+        )
+    out.append(
+        f"{tf_full(3.0)}: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1858] Adding visible gpu devices: "
+        + ", ".join(map(str, range(gpus)))
+        + "\n"
+    )
+    out.append(
+        f"{tf_full(3.1)}: W tensorflow/core/platform/profile_utils/cpu_utils.cc:104] CPU Frequency: 2499995000 Hz\n"
+    )
     for g in range(gpus):
-        out.append(f"{tf_full(4.0)}: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1402] Created TensorFlow device "
-                   f"(/job:localhost/replica:0/task:0/device:GPU:{g} with 14951 MB memory) -> physical GPU (device: {g}, "
-                   f"name: Tesla V100-SXM2-16GB, pci bus id: 0000:{0x1a + g:02x}:00.0, compute capability: 7.0)\n")
+        out.append(
+            f"{tf_full(4.0)}: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1402] Created TensorFlow device "
+            f"(/job:localhost/replica:0/task:0/device:GPU:{g} with 14951 MB memory) -> physical GPU (device: {g}, "
+            f"name: Tesla V100-SXM2-16GB, pci bus id: 0000:{0x1A + g:02x}:00.0, compute capability: 7.0)\n"
+        )
     if workers > 1:
         local = ", ".join(f"'/job:worker/task:0/device:GPU:{g}'" for g in range(gpus))
         spec = "{'worker': [" + ", ".join(f"'10.0.0.{w + 1}:12345'" for w in range(workers)) + "]}"
-        msg = (f"MultiWorkerMirroredStrategy with cluster_spec = {spec}, task_type = 'worker', task_id = 0, "
-               f"num_workers = {workers}, local_devices = ({local}), communication = CollectiveCommunication.NCCL")
+        msg = (
+            f"MultiWorkerMirroredStrategy with cluster_spec = {spec}, task_type = 'worker', task_id = 0, "
+            f"num_workers = {workers}, local_devices = ({local}), communication = CollectiveCommunication.NCCL"
+        )
         out.append(f"INFO:tensorflow:{msg}\n" + absl(4.2, "collective_all_reduce_strategy.py:315", msg))
     elif gpus > 1:
         devs = ", ".join(f"'/job:localhost/replica:0/task:0/device:GPU:{g}'" for g in range(gpus))
         msg = f"Using MirroredStrategy with devices ({devs})"
         out.append(f"INFO:tensorflow:{msg}\n" + absl(4.2, "mirrored_strategy.py:341", msg))
     out.append(absl(4.3, "dataset_factory.py:176", "Using augmentation: autoaugment=None"))
-    out.append("W0115 10:12:05.000000 140234567890112 optimizer_factory.py:123] "
-               "Warning: lr_schedule (piecewise_constant_with_warmup) is deprecated.\n")
+    out.append(
+        "W0115 10:12:05.000000 140234567890112 optimizer_factory.py:123] "
+        "Warning: lr_schedule (piecewise_constant_with_warmup) is deprecated.\n"
+    )
     return "".join(out)
 
 
@@ -402,8 +430,10 @@ def tf_log(
     for e in range(epochs):
         out.append(f"Epoch {e + 1}/{epochs}\n")
         if e == 0:
-            out.append(f"{tf_full(12)}: I tensorflow/stream_executor/platform/default/dso_loader.cc:48] "
-                       "Successfully opened dynamic library libcublas.so.10\n")
+            out.append(
+                f"{tf_full(12)}: I tensorflow/stream_executor/platform/default/dso_loader.cc:48] "
+                "Successfully opened dynamic library libcublas.so.10\n"
+            )
         for step in range(e * steps + 1, (e + 1) * steps + 1):
             if step - last >= log_steps:
                 secs = (step - last) * step_time + (startup if last == 0 else 0.0)
@@ -411,22 +441,32 @@ def tf_log(
                 rate = (step - last) * total / secs
                 for lk, lv in (loss_at or {}).items():
                     if last < lk <= step:
-                        out.append(f"{prefix}I0115 10:30:00.000000 {TID} controller.py:479] train | step: {lk:6d} | "
-                                   f"steps/sec: 4.0 | output: {{'train_accuracy': 0.001, 'train_loss': {lv}}}\n")
+                        out.append(
+                            f"{prefix}I0115 10:30:00.000000 {TID} controller.py:479] train | step: {lk:6d} | "
+                            f"steps/sec: 4.0 | output: {{'train_accuracy': 0.001, 'train_loss': {lv}}}\n"
+                        )
                 if legacy:
-                    msg = (f"BenchmarkMetric: {{'global step':{step}, 'time_taken': {secs:f},"
-                           f"'examples_per_second': {rate:f}}}")
+                    msg = (
+                        f"BenchmarkMetric: {{'global step':{step}, 'time_taken': {secs:f},"
+                        f"'examples_per_second': {rate:f}}}"
+                    )
                 else:
                     msg = f"TimeHistory: {secs:.2f} seconds, {rate:.2f} examples/second between steps {last} and {step}"
                 out.append(prefix + absl(t, "keras_utils.py:145", msg))
                 last = step
-        out.append(f"{steps}/{steps} - {steps * step_time:.0f}s - loss: 6.9512 - accuracy: 0.0012 - top_5_accuracy: 0.0061\n")
+        out.append(
+            f"{steps}/{steps} - {steps * step_time:.0f}s - loss: 6.9512 - accuracy: 0.0012 - top_5_accuracy: 0.0061\n"
+        )
         if legacy:
-            out.append(absl(t, "keras_utils.py:152", f"BenchmarkMetric: {{'epoch':{e}, 'time_taken': {steps * step_time:f}}}"))
+            out.append(
+                absl(t, "keras_utils.py:152", f"BenchmarkMetric: {{'epoch':{e}, 'time_taken': {steps * step_time:f}}}")
+            )
     if finished:
         out.append(absl(t + 1, "classifier_trainer.py:455", "Run stats:"))
-        out.append("{'loss': 6.9512, 'training_accuracy_top_1': 0.0012, 'step_timestamp_log': ['BatchTimestamp<...>'], "
-                   "'train_finish_time': 1610705600.1}\n")
+        out.append(
+            "{'loss': 6.9512, 'training_accuracy_top_1': 0.0012, 'step_timestamp_log': ['BatchTimestamp<...>'], "
+            "'train_finish_time': 1610705600.1}\n"
+        )
     return "".join(out)
 
 
@@ -459,9 +499,15 @@ def test_tf2_print_frequency_and_epochs() -> None:
 
 def test_tf2_rates_are_weighted_by_iterations() -> None:
     msg = "TimeHistory: {:.2f} seconds, {:.2f} examples/second between steps {} and {}"
-    lines = [absl(10, "keras_utils.py:145", msg.format(s, r, a, b))
-             for s, r, a, b in ((60.0, 200.0, 0, 100), (10.0, 1000.0, 100, 200), (40.0, 500.0, 200, 300),
-                                (20.0, 500.0, 300, 350))]
+    lines = [
+        absl(10, "keras_utils.py:145", msg.format(s, r, a, b))
+        for s, r, a, b in (
+            (60.0, 200.0, 0, 100),
+            (10.0, 1000.0, 100, 200),
+            (40.0, 500.0, 200, 300),
+            (20.0, 500.0, 300, 350),
+        )
+    ]
     (run,) = check_all("".join(lines))
     assert run.throughput == pytest.approx(250 / (100 / 1000 + 100 / 500 + 50 / 500))
     assert run.reported_throughput == pytest.approx((1000 + 500 + 500) / 3)
@@ -493,11 +539,15 @@ def test_tf2_keras_progress_bar_with_carriage_returns() -> None:
 
 def test_tf2_failures() -> None:
     # out of memory
-    text = tf_startup(2) + "Epoch 1/1\n" + (
-        "2021-01-15 10:13:00.000000: W tensorflow/core/common_runtime/bfc_allocator.cc:439] Allocator (GPU_0_bfc) ran "
-        "out of memory trying to allocate 392.00MiB (rounded to 411041792).\n"
-        "tensorflow.python.framework.errors_impl.ResourceExhaustedError:  OOM when allocating tensor with "
-        "shape[256,64,112,112] and type half on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
+    text = (
+        tf_startup(2)
+        + "Epoch 1/1\n"
+        + (
+            "2021-01-15 10:13:00.000000: W tensorflow/core/common_runtime/bfc_allocator.cc:439] Allocator (GPU_0_bfc) ran "
+            "out of memory trying to allocate 392.00MiB (rounded to 411041792).\n"
+            "tensorflow.python.framework.errors_impl.ResourceExhaustedError:  OOM when allocating tensor with "
+            "shape[256,64,112,112] and type half on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
+        )
     )
     (run,) = check_all(text, format=TF)
     assert run.status == "failed" and run.reason == "out of memory" and run.gpus == 2
@@ -532,7 +582,9 @@ def test_tf2_failures() -> None:
 # ------------------------------------------------------------------------------------ detection
 @needs_logs
 def test_detection_is_specific() -> None:
-    dll = "DLL 2020-12-16 11:34:01.884827 - Epoch: 0 Iteration: 1  train.loss : 6.98774  train.total_ips : 34.97 img/s\n"
+    dll = (
+        "DLL 2020-12-16 11:34:01.884827 - Epoch: 0 Iteration: 1  train.loss : 6.98774  train.total_ips : 34.97 img/s\n"
+    )
     assert not mxnet.detect(dll) and not tf2.detect(dll)
     assert not tf2.detect(_real("mxnet_gpu1_gpu8_fp32_bs96.txt"))
     assert not mxnet.detect(tf_log()) and not mxnet.detect(tf_log(legacy=True))
@@ -556,7 +608,7 @@ def _cpu_stamp(path: Path, rank: int, batch: int) -> float:
     for line in path.read_text().splitlines():
         if line.startswith(f"[1,{rank}]<stderr>:") and f"Batch [{batch - 1}-{batch}]\t" in line:
             stamp = line.split("<stderr>:", 1)[1][:23]
-            return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc).timestamp()
+            return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC).timestamp()
     raise AssertionError(f"no Batch [{batch - 1}-{batch}] line of rank {rank} in {path.name}")
 
 

@@ -13,12 +13,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from parsing_checks import parse_with
 
 from dlperf_core.parsing import formats, paddleclas, plsc
 from dlperf_core.parsing.api import parse_log
 from dlperf_core.parsing.records import ParsedRun, ParseOptions
 from dlperf_core.parsing.window import WindowResult, measure
+from parsing_checks import parse_with
 
 SHARED = Path(os.environ.get("DLPERF_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 RESNET = SHARED / "reallogs" / "paddle_resnet50"
@@ -104,9 +104,17 @@ def clas_log(
         gpu_lines = "" if gpus == 1 else f"worker_key:_worker, size: {{'_worker': {gpus}}}\n"
     if config:
         out.append(f"{prefix}{stamp()} INFO: \n" + "".join(f"{prefix}{x}\n" for x in BANNER.splitlines()))
-        for key, value in (("TRAIN", ""), ("    batch_size", batch * gpus), ("    num_workers", 4),
-                           ("VALID", ""), ("    batch_size", 64), ("epochs", epochs), ("is_distributed", gpus > 1),
-                           ("print_interval", print_interval), ("total_images", len(times) * batch * gpus)):
+        for key, value in (
+            ("TRAIN", ""),
+            ("    batch_size", batch * gpus),
+            ("    num_workers", 4),
+            ("VALID", ""),
+            ("    batch_size", 64),
+            ("epochs", epochs),
+            ("is_distributed", gpus > 1),
+            ("print_interval", print_interval),
+            ("total_images", len(times) * batch * gpus),
+        ):
             out.append(f"{prefix}{stamp()} INFO: {key} : {value}\n")
     out.append(gpu_lines)
     for e in range(epochs):
@@ -118,11 +126,15 @@ def clas_log(
             total, count = total + dt, count + 1
             avg = total / count
             if k % print_interval == 0:
-                out.append(f"{prefix}{stamp()} INFO: epoch:{e:<3d} train step:{k:<4d} loss: {loss} top1: 0.0000 "
-                           f"top5: 0.0000 lr: 0.100000 elapse: {avg:.3f}s ips: {batch / avg:.5f} images/sec.\n")
+                out.append(
+                    f"{prefix}{stamp()} INFO: epoch:{e:<3d} train step:{k:<4d} loss: {loss} top1: 0.0000 "
+                    f"top5: 0.0000 lr: 0.100000 elapse: {avg:.3f}s ips: {batch / avg:.5f} images/sec.\n"
+                )
         if end:
-            out.append(f"{prefix}{stamp()} INFO: END epoch:{e:<3d} train loss:  6.9 top1: 0.0 top5: 0.0  "
-                       f"elapse_sum: {total:.3f}s ips: {batch / (total / count):.5f} images/sec.\n")
+            out.append(
+                f"{prefix}{stamp()} INFO: END epoch:{e:<3d} train loss:  6.9 top1: 0.0 top5: 0.0  "
+                f"elapse_sum: {total:.3f}s ips: {batch / (total / count):.5f} images/sec.\n"
+            )
     return "".join(out)
 
 
@@ -136,7 +148,7 @@ def steady(n: int = 200, dt: float = 0.1, slow: dict[int, float] | None = None) 
 
 def exact(times: list[float], first: int, last: int, samples_per_iter: int) -> float:
     """samples / seconds of iterations first..last (single epoch)."""
-    return (last - first + 1) * samples_per_iter / sum(times[first:last + 1])
+    return (last - first + 1) * samples_per_iter / sum(times[first : last + 1])
 
 
 # ==================================================================================== PaddleClas: real logs
@@ -175,9 +187,11 @@ def test_real_resnet_table(capsys: pytest.CaptureFixture[str]) -> None:
         stamps = measure(run.records, warmup=10, measured=None, global_batch=global_batch)
         assert isinstance(stamps, WindowResult) and stamps.method == "timestamps"
         assert run.throughput and run.reported_throughput and same.throughput
-        rows.append(f"{name:28s} {published:9.1f} {run.reported_throughput:9.1f} {run.throughput:9.1f} "
-                    f"{100 * (run.throughput / published - 1):+6.2f}% {same.throughput:9.1f} "
-                    f"{100 * (same.throughput / published - 1):+6.2f}% {stamps.throughput:9.1f}")
+        rows.append(
+            f"{name:28s} {published:9.1f} {run.reported_throughput:9.1f} {run.throughput:9.1f} "
+            f"{100 * (run.throughput / published - 1):+6.2f}% {same.throughput:9.1f} "
+            f"{100 * (same.throughput / published - 1):+6.2f}% {stamps.throughput:9.1f}"
+        )
     with capsys.disabled():
         print("\nfile                         published  reported  our-rule   diff   pub-window  diff   1s-stamps")
         print("\n".join(rows))
@@ -293,14 +307,17 @@ def test_mpirun_prefixes_and_several_ranks(prefix: str) -> None:
     assert run.throughput == pytest.approx(plain.throughput) and {r.rank for r in run.records} == {0}
 
 
-@pytest.mark.parametrize(("lines", "gpus"), [
-    ("    |                     PADDLE_TRAINERS_NUM                        4                      |\n", 4),
-    ("export PADDLE_TRAINERS_NUM=4\n", 4),
-    ("trainers_num:4\n", 4),
-    ("worker_key:job-x_worker, size: {'job-x_worker': 16}\n", 16),
-    ("INFO 2020-12-16 18:48:40,698 launch_utils.py:471] Local start 4 processes. First process\n", 4),
-    ("gpus: 0,1,2,3\n", 4),
-])
+@pytest.mark.parametrize(
+    ("lines", "gpus"),
+    [
+        ("    |                     PADDLE_TRAINERS_NUM                        4                      |\n", 4),
+        ("export PADDLE_TRAINERS_NUM=4\n", 4),
+        ("trainers_num:4\n", 4),
+        ("worker_key:job-x_worker, size: {'job-x_worker': 16}\n", 16),
+        ("INFO 2020-12-16 18:48:40,698 launch_utils.py:471] Local start 4 processes. First process\n", 4),
+        ("gpus: 0,1,2,3\n", 4),
+    ],
+)
 def test_gpu_count_evidence(lines: str, gpus: int) -> None:
     text = clas_log(steady(150, 0.1), batch=64, gpus=gpus, gpu_lines=lines).replace("is_distributed : True\n", "")
     (run,) = clas(text)
@@ -345,16 +362,26 @@ def test_newer_batch_cost_layout() -> None:
             loss = rest.split()[0]
             elapse = float(rest.split("elapse: ")[1].split("s ")[0])
             ips = rest.split("ips: ")[1]
-            line = (f"{head} top1: 0.00000, top5: 0.00000, loss: {loss}, lr: 0.100000, batch_cost: {elapse:.5f} s, "
-                    f"reader_cost: 0.00100 s, ips: {ips}")
+            line = (
+                f"{head} top1: 0.00000, top5: 0.00000, loss: {loss}, lr: 0.100000, batch_cost: {elapse:.5f} s, "
+                f"reader_cost: 0.00100 s, ips: {ips}"
+            )
         newer.append(line)
     (run,) = clas("".join(newer))
     assert run.status == "ok" and run.throughput == pytest.approx(640.0, rel=1e-4)
 
 
 # ==================================================================================== PaddleCV lines
-def cv_log(n: int, *, batch: int | None = 256, elapse: float = 0.5, step: int = 1, extra: str = "",
-           stamps: bool = False, passes: int = 1) -> str:
+def cv_log(
+    n: int,
+    *,
+    batch: int | None = 256,
+    elapse: float = 0.5,
+    step: int = 1,
+    extra: str = "",
+    stamps: bool = False,
+    passes: int = 1,
+) -> str:
     out = ["-----------  Configuration Arguments -----------\n"]
     if batch is not None:
         out.append(f"batch_size: {batch}\n")
@@ -365,8 +392,10 @@ def cv_log(n: int, *, batch: int | None = 256, elapse: float = 0.5, step: int = 
             clock += elapse
             if b % step == 0:
                 t = (T0 + timedelta(seconds=clock)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3] + " " if stamps else ""
-                out.append(f"{t}[Pass {p}, train batch {b}] \tloss 6.90000, acc1 0.00000, acc5 0.00000, "
-                           f"lr 0.10000, elapse {elapse:.4f} sec\n")
+                out.append(
+                    f"{t}[Pass {p}, train batch {b}] \tloss 6.90000, acc1 0.00000, acc5 0.00000, "
+                    f"lr 0.10000, elapse {elapse:.4f} sec\n"
+                )
     return "".join(out)
 
 
@@ -490,8 +519,10 @@ def test_real_arcface_table(capsys: pytest.CaptureFixture[str]) -> None:
         naive = measure(run.records, warmup=50, measured=None, global_batch=1024)
         assert isinstance(naive, WindowResult) and run.throughput
         median = statistics.median(r.samples_per_sec for r in run.records[1:])  # type: ignore[type-var]
-        rows.append(f"{'/'.join(path.parts[-3:-1]):45s} {run.throughput:9.1f} {_kept_printed(text, run):9.1f} "
-                    f"{median:9.1f} {naive.throughput:9.1f}")
+        rows.append(
+            f"{'/'.join(path.parts[-3:-1]):45s} {run.throughput:9.1f} {_kept_printed(text, run):9.1f} "
+            f"{median:9.1f} {naive.throughput:9.1f}"
+        )
     with capsys.disabled():
         print("\nlog                                            our-rule   printed    median     naive")
         print("\n".join(rows))
@@ -549,8 +580,10 @@ def arc_log(
             put(head + f"throughput: {rate:.2f} imgs/sec")
         else:
             samples = batch if form == "ips_per_card" else total
-            put(head + f"avg_reader_cost: 0.00100 sec, avg_batch_cost: {step_time:.5f} sec, "
-                       f"avg_samples: {samples:.5f}, ips: {rate * samples / total:.5f} images/sec")
+            put(
+                head + f"avg_reader_cost: 0.00100 sec, avg_batch_cost: {step_time:.5f} sec, "
+                f"avg_samples: {samples:.5f}, ips: {rate * samples / total:.5f} images/sec"
+            )
         kind, seconds = (pauses or {}).get(step, ("", 0.0))
         if kind == "validation":
             clock += seconds
@@ -598,8 +631,10 @@ def test_arcface_seed_window_entry_py_lines() -> None:
     """The DLPerf seed patched entry.py to exit at batch 150 and averaged iterations 51..150."""
     lines = ["[INFO 2021-03-12 10:00:00,000] Pass:0 batch:0 lr:0.1 loss:45.0 qps:100.00\n"]
     rates = {b: 2500.0 + b for b in range(10, 151, 10)}
-    lines += [f"[INFO 2021-03-12 10:00:{b // 10:02d},000] Pass:0 batch:{b} lr:0.1 loss:44.0 qps:{q:.2f}\n"
-              for b, q in rates.items()]
+    lines += [
+        f"[INFO 2021-03-12 10:00:{b // 10:02d},000] Pass:0 batch:{b} lr:0.1 loss:44.0 qps:{q:.2f}\n"
+        for b, q in rates.items()
+    ]
     text = "".join(lines)
     assert plsc.detect(text)
     (run,) = arc(text)
@@ -698,9 +733,11 @@ def test_through_the_api_with_both_formats_registered() -> None:
 def test_odd_digits_never_crash() -> None:
     """'²' passes str.isdigit() but not int(); '٣' is a decimal digit that int() and regex \\d accept."""
     for digit in ("\u00b2", "\u0663"):
-        for text in (f"2020-12-16 18:00:00 INFO: epochs : {digit}\n" + clas_log(steady(30, 0.1)),
-                     f"batch_size: {digit}\n[Pass 0, train batch 1] loss 1, elapse 1 sec\n",
-                     f"Training: 2021-09-28 11:06:33,524 - world_size: {digit}\n" + arc_log(3)):
+        for text in (
+            f"2020-12-16 18:00:00 INFO: epochs : {digit}\n" + clas_log(steady(30, 0.1)),
+            f"batch_size: {digit}\n[Pass 0, train batch 1] loss 1, elapse 1 sec\n",
+            f"Training: 2021-09-28 11:06:33,524 - world_size: {digit}\n" + arc_log(3),
+        ):
             for fmt in (paddleclas.FORMAT, plsc.FORMAT):
                 parse_with(fmt, text)
 

@@ -80,8 +80,13 @@ class Sshd:
             self.proc.wait(timeout=10)
 
     def access(self, **overrides) -> SshAccess:
-        fields = dict(user=self.user, port=self.port, key_file=str(self.client_key), host_key=self.host_public_key,
-                      connect_timeout_s=5)
+        fields = dict(
+            user=self.user,
+            port=self.port,
+            key_file=str(self.client_key),
+            host_key=self.host_public_key,
+            connect_timeout_s=5,
+        )
         fields.update(overrides)
         return SshAccess(**fields)
 
@@ -105,13 +110,22 @@ def docker_engine() -> None:
 
 
 def _good_node(sshd: Sshd, data: Path, **overrides) -> Node:
-    fields = dict(name="good", address="127.0.0.1", gpus=1, accelerator="cpu", ssh=sshd.access(),
-                  data_paths=(str(data),), log_dir=str(data), min_free_disk_gb=0.01)
+    fields = dict(
+        name="good",
+        address="127.0.0.1",
+        gpus=1,
+        accelerator="cpu",
+        ssh=sshd.access(),
+        data_paths=(str(data),),
+        log_dir=str(data),
+        min_free_disk_gb=0.01,
+    )
     fields.update(overrides)
     return Node(**fields)
 
 
 # --------------------------------------------------------------------------- against the real sshd
+
 
 @pytest.mark.docker
 def test_good_node_passes_over_real_ssh(sshd, docker_engine, tmp_path):
@@ -135,9 +149,17 @@ def test_good_node_passes_over_real_ssh(sshd, docker_engine, tmp_path):
 def test_node_declaring_8_nvidia_gpus_is_reported(sshd, docker_engine, tmp_path):
     from dlperf_airflow.preflight import check_node
 
-    node = _good_node(sshd, tmp_path, name="gpu", accelerator="nvidia", gpus=8, infiniband=True,
-                      infiniband_devices=("mlx5_0",), data_paths=(str(tmp_path), "/no/such/dataset"),
-                      min_free_disk_gb=10_000_000)
+    node = _good_node(
+        sshd,
+        tmp_path,
+        name="gpu",
+        accelerator="nvidia",
+        gpus=8,
+        infiniband=True,
+        infiniband_devices=("mlx5_0",),
+        data_paths=(str(tmp_path), "/no/such/dataset"),
+        min_free_disk_gb=10_000_000,
+    )
     health = check_node(node, [], use_connection=False)
     assert not health.ok
     text = "\n".join(health.problems)
@@ -181,8 +203,9 @@ def test_wrong_host_key_is_refused(sshd, tmp_path):
     other = tmp_path / "other_host_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     wrong = " ".join(Path(f"{other}.pub").read_text().split()[:2])
-    health = check_node(_good_node(sshd, tmp_path, name="spoofed", ssh=sshd.access(host_key=wrong)), [],
-                        use_connection=False)
+    health = check_node(
+        _good_node(sshd, tmp_path, name="spoofed", ssh=sshd.access(host_key=wrong)), [], use_connection=False
+    )
     assert not health.ok
     assert "unreachable over ssh" in health.problems[0]
     assert "key" in health.problems[0].lower(), health.problems
@@ -201,7 +224,9 @@ def test_airflow_connection_is_used_when_it_exists(sshd, docker_engine, tmp_path
 
     monkeypatch.setenv(
         f"AIRFLOW_CONN_{spec.conn_id.upper()}",
-        json.dumps({"conn_type": "ssh", "host": spec.host, "login": spec.login, "port": spec.port, "extra": spec.extra}),
+        json.dumps(
+            {"conn_type": "ssh", "host": spec.host, "login": spec.login, "port": spec.port, "extra": spec.extra}
+        ),
     )
     dead = node.model_copy(update={"ssh": sshd.access(port=_free_port())})
     health = check_node(dead, [], use_connection=True)
@@ -211,8 +236,11 @@ def test_airflow_connection_is_used_when_it_exists(sshd, docker_engine, tmp_path
 
 # --------------------------------------------------------------------------- the DAG steps
 
+
 @pytest.mark.docker
-def test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run(sshd, docker_engine, tmp_path, monkeypatch, sqlite_url):
+def test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run(
+    sshd, docker_engine, tmp_path, monkeypatch, sqlite_url
+):
     """plan -> preflight -> run_case -> store_result with a real ResultStore: 1n1g runs on the good node,
     2n1g needs the bad one too and is stored as failed with "preflight: bad: ..." without starting."""
     from dlperf_airflow import steps
@@ -228,8 +256,14 @@ def test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run(sshd, docker_
 
     inventory.write_text(yaml.safe_dump(Inventory(name="two", nodes=(good, bad)).model_dump(mode="json")))
     ids = RunIds("dlperf_benchmark", "manual__preflight_test")
-    params = {"suite": str(REPO / "suites/smoke.yaml"), "runtime": "local", "inventory": str(inventory),
-              "topologies": ["1n1g", "2n1g"], "repeats": 1, "frameworks": ["pytorch_reference"]}
+    params = {
+        "suite": str(REPO / "suites/smoke.yaml"),
+        "runtime": "local",
+        "inventory": str(inventory),
+        "topologies": ["1n1g", "2n1g"],
+        "repeats": 1,
+        "frameworks": ["pytorch_reference"],
+    }
     plan = steps.plan_step(params, ids, "manual")["cases"]
     assert len(plan) == 2
 
@@ -262,21 +296,31 @@ def test_preflight_is_skipped_without_ssh(tmp_path, monkeypatch, sqlite_url):
 
     monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
     for inventory in ("inventories/local.yaml", "inventories/docker-local.yaml"):
-        params = {"suite": str(REPO / "suites/smoke.yaml"), "runtime": "local", "inventory": str(REPO / inventory),
-                  "topologies": ["2n1g"], "repeats": 1}
-        plan = steps.plan_step(params, RunIds("dlperf_benchmark", f"manual__noss_{Path(inventory).stem}"), "manual")["cases"]
+        params = {
+            "suite": str(REPO / "suites/smoke.yaml"),
+            "runtime": "local",
+            "inventory": str(REPO / inventory),
+            "topologies": ["2n1g"],
+            "repeats": 1,
+        }
+        plan = steps.plan_step(params, RunIds("dlperf_benchmark", f"manual__noss_{Path(inventory).stem}"), "manual")[
+            "cases"
+        ]
         assert steps.preflight_step(plan) == {"status": steps.PREFLIGHT_NO_SSH, "nodes": {}}
 
 
 # --------------------------------------------------------------------------- the pure judgement
+
 
 def _node(**kw) -> Node:
     return Node(name=kw.pop("name", "n0"), **kw)
 
 
 def _blocks(**checks: tuple[int, str]) -> str:
-    return "".join(f"@@dlperf-check {name.replace('__', ' ')}\n{body}\n@@dlperf-end {name.replace('__', ' ')} {rc}\n"
-                   for name, (rc, body) in checks.items())
+    return "".join(
+        f"@@dlperf-check {name.replace('__', ' ')}\n{body}\n@@dlperf-end {name.replace('__', ' ')} {rc}\n"
+        for name, (rc, body) in checks.items()
+    )
 
 
 def test_split_blocks_keeps_each_check_and_its_status():
@@ -287,8 +331,16 @@ def test_split_blocks_keeps_each_check_and_its_status():
 def test_gpu_count_and_runtime_judged_against_the_declaration():
     node = _node(accelerator="nvidia", gpus=8)
     smi = "\n".join(f"{i}, NVIDIA H100 80GB HBM3" for i in range(7))
-    out = _blocks(docker=(0, "24.0.7"), nvidia_runtime=(0, 'runtimes={"nvidia":{"path":"nvidia-container-runtime"}}\n'
-                  "nvidia-container-cli=/usr/bin/nvidia-container-cli"), gpus=(0, smi), disk=(0, "free_kb 99999999 /var/lib/docker"))
+    out = _blocks(
+        docker=(0, "24.0.7"),
+        nvidia_runtime=(
+            0,
+            'runtimes={"nvidia":{"path":"nvidia-container-runtime"}}\n'
+            "nvidia-container-cli=/usr/bin/nvidia-container-cli",
+        ),
+        gpus=(0, smi),
+        disk=(0, "free_kb 99999999 /var/lib/docker"),
+    )
     health = judge_output(node, [], out)
     assert health.problems == ("7 GPUs found, 8 declared",)
     assert health.checks["nvidia_runtime"] == "nvidia runtime, nvidia-container-cli"
@@ -298,8 +350,7 @@ def test_gpu_count_and_runtime_judged_against_the_declaration():
 
 def test_infiniband_ports_must_be_active_on_declared_devices():
     node = _node(infiniband=True, infiniband_devices=("mlx5_0", "mlx5_1", "mlx5_2"))
-    ib = ("/sys/class/infiniband/mlx5_0/ports/1/state 4: ACTIVE\n"
-          "/sys/class/infiniband/mlx5_1/ports/1/state 1: DOWN\n")
+    ib = "/sys/class/infiniband/mlx5_0/ports/1/state 4: ACTIVE\n/sys/class/infiniband/mlx5_1/ports/1/state 1: DOWN\n"
     health = judge_output(node, [], _blocks(docker=(0, "x"), infiniband=(0, ib), disk=(0, "free_kb 1 /")))
     assert health.problems == ("InfiniBand device mlx5_1 has no ACTIVE port", "InfiniBand device mlx5_2 not found")
     assert health.checks["infiniband"] == "mlx5_0:1, mlx5_1:down"

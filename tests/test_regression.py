@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from airflow.sdk import BaseNotifier
+
 from dlperf_core.environment import INFRASTRUCTURE_FIELDS
 from dlperf_core.regression import (
     CaseResult,
@@ -41,8 +41,12 @@ def series(levels: list[float], noise: float = 0.005, seed: int = 1, envs: list[
     """One configuration's nights: level x (1 + gaussian noise of ``noise`` relative sigma)."""
     rng = random.Random(seed)
     return [
-        Night(START + timedelta(days=i), f"scheduled__{i}", level * (1 + rng.gauss(0, noise)),
-              (envs[i] if envs else ENV_A))
+        Night(
+            START + timedelta(days=i),
+            f"scheduled__{i}",
+            level * (1 + rng.gauss(0, noise)),
+            (envs[i] if envs else ENV_A),
+        )
         for i, level in enumerate(levels)
     ]
 
@@ -149,29 +153,57 @@ CONFIGS = [  # (framework, model, precision, batch, nodes, gpus_per_node, level)
 ]
 
 
-def add_night(store, i: int, *, trigger: str = "scheduled", slow: dict | None = None, env_id=None,
-              rng=None, run_id: str | None = None) -> str:
+def add_night(
+    store,
+    i: int,
+    *,
+    trigger: str = "scheduled",
+    slow: dict | None = None,
+    env_id=None,
+    rng=None,
+    run_id: str | None = None,
+) -> str:
     """One benchmark run on night ``i``: 3 ok repeats per configuration around its level."""
     from dlperf_core.storage import BenchmarkRunRecord, ResultRecord
 
     rng = rng or random.Random(i)
-    started = datetime(2026, 1, 1, 2, 0, tzinfo=timezone.utc) + timedelta(days=i)
+    started = datetime(2026, 1, 1, 2, 0, tzinfo=UTC) + timedelta(days=i)
     run_id = run_id or f"{trigger}__2026-{i:03d}"
-    run = BenchmarkRunRecord(dag_id="dlperf_benchmark", run_id=run_id, suite="nightly", trigger=trigger,
-                             runtime="docker", started_at=started, finished_at=started + timedelta(hours=1),
-                             status="success")
+    run = BenchmarkRunRecord(
+        dag_id="dlperf_benchmark",
+        run_id=run_id,
+        suite="nightly",
+        trigger=trigger,
+        runtime="docker",
+        started_at=started,
+        finished_at=started + timedelta(hours=1),
+        status="success",
+    )
     store.upsert_run(run)
     records = []
     for fw, model, prec, batch, nodes, gpn, level in CONFIGS:
         key = f"{fw}/{model}/{prec}/b{batch}/{nodes}n{gpn}g"
         factor = (slow or {}).get(key, 1.0)
         for repeat in range(3):
-            records.append(ResultRecord(
-                dag_id=run.dag_id, run_id=run_id, case_key=key, framework=fw, model=model, precision=prec,
-                batch_size_per_device=batch, nodes=nodes, gpus_per_node=gpn, repeat=repeat, status="ok",
-                throughput=level * factor * (1 + rng.gauss(0, 0.004)), started_at=started + timedelta(minutes=repeat),
-                environment_id=env_id, benchmark_run=run,
-            ))
+            records.append(
+                ResultRecord(
+                    dag_id=run.dag_id,
+                    run_id=run_id,
+                    case_key=key,
+                    framework=fw,
+                    model=model,
+                    precision=prec,
+                    batch_size_per_device=batch,
+                    nodes=nodes,
+                    gpus_per_node=gpn,
+                    repeat=repeat,
+                    status="ok",
+                    throughput=level * factor * (1 + rng.gauss(0, 0.004)),
+                    started_at=started + timedelta(minutes=repeat),
+                    environment_id=env_id,
+                    benchmark_run=run,
+                )
+            )
     store.upsert_results(records)
     return run_id
 
@@ -187,11 +219,10 @@ def history_db(pg_url, monkeypatch, tmp_path):
     store = ResultStore(pg_url)
     store.ensure_schema()
     section = "@@dlperf:hostname@@\nnode0\n@@dlperf:python@@\n" + json.dumps(
-        {"frameworks": {"torch": "2.5.0"}, "env": {"CUDA_VERSION": "12.6"}})
-    env_a = store.upsert_environment(capture_local("pytorch_reference", section))
-    env_b = store.upsert_environment(
-        capture_local("pytorch_reference", section.replace("2.5.0", "2.6.0"))
+        {"frameworks": {"torch": "2.5.0"}, "env": {"CUDA_VERSION": "12.6"}}
     )
+    env_a = store.upsert_environment(capture_local("pytorch_reference", section))
+    env_b = store.upsert_environment(capture_local("pytorch_reference", section.replace("2.5.0", "2.6.0")))
     for i in range(20):
         add_night(store, i, env_id=env_a)
     yield store, env_a, env_b, tmp_path / "notified.jsonl"
@@ -268,8 +299,9 @@ def test_manual_run_is_judged_but_stores_and_alerts_nothing(history_db):
     from dlperf_core.model import RunIds
 
     store, env_a, _, notified_file = history_db
-    run_id = add_night(store, 20, trigger="manual", slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_a,
-                       run_id="manual__2026-01-21")
+    run_id = add_night(
+        store, 20, trigger="manual", slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_a, run_id="manual__2026-01-21"
+    )
     result = detect_step(RunIds("dlperf_benchmark", run_id))
     assert not result["stored"] and result["verdicts"] == {"new": 1, "steady": 1}
     assert [r["case_key"] for r in result["new_regressions"]] == ["pt/resnet50/amp/b256/1n8g"]
@@ -285,8 +317,9 @@ def test_notifier_configuration(monkeypatch):
     monkeypatch.delenv("DLPERF_REGRESSION_NOTIFIERS", raising=False)
     assert [type(n) for n in configured_notifiers()] == [LogRegressionNotifier]
     assert configured_notifiers("none") == []
-    chosen = configured_notifiers('[{"class": "dlperf_airflow.notifiers.LogRegressionNotifier", '
-                                  '"kwargs": {"level": "error"}}]')
+    chosen = configured_notifiers(
+        '[{"class": "dlperf_airflow.notifiers.LogRegressionNotifier", "kwargs": {"level": "error"}}]'
+    )
     assert chosen[0].level == 40
     with pytest.raises(ValueError, match="BaseNotifier"):
         configured_notifiers("json.JSONDecoder")
@@ -303,16 +336,30 @@ def add_probe(store, run_id: str, night: int, busbw: float, nodes: int = 1, gpn:
     from dlperf_core.storage import ProbeRecord, ProbeSizeRecord
 
     rng = rng or random.Random(1000 + night)
-    started = datetime(2026, 1, 1, 2, 30, tzinfo=timezone.utc) + timedelta(days=night)
+    started = datetime(2026, 1, 1, 2, 30, tzinfo=UTC) + timedelta(days=night)
     for repeat in range(2):
         value = busbw * (1 + rng.gauss(0, 0.005))
-        sizes = tuple(ProbeSizeRecord(size, size / (value * 1e9) * 1e6 * 8 / 14, value * 8 / 14, value)
-                      for size in (GIB // 4, GIB))
-        store.upsert_probe(ProbeRecord(
-            dag_id="dlperf_benchmark", run_id=run_id, probe_key=f"allreduce_probe/allreduce/fp32/b1/{nodes}n{gpn}g",
-            nodes=nodes, gpus_per_node=gpn, repeat=repeat, status="ok", ranks=nodes * gpn, backend="nccl",
-            dtype="float32", avg_busbw_gbs=value, started_at=started + timedelta(minutes=repeat), sizes=sizes,
-        ))
+        sizes = tuple(
+            ProbeSizeRecord(size, size / (value * 1e9) * 1e6 * 8 / 14, value * 8 / 14, value)
+            for size in (GIB // 4, GIB)
+        )
+        store.upsert_probe(
+            ProbeRecord(
+                dag_id="dlperf_benchmark",
+                run_id=run_id,
+                probe_key=f"allreduce_probe/allreduce/fp32/b1/{nodes}n{gpn}g",
+                nodes=nodes,
+                gpus_per_node=gpn,
+                repeat=repeat,
+                status="ok",
+                ranks=nodes * gpn,
+                backend="nccl",
+                dtype="float32",
+                avg_busbw_gbs=value,
+                started_at=started + timedelta(minutes=repeat),
+                sizes=sizes,
+            )
+        )
 
 
 @pytest.fixture
@@ -365,12 +412,24 @@ def test_labels_follow_the_rules():
     assert fabric_dropped(nights, FabricNight(date(2026, 1, 20), "t", 210.0)) is False  # faster is no culprit
     assert fabric_dropped(nights[:3], FabricNight(date(2026, 1, 20), "t", 150.0)) is None  # too little history
     assert fabric_dropped(nights, None) is None
-    slower = Verdict("new", date(2026, 1, 20), "t", 95.0, environment_changed=True,
-                     environment_changes=("image_digest: sha256:a -> sha256:b",))
+    slower = Verdict(
+        "new",
+        date(2026, 1, 20),
+        "t",
+        95.0,
+        environment_changed=True,
+        environment_changes=("image_digest: sha256:a -> sha256:b",),
+    )
     assert label_regression(slower, True) == "fabric"
     assert label_regression(slower, False) == "framework" == label_regression(slower, None)
-    driver = Verdict("new", date(2026, 1, 20), "t", 95.0, environment_changed=True,
-                     environment_changes=("driver_version: 550 -> 560",))
+    driver = Verdict(
+        "new",
+        date(2026, 1, 20),
+        "t",
+        95.0,
+        environment_changed=True,
+        environment_changes=("driver_version: 550 -> 560",),
+    )
     assert label_regression(driver, False) == "unexplained"
 
 
@@ -378,8 +437,15 @@ def test_labels_follow_the_rules():
 
 
 KEY = "pt/resnet50/amp/b256/1n8g"
-CONFIG = {"framework": "pt", "model": "resnet50", "precision": "amp", "batch_size_per_device": 256,
-          "variant": "", "nodes": 1, "gpus_per_node": 8}
+CONFIG = {
+    "framework": "pt",
+    "model": "resnet50",
+    "precision": "amp",
+    "batch_size_per_device": 256,
+    "variant": "",
+    "nodes": 1,
+    "gpus_per_node": 8,
+}
 INFRA_A = {"framework_version": "2.5.0", "image_digest": "sha256:a", "driver_version": "550"}
 INFRA_B = INFRA_A | {"framework_version": "2.6.0"}
 NIGHT_20 = START + timedelta(days=20)
@@ -388,9 +454,19 @@ NIGHT_20 = START + timedelta(days=20)
 def rows(levels: list[float], key: str = KEY, env_id: int | None = 1, **overrides) -> list[NightlyRow]:
     """Nightly rows of ``key``, one a night from START, at ``levels`` (no noise: medians are exact)."""
     return [
-        NightlyRow(**{"case_key": key, "night": START + timedelta(days=i), "run_id": f"scheduled__{i}",
-                      "median_throughput": level, "n": 3, "n_failed": 0, "run_status": "success",
-                      "environment_id": env_id, **overrides})
+        NightlyRow(
+            **{
+                "case_key": key,
+                "night": START + timedelta(days=i),
+                "run_id": f"scheduled__{i}",
+                "median_throughput": level,
+                "n": 3,
+                "n_failed": 0,
+                "run_status": "success",
+                "environment_id": env_id,
+                **overrides,
+            }
+        )
         for i, level in enumerate(levels)
     ]
 
@@ -403,11 +479,13 @@ def tonight(median: float, n: int = 3, env_id: int | None = 1, key: str = KEY, c
     return CaseResult(key, config, median, n, env_id)
 
 
-def decide(case: CaseResult, history: list[NightlyRow], trigger: str = "scheduled", run_id: str = "scheduled__20",
-           **kwargs):
+def decide(
+    case: CaseResult, history: list[NightlyRow], trigger: str = "scheduled", run_id: str = "scheduled__20", **kwargs
+):
     kwargs.setdefault("environments", {1: INFRA_A, 2: INFRA_B})
-    return decide_run(run_id=run_id, trigger=trigger, night=NIGHT_20, cases=[case],
-                      history={case.case_key: history}, **kwargs)
+    return decide_run(
+        run_id=run_id, trigger=trigger, night=NIGHT_20, cases=[case], history={case.case_key: history}, **kwargs
+    )
 
 
 def test_a_good_night_is_finished_with_ok_repeats_and_no_failure():
@@ -468,7 +546,11 @@ def test_an_open_regression_is_touched_while_slow_and_closed_when_back():
     assert (still.verdict.kind, still.action, still.verdict.open_regression_id) == ("continuing", "touch", 7)
     assert still.label is None
     back = decide(tonight(999.0), history, open_regressions={KEY: open_}).decisions[0]
-    assert (back.verdict.kind, back.action, back.closed_reason) == ("recovered", "close", "recovered in run scheduled__20")
+    assert (back.verdict.kind, back.action, back.closed_reason) == (
+        "recovered",
+        "close",
+        "recovered in run scheduled__20",
+    )
     further = decide(tonight(800.0), history, open_regressions={KEY: open_}).decisions[0]
     assert (further.verdict.kind, further.action) == ("new", "open")
 
@@ -497,7 +579,9 @@ def test_a_manual_run_is_judged_but_decides_nothing():
 
 def test_cases_without_an_ok_repeat_and_short_histories():
     decided = decide_run(
-        run_id="scheduled__20", trigger="scheduled", night=NIGHT_20,
+        run_id="scheduled__20",
+        trigger="scheduled",
+        night=NIGHT_20,
         cases=[tonight(None, n=0), tonight(1000.0, key="pt/resnet50/amp/b256/1n1g")],
         history={KEY: rows(wiggle(20)), "pt/resnet50/amp/b256/1n1g": rows(wiggle(3), key="pt/resnet50/amp/b256/1n1g")},
     )
@@ -518,8 +602,14 @@ def test_the_stored_alert_of_a_new_regression():
     (decision,) = decide(tonight(900.0, env_id=2), rows(wiggle(20)), fabric={(1, 8): False}).decisions
     alert = decision.alert("dlperf_benchmark", 41)
     assert {k: alert[k] for k in ("id", "dag_id", "run_id", "case_key", "label", "direction", "night")} == {
-        "id": 41, "dag_id": "dlperf_benchmark", "run_id": "scheduled__20", "case_key": KEY, "label": "framework",
-        "direction": "slower", "night": "2026-01-21"}
+        "id": 41,
+        "dag_id": "dlperf_benchmark",
+        "run_id": "scheduled__20",
+        "case_key": KEY,
+        "label": "framework",
+        "direction": "slower",
+        "night": "2026-01-21",
+    }
     assert "kind" not in alert and alert["environment_changes"] == "framework_version: 2.5.0 -> 2.6.0"
     assert describe_regression(alert) == (
         f"{KEY}: slower by 10.0% on 2026-01-21 (median 900.00 vs baseline 1000.00 over 14 nights, robust z "
@@ -533,7 +623,12 @@ def test_the_fabric_is_judged_at_tonights_largest_message_size():
 
     past = [figure(GIB, 180.0 + (i % 3) * 0.5, f"r{i}", START + timedelta(days=i), "success") for i in range(14)]
     past += [figure(GIB // 4, 50.0, f"r{i}", START + timedelta(days=i), "success") for i in range(14)]
-    now = [figure(GIB // 4, 50.0, "t"), figure(GIB, 150.0, "t"), figure(2 * GIB, None, "t"), figure(GIB, 5.0, "t", nodes=2)]
+    now = [
+        figure(GIB // 4, 50.0, "t"),
+        figure(GIB, 150.0, "t"),
+        figure(2 * GIB, None, "t"),
+        figure(GIB, 5.0, "t", nodes=2),
+    ]
     assert fabric_dropped_tonight(now, past, (1, 8), NIGHT_20, "t") is True
     steady = [figure(GIB // 4, 20.0, "t"), figure(GIB, 180.2, "t")]  # a drop at a smaller size does not count
     assert fabric_dropped_tonight(steady, past, (1, 8), NIGHT_20, "t") is False
@@ -546,15 +641,36 @@ def test_the_fabric_is_judged_at_tonights_largest_message_size():
 def test_store_rows_become_the_core_types():
     import pandas as pd
 
-    case = CaseResult.from_record({**CONFIG, "case_key": KEY, "median_throughput": 1.5, "n": 2,
-                                   "environment_id": pd.NA, "extra": 1}, tuple(CONFIG))
+    case = CaseResult.from_record(
+        {**CONFIG, "case_key": KEY, "median_throughput": 1.5, "n": 2, "environment_id": pd.NA, "extra": 1},
+        tuple(CONFIG),
+    )
     assert case == CaseResult(KEY, CONFIG, 1.5, 2, None) and case.topology == (1, 8)
-    night = NightlyRow.from_record({"case_key": KEY, "night": START, "run_id": "r", "median_throughput": float("nan"),
-                                    "n": 0, "n_failed": 3, "run_status": "failed", "environment_id": 4})
+    night = NightlyRow.from_record(
+        {
+            "case_key": KEY,
+            "night": START,
+            "run_id": "r",
+            "median_throughput": float("nan"),
+            "n": 0,
+            "n_failed": 3,
+            "run_status": "failed",
+            "environment_id": 4,
+        }
+    )
     assert night.median_throughput is None and night.environment_id == 4 and not is_good_night(night, KEY)
-    open_ = OpenRegression.from_record({"id": 3, "median_throughput": 9.0, "baseline_median": 10.0,
-                                        "baseline_mad": 0.1, "direction": "slower", "run_id": "r"})
+    open_ = OpenRegression.from_record(
+        {
+            "id": 3,
+            "median_throughput": 9.0,
+            "baseline_median": 10.0,
+            "baseline_mad": 0.1,
+            "direction": "slower",
+            "run_id": "r",
+        }
+    )
     assert open_ == OpenRegression(3, 9.0, 10.0, 0.1, "slower", "r")
-    probe = FabricFigure.from_record({"nodes": 1, "gpus_per_node": 8, "size_bytes": GIB, "busbw_gbs": float("nan"),
-                                      "run_id": "r"})
+    probe = FabricFigure.from_record(
+        {"nodes": 1, "gpus_per_node": 8, "size_bytes": GIB, "busbw_gbs": float("nan"), "run_id": "r"}
+    )
     assert probe.busbw_gbs is None and probe.night is None

@@ -12,20 +12,25 @@ import random
 import re
 import statistics
 import subprocess
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from PIL import Image
 
 from dlperf_core.reporting import (
-    ReportError, build_report, load_report_data, report_dir, seed_table_frames, seed_tables,
+    ReportError,
+    build_report,
+    load_report_data,
+    report_dir,
+    seed_table_frames,
+    seed_tables,
 )
 from dlperf_core.reporting.tables import seed_columns, side_by_side_frame
 from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore
 from helpers import DLPERF, REPO, cli_env
 
 DAG = "dlperf_benchmark"
-NIGHT1 = datetime(2026, 3, 1, 2, 0, tzinfo=timezone.utc)
+NIGHT1 = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
 NIGHTS = {f"scheduled__{(NIGHT1 + timedelta(days=k)).isoformat()}": NIGHT1 + timedelta(days=k) for k in range(2)}
 LATEST = list(NIGHTS)[-1]
 TOPOLOGIES = [(1, 1), (1, 4), (1, 8), (2, 8), (4, 8)]
@@ -54,8 +59,14 @@ def fill_store(url: str) -> dict[tuple, list[float]]:
     latest: dict[tuple, list[float]] = {}
     for night, (run_id, started) in enumerate(NIGHTS.items()):
         run = BenchmarkRunRecord(
-            dag_id=DAG, run_id=run_id, suite="resnet50-gpu", trigger="scheduled", runtime="docker",
-            started_at=started, finished_at=started + timedelta(hours=3), status="failed" if night else "success",
+            dag_id=DAG,
+            run_id=run_id,
+            suite="resnet50-gpu",
+            trigger="scheduled",
+            runtime="docker",
+            started_at=started,
+            finished_at=started + timedelta(hours=3),
+            status="failed" if night else "success",
         )
         store.upsert_run(run)
         rows = []
@@ -69,13 +80,24 @@ def fill_store(url: str) -> dict[tuple, list[float]]:
                         latest.setdefault((framework, precision, batch, (nodes, gpn)), []).append(value)
                     rows.append(
                         ResultRecord(
-                            dag_id=DAG, run_id=run_id, case_key=case_key, framework=framework,
-                            model="resnet50_v1.5", precision=precision, batch_size_per_device=batch,
-                            nodes=nodes, gpus_per_node=gpn, repeat=repeat,
-                            status="failed" if failed else "ok", reason="out of memory" if failed else None,
-                            throughput=value, reported_throughput=value, iterations=None if failed else 100,
+                            dag_id=DAG,
+                            run_id=run_id,
+                            case_key=case_key,
+                            framework=framework,
+                            model="resnet50_v1.5",
+                            precision=precision,
+                            batch_size_per_device=batch,
+                            nodes=nodes,
+                            gpus_per_node=gpn,
+                            repeat=repeat,
+                            status="failed" if failed else "ok",
+                            reason="out of memory" if failed else None,
+                            throughput=value,
+                            reported_throughput=value,
+                            iterations=None if failed else 100,
                             log_path=f"/logs/{run_id}/{case_key}/r{repeat}/node0.log",
-                            started_at=started + timedelta(minutes=repeat), benchmark_run=run,
+                            started_at=started + timedelta(minutes=repeat),
+                            benchmark_run=run,
                         )
                     )
         store.upsert_results(rows)
@@ -91,12 +113,24 @@ def record_regression(store: ResultStore, latest: dict[tuple, list[float]]) -> N
     now = statistics.median(latest[(framework, precision, batch, (4, 8))])
     before = now / 0.9
     case = {
-        "framework": framework, "model": "resnet50_v1.5", "precision": precision, "batch_size_per_device": batch,
-        "nodes": 4, "gpus_per_node": 8, "case_key": f"{framework}/resnet50_v1.5/{precision}/b{batch}/4n8g",
+        "framework": framework,
+        "model": "resnet50_v1.5",
+        "precision": precision,
+        "batch_size_per_device": batch,
+        "nodes": 4,
+        "gpus_per_node": 8,
+        "case_key": f"{framework}/resnet50_v1.5/{precision}/b{batch}/4n8g",
     }
     verdict = Verdict(
-        kind="new", night=NIGHTS[LATEST].date(), run_id=LATEST, median_throughput=now, baseline_median=before,
-        baseline_mad=before * 0.004, baseline_nights=1, change_pct=(now / before - 1) * 100, robust_z=-17.0,
+        kind="new",
+        night=NIGHTS[LATEST].date(),
+        run_id=LATEST,
+        median_throughput=now,
+        baseline_median=before,
+        baseline_mad=before * 0.004,
+        baseline_nights=1,
+        change_pct=(now / before - 1) * 100,
+        robust_z=-17.0,
         direction="slower",
     )
     store.record_regression(DAG, LATEST, case, verdict)
@@ -127,7 +161,9 @@ def test_seed_tables_have_the_seed_columns_and_the_right_speedups(filled):
     store = ResultStore(url)
     tables = seed_table_frames(store.summary(run_id=LATEST, dag_id=DAG))
     assert [(t.framework, t.precision, t.batch_size_per_device) for t in tables] == [
-        ("ngc_mxnet", "fp32", 128), ("pytorch_reference", "amp", 256), ("pytorch_reference", "fp32", 128)
+        ("ngc_mxnet", "fp32", 128),
+        ("pytorch_reference", "amp", 256),
+        ("pytorch_reference", "fp32", 128),
     ]
     for table in tables:
         assert list(table.frame.columns) == seed_columns(table.framework)
@@ -141,7 +177,9 @@ def test_seed_tables_have_the_seed_columns_and_the_right_speedups(filled):
             assert row.n == len(values)
             assert row.failed == (1 if (*key, (row.node_num, row.gpu_num_per_node), 3) == FAILED else 0)
     text = seed_tables(store.summary(run_id=LATEST, dag_id=DAG))
-    assert "| node_num | gpu_num_per_node | batch_size_per_device | samples/s(ngc_mxnet) | speedup | n | failed |" in text
+    assert (
+        "| node_num | gpu_num_per_node | batch_size_per_device | samples/s(ngc_mxnet) | speedup | n | failed |" in text
+    )
     assert "### pytorch_reference resnet50_v1.5 amp batch 256 (median of repeats)" in text
 
 
@@ -150,8 +188,12 @@ def test_frameworks_side_by_side_per_precision(filled):
     summary = ResultStore(url).summary(run_id=LATEST, dag_id=DAG)
     fp32 = side_by_side_frame(summary, "fp32")
     assert list(fp32.columns) == [
-        "node_num", "gpu_num_per_node",
-        "samples/s(ngc_mxnet)", "speedup(ngc_mxnet)", "samples/s(pytorch_reference)", "speedup(pytorch_reference)",
+        "node_num",
+        "gpu_num_per_node",
+        "samples/s(ngc_mxnet)",
+        "speedup(ngc_mxnet)",
+        "samples/s(pytorch_reference)",
+        "speedup(pytorch_reference)",
     ]
     assert list(zip(fp32["node_num"], fp32["gpu_num_per_node"])) == TOPOLOGIES
     for row in fp32.itertuples(index=False):
@@ -161,7 +203,12 @@ def test_frameworks_side_by_side_per_precision(filled):
             assert row[i] == pytest.approx(statistics.median(values))
             assert row[i + 1] == pytest.approx(statistics.median(values) / base)
     amp = side_by_side_frame(summary, "amp")  # only pytorch_reference ran AMP
-    assert list(amp.columns) == ["node_num", "gpu_num_per_node", "samples/s(pytorch_reference)", "speedup(pytorch_reference)"]
+    assert list(amp.columns) == [
+        "node_num",
+        "gpu_num_per_node",
+        "samples/s(pytorch_reference)",
+        "speedup(pytorch_reference)",
+    ]
     text = seed_tables(summary)
     assert "### Frameworks side by side, fp32" in text and "### Frameworks side by side, amp" in text
     one = summary[summary["framework"] == "ngc_mxnet"]
@@ -258,7 +305,11 @@ def test_cli_report_latest_html(sqlite_url, tmp_path):
     env = cli_env(tmp_path, url)
     done = subprocess.run(
         [*DLPERF, "report", "--latest", "--format", "html", "--out", str(out)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"report of {DAG} / {LATEST}: {out / 'report.html'}" in done.stderr
@@ -267,13 +318,21 @@ def test_cli_report_latest_html(sqlite_url, tmp_path):
         _png_ok(png.read_bytes())
     first = subprocess.run(
         [*DLPERF, "report", "--run", list(NIGHTS)[0], "--format", "json", "--out", str(tmp_path / "json")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert first.returncode == 0, first.stderr[-3000:]
     assert json.loads(first.stdout)["run"]["run_id"] == list(NIGHTS)[0]
     bad = subprocess.run(
         [*DLPERF, "report", "--run", "nope", "--out", str(tmp_path / "bad")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert bad.returncode == 2 and "no run 'nope'" in bad.stderr
     assert not (tmp_path / "bad").exists()
@@ -284,15 +343,19 @@ def test_a_failed_run_stays_failed_and_still_gets_its_report(tmp_path, sqlite_ur
     DAG run green (it is a teardown, so finish_run decides the run's state)."""
     suite = tmp_path / "failing.yaml"
     suite.write_text(
-        (REPO / "suites" / "smoke.yaml").read_text()
+        (REPO / "suites" / "smoke.yaml")
+        .read_text()
         .replace("topologies: [1n1g, 1n2g, 2n1g]", "topologies: [1n1g]")
         .replace("extra_args: [", "extra_args: [--no-such-option, ")
     )
     reports = tmp_path / "reports"
     done = subprocess.run(
         [*DLPERF, "run", str(suite), "--runtime", "local", "--repeats", "1"],
-        cwd=REPO, env=cli_env(tmp_path, sqlite_url, DLPERF_REPORT_DIR=str(reports)),
-        capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        env=cli_env(tmp_path, sqlite_url, DLPERF_REPORT_DIR=str(reports)),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-3000:]
     run_id = re.findall(r"^DAG run (\S+): (\S+);", done.stdout, flags=re.M)[-1]
@@ -303,7 +366,9 @@ def test_a_failed_run_stays_failed_and_still_gets_its_report(tmp_path, sqlite_ur
     assert "Failed repeats" in html and 'class="status-failed">failed<' in html
     assert (page.parent / "report.json").is_file() and (page.parent / "report.md").is_file()
     store = ResultStore(sqlite_url)  # the run records where its report is
-    runs = store.engine.connect().exec_driver_sql(
-        "SELECT report_path FROM benchmark_runs WHERE run_id = ?", (run_id[0],)
-    ).all()
+    runs = (
+        store.engine.connect()
+        .exec_driver_sql("SELECT report_path FROM benchmark_runs WHERE run_id = ?", (run_id[0],))
+        .all()
+    )
     assert runs == [(str(page),)]

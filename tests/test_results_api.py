@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from html import unescape
 from pathlib import Path
 from urllib.parse import unquote
@@ -27,7 +27,7 @@ from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore
 from helpers import REPO
 
 DAG_ID = "dlperf_benchmark"
-T0 = datetime(2026, 11, 20, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 20, 2, 0, tzinfo=UTC)
 # median throughput per topology of the seeded run (two ok repeats each, one failed repeat at 2n1g)
 SEEDED = {"1n1g": (1, 1, [100.0, 102.0]), "1n2g": (1, 2, [190.0, 194.0]), "2n1g": (2, 1, [150.0, 154.0])}
 
@@ -36,23 +36,57 @@ def seed(url: str, run_id: str = "manual__2026-11-20T02:00:00+00:00") -> ResultS
     """A finished benchmark run with 1n1g/1n2g/2n1g cases, two ok repeats each and one failed repeat."""
     store = ResultStore(url)
     store.ensure_schema()
-    store.upsert_run(BenchmarkRunRecord(dag_id=DAG_ID, run_id=run_id, suite="smoke", trigger="manual",
-                                        runtime="local", started_at=T0, finished_at=T0 + timedelta(minutes=3),
-                                        status="failed"))
+    store.upsert_run(
+        BenchmarkRunRecord(
+            dag_id=DAG_ID,
+            run_id=run_id,
+            suite="smoke",
+            trigger="manual",
+            runtime="local",
+            started_at=T0,
+            finished_at=T0 + timedelta(minutes=3),
+            status="failed",
+        )
+    )
     rows = []
     for topo, (nodes, gpus, figures) in SEEDED.items():
         for repeat, figure in enumerate(figures):
-            rows.append(ResultRecord(
-                dag_id=DAG_ID, run_id=run_id, case_key=f"pytorch_reference/resnet50_v1.5/fp32/b8/{topo}",
-                framework="pytorch_reference", model="resnet50_v1.5", precision="fp32", batch_size_per_device=8,
-                nodes=nodes, gpus_per_node=gpus, repeat=repeat, status="ok", throughput=figure,
-                reported_throughput=figure * 0.97, iterations=10, started_at=T0 + timedelta(seconds=10 * repeat),
-            ))
-    rows.append(ResultRecord(
-        dag_id=DAG_ID, run_id=run_id, case_key="pytorch_reference/resnet50_v1.5/fp32/b8/2n1g",
-        framework="pytorch_reference", model="resnet50_v1.5", precision="fp32", batch_size_per_device=8,
-        nodes=2, gpus_per_node=1, repeat=2, status="failed", reason="timeout after 600 s", started_at=T0,
-    ))
+            rows.append(
+                ResultRecord(
+                    dag_id=DAG_ID,
+                    run_id=run_id,
+                    case_key=f"pytorch_reference/resnet50_v1.5/fp32/b8/{topo}",
+                    framework="pytorch_reference",
+                    model="resnet50_v1.5",
+                    precision="fp32",
+                    batch_size_per_device=8,
+                    nodes=nodes,
+                    gpus_per_node=gpus,
+                    repeat=repeat,
+                    status="ok",
+                    throughput=figure,
+                    reported_throughput=figure * 0.97,
+                    iterations=10,
+                    started_at=T0 + timedelta(seconds=10 * repeat),
+                )
+            )
+    rows.append(
+        ResultRecord(
+            dag_id=DAG_ID,
+            run_id=run_id,
+            case_key="pytorch_reference/resnet50_v1.5/fp32/b8/2n1g",
+            framework="pytorch_reference",
+            model="resnet50_v1.5",
+            precision="fp32",
+            batch_size_per_device=8,
+            nodes=2,
+            gpus_per_node=1,
+            repeat=2,
+            status="failed",
+            reason="timeout after 600 s",
+            started_at=T0,
+        )
+    )
     store.upsert_results(rows)
     return store
 
@@ -99,6 +133,7 @@ def test_page_escapes_what_it_shows(sqlite_url):
 
 
 # ------------------------------------------------------------------- links into Airflow's UI
+
 
 def ui_routes() -> list[str]:
     """The installed Airflow UI's routes under a DAG run (``dags/:dagId/runs/:runId/...``), read from its
@@ -173,8 +208,14 @@ def test_every_task_link_names_a_task_of_the_dag_in_its_shape(routed, routed_clu
     env |= {"AIRFLOW_HOME": str(tmp_path / "airflow"), "DLPERF_DB_URL": "sqlite://"}
     if routed:
         env["DLPERF_CLUSTER_INVENTORY"] = routed_cluster
-    out = subprocess.run([sys.executable, "-c", LINKS_PROBE, str(REPO / "dags"), sqlite_url], env=env, cwd=REPO,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", LINKS_PROBE, str(REPO / "dags"), sqlite_url],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith("PROBE:")]
     assert out.returncode == 0 and lines, out.stderr[-3000:]
     got = json.loads(lines[-1].removeprefix("PROBE:"))
@@ -297,8 +338,12 @@ def test_plugin_app_behind_airflow_auth(tmp_path, pg_url):
     seed(pg_url)
     password = "s3cret-" + tmp_path.name
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, password], capture_output=True, text=True, timeout=420,
-        env=airflow_env(tmp_path, pg_url, password), cwd=tmp_path,
+        [sys.executable, "-c", PROBE, password],
+        capture_output=True,
+        text=True,
+        timeout=420,
+        env=airflow_env(tmp_path, pg_url, password),
+        cwd=tmp_path,
     )
     lines = [line for line in out.stdout.splitlines() if line.startswith("PROBE:")]
     assert out.returncode == 0 and lines, (out.stdout[-3000:], out.stderr[-5000:])

@@ -27,7 +27,7 @@ from dlperf_core.storage import (
 from helpers import DLPERF, REPO, cli_env
 from test_storage import CASE_KEYS, T0, expected_summary, run_record, synthetic_results
 
-PROBE = "@@dlperf:hostname@@\n{host}\n@@dlperf:python@@\n{{\"frameworks\": {{\"torch\": \"2.5.0\"}}}}\n"
+PROBE = '@@dlperf:hostname@@\n{host}\n@@dlperf:python@@\n{{"frameworks": {{"torch": "2.5.0"}}}}\n'
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -50,10 +50,14 @@ def runs_and_records(store: ResultStore):
     records = []
     for r in synthetic_results():
         day = starts[(r.dag_id, r.run_id)][0]
-        records.append(replace(
-            r, environment_id=envs[day % 2], started_at=T0 + timedelta(days=day, minutes=r.repeat),
-            gpu_memory_peak_mb=round(rng.uniform(1000, 80000), 1) if r.status == "ok" else None,
-        ))
+        records.append(
+            replace(
+                r,
+                environment_id=envs[day % 2],
+                started_at=T0 + timedelta(days=day, minutes=r.repeat),
+                gpu_memory_peak_mb=round(rng.uniform(1000, 80000), 1) if r.status == "ok" else None,
+            )
+        )
     # a configuration measured only in the first run: its latest summary is from there
     records.append(replace(records[0], case_key="pt/only/fp32/b8/1n1g", model="only", repeat=0))
     store.upsert_results(records)
@@ -76,8 +80,9 @@ def test_case_summary_with_stdev_cv_memory_and_environment(store):
 def test_latest_summary_is_the_newest_run_per_configuration(store):
     records, starts = runs_and_records(store)
     frame = frame_of(records)
-    newest = (frame.sort_values(["started_at"]).groupby(list(CONFIGURATION_COLUMNS)).tail(1)
-              [["dag_id", "run_id", "case_key"]])
+    newest = (
+        frame.sort_values(["started_at"]).groupby(list(CONFIGURATION_COLUMNS)).tail(1)[["dag_id", "run_id", "case_key"]]
+    )
     want = expected_summary(records).merge(newest, on=["dag_id", "run_id", "case_key"])
     want["started_at"] = [T0 + timedelta(days=starts[(d, r)][0]) for d, r in zip(want["dag_id"], want["run_id"])]
     want["trigger"] = [starts[(d, r)][1] for d, r in zip(want["dag_id"], want["run_id"])]
@@ -101,32 +106,60 @@ def test_nightly_history_has_scheduled_runs_only(store):
     got = store.history(nights=None)
     assert set(got["run_id"]) == {"r1", "r2"} and set(got["dag_id"]) == {"dag"}
     assert len(got) == len(want)
-    cols = [*CONFIGURATION_COLUMNS, "case_key", "run_id", "night", "median_throughput", "n", "n_failed",
-            "speedup", "environment_id"]
+    cols = [
+        *CONFIGURATION_COLUMNS,
+        "case_key",
+        "run_id",
+        "night",
+        "median_throughput",
+        "n",
+        "n_failed",
+        "speedup",
+        "environment_id",
+    ]
     order = [*CONFIGURATION_COLUMNS, "case_key", "run_id"]
     pd.testing.assert_frame_equal(
         got[cols].sort_values(order).reset_index(drop=True),
         want[cols].sort_values(order).reset_index(drop=True),
-        check_dtype=False, check_exact=False, rtol=1e-9,
+        check_dtype=False,
+        check_exact=False,
+        rtol=1e-9,
     )
-    one = store.history(framework="pt", model="resnet50", precision="amp", batch=8, nodes=1, gpus_per_node=1,
-                        nights=1, variant="")
+    one = store.history(
+        framework="pt", model="resnet50", precision="amp", batch=8, nodes=1, gpus_per_node=1, nights=1, variant=""
+    )
     assert len(one) == 1 and one.iloc[0]["run_id"] == "r2"  # the last night only
     # the compiled variant of the same configuration is a history of its own
-    both = store.history(framework="pt", model="resnet50", precision="amp", batch=8, nodes=1, gpus_per_node=1,
-                         nights=1)
+    both = store.history(framework="pt", model="resnet50", precision="amp", batch=8, nodes=1, gpus_per_node=1, nights=1)
     assert sorted(both["variant"]) == ["", "+compile"] and both["compiled"].astype(bool).tolist().count(True) == 1
     assert store.history(model="nope").empty
 
 
 def test_open_regressions_view(store):
     runs_and_records(store)
-    verdict = Verdict(kind="new", night=date(2026, 1, 2), run_id="r2", median_throughput=95.0,
-                      baseline_median=100.0, baseline_mad=0.5, baseline_nights=14, change_pct=-5.0,
-                      robust_z=-6.7, direction="slower", environment_changed=True,
-                      environment_changes=("driver_version: 1 -> 2",))
-    case = {"framework": "pt", "model": "resnet50", "precision": "amp", "batch_size_per_device": 8,
-            "nodes": 1, "gpus_per_node": 1, "case_key": "pt/resnet50/amp/b8/1n1g"}
+    verdict = Verdict(
+        kind="new",
+        night=date(2026, 1, 2),
+        run_id="r2",
+        median_throughput=95.0,
+        baseline_median=100.0,
+        baseline_mad=0.5,
+        baseline_nights=14,
+        change_pct=-5.0,
+        robust_z=-6.7,
+        direction="slower",
+        environment_changed=True,
+        environment_changes=("driver_version: 1 -> 2",),
+    )
+    case = {
+        "framework": "pt",
+        "model": "resnet50",
+        "precision": "amp",
+        "batch_size_per_device": 8,
+        "nodes": 1,
+        "gpus_per_node": 1,
+        "case_key": "pt/resnet50/amp/b8/1n1g",
+    }
     first = store.record_regression("dag", "r2", case, verdict)
     assert store.record_regression("dag", "r2", case, verdict) == first  # unique per run and case
     second = store.record_regression("dag", "r2", {**case, "case_key": "x", "nodes": 2}, verdict)
@@ -170,16 +203,19 @@ def test_analyst_role_reads_but_cannot_write(pg_url, pg_server, tmp_path):
     store.upsert_results(synthetic_results()[:10])
     name = f"analyst_{uuid.uuid4().hex[:8]}"
     env = cli_env(tmp_path, pg_url)
-    refused = subprocess.run([*DLPERF, "db", "analyst-role", "--name", name], cwd=REPO, env=env,
-                             capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(
+        [*DLPERF, "db", "analyst-role", "--name", name], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     assert refused.returncode == 2 and "DLPERF_ANALYST_PASSWORD" in refused.stderr
     env["DLPERF_ANALYST_PASSWORD"] = "s3cret-" + uuid.uuid4().hex
-    made = subprocess.run([*DLPERF, "db", "analyst-role", "--name", name], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    made = subprocess.run(
+        [*DLPERF, "db", "analyst-role", "--name", name], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     assert made.returncode == 0, made.stderr
     assert env["DLPERF_ANALYST_PASSWORD"] not in made.stdout + made.stderr
-    again = subprocess.run([*DLPERF, "db", "analyst-role", "--name", name], cwd=REPO, env=env,
-                           capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [*DLPERF, "db", "analyst-role", "--name", name], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     assert again.returncode == 0 and "updated" in again.stdout
     with store.engine.begin() as conn:  # created after the grant: covered by the default privileges
         conn.execute(sa.text("CREATE TABLE later_table (x int)"))
@@ -187,8 +223,15 @@ def test_analyst_role_reads_but_cannot_write(pg_url, pg_server, tmp_path):
     analyst = sa.create_engine(analyst_url)
     try:
         with analyst.connect() as conn:
-            for view in ("case_summary", "latest_summary", "nightly_history", "open_regressions", "results",
-                         "environments", "later_table"):
+            for view in (
+                "case_summary",
+                "latest_summary",
+                "nightly_history",
+                "open_regressions",
+                "results",
+                "environments",
+                "later_table",
+            ):
                 conn.execute(sa.text(f"SELECT COUNT(*) FROM {view}")).scalar_one()
         for statement in (
             "INSERT INTO benchmark_runs (dag_id, run_id, suite, trigger, runtime, started_at, status) "
@@ -209,7 +252,20 @@ def test_analyst_role_reads_but_cannot_write(pg_url, pg_server, tmp_path):
         analyst.dispose()
         store.dispose()
         database = sa.make_url(pg_url).database
-        subprocess.run(["psql", "-h", base.host or "127.0.0.1", "-U", base.username or "postgres", "-d", database,
-                        "-c", f"DROP OWNED BY {name}"], capture_output=True, check=False)
+        subprocess.run(
+            [
+                "psql",
+                "-h",
+                base.host or "127.0.0.1",
+                "-U",
+                base.username or "postgres",
+                "-d",
+                database,
+                "-c",
+                f"DROP OWNED BY {name}",
+            ],
+            capture_output=True,
+            check=False,
+        )
         admin(f"DROP ROLE IF EXISTS {name}")
     assert store.results().shape[0] == 10

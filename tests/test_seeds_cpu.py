@@ -18,8 +18,8 @@ import pytest
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.parsing import parse_file
 from dlperf_core.plan import expand_cases
-from dlperf_core.suite import load_suite
 from dlperf_core.storage import ResultStore
+from dlperf_core.suite import load_suite
 from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_available, image_present, run_id_of
 
 # framework -> (its CPU image, a line that only the framework's (or its upstream library's) own code writes)
@@ -51,7 +51,11 @@ pytestmark = _marks()
 def run_suite(tmp_path, pg_url, suite: str, *, timeout: int = 2400) -> subprocess.Popen:
     return subprocess.Popen(
         [*DLPERF, "run", suite, "--runtime", "docker"],
-        cwd=REPO, env=cli_env(tmp_path, pg_url), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO,
+        env=cli_env(tmp_path, pg_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -109,7 +113,8 @@ def _kill_when_training(proc: subprocess.Popen, deadline: float) -> dict[str, st
     while len(killed) < len(FRAMEWORKS) and time.time() < deadline and proc.poll() is None:
         listing = subprocess.run(
             ["docker", "ps", "--filter", "label=dlperf.node_rank=0", "--format", '{{.Names}} {{.Label "dlperf.case"}}'],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
         ).stdout.split("\n")
         for line in filter(None, listing):
             name, case = line.split(" ", 1)

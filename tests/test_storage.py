@@ -7,7 +7,7 @@ import random
 import threading
 from collections.abc import Iterator
 from dataclasses import asdict, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,7 @@ from dlperf_core.storage import (
 )
 from dlperf_core.storage.migrate import VERSION_TABLE
 
-T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 CASE_KEYS = [
     "dag_id",
     "run_id",
@@ -57,11 +57,25 @@ def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            for view in ("fabric_history", "fabric_summary", "open_regressions", "nightly_history",
-                         "latest_summary", "case_summary"):
+            for view in (
+                "fabric_history",
+                "fabric_summary",
+                "open_regressions",
+                "nightly_history",
+                "latest_summary",
+                "case_summary",
+            ):
                 conn.exec_driver_sql(f"DROP VIEW IF EXISTS {view}")
-            for table in ("fabric_probe_sizes", "fabric_probes", "max_batch_searches", "regressions", "results",
-                          "environments", "benchmark_runs", "dlperf_alembic_version"):
+            for table in (
+                "fabric_probe_sizes",
+                "fabric_probes",
+                "max_batch_searches",
+                "regressions",
+                "results",
+                "environments",
+                "benchmark_runs",
+                "dlperf_alembic_version",
+            ):
                 conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
     finally:
         engine.dispose()
@@ -84,9 +98,7 @@ def run_record(run_id: str = "r1", dag_id: str = "dag", **changes: object) -> Be
     return replace(record, **changes)  # type: ignore[arg-type]
 
 
-def result_record(
-    case: str = "pt/resnet50/fp32/b8/1n1g", repeat: int = 0, **changes: object
-) -> ResultRecord:
+def result_record(case: str = "pt/resnet50/fp32/b8/1n1g", repeat: int = 0, **changes: object) -> ResultRecord:
     """An ok result record with defaults (1 node x 1 GPU)."""
     record = ResultRecord(
         dag_id="dag",
@@ -176,17 +188,13 @@ def test_upsert_run_is_idempotent(store: ResultStore) -> None:
     assert first == second
     assert count(store, "benchmark_runs") == 1
     with store.engine.connect() as conn:
-        suite, trigger, status = conn.execute(
-            sa.text("SELECT suite, trigger, status FROM benchmark_runs")
-        ).one()
+        suite, trigger, status = conn.execute(sa.text("SELECT suite, trigger, status FROM benchmark_runs")).one()
     assert (suite, trigger, status) == ("full", "manual", "running")
 
     assert store.finish_run("dag", "r1", "success", T0 + timedelta(hours=1))
     assert not store.finish_run("dag", "nope", "failed")
     with store.engine.connect() as conn:
-        status, finished = conn.execute(
-            sa.text("SELECT status, finished_at FROM benchmark_runs")
-        ).one()
+        status, finished = conn.execute(sa.text("SELECT status, finished_at FROM benchmark_runs")).one()
     assert status == "success"
     assert finished is not None
 
@@ -194,9 +202,7 @@ def test_upsert_run_is_idempotent(store: ResultStore) -> None:
 def test_upsert_result_is_idempotent(store: ResultStore) -> None:
     first_id = store.upsert_result(result_record(throughput=100.0))
     before = store.results()
-    second_id = store.upsert_result(
-        result_record(throughput=120.0, reported_throughput=118.5, iterations=50)
-    )
+    second_id = store.upsert_result(result_record(throughput=120.0, reported_throughput=118.5, iterations=50))
     after = store.results()
 
     assert first_id == second_id
@@ -216,9 +222,7 @@ def test_upsert_result_is_idempotent(store: ResultStore) -> None:
 def test_upsert_result_creates_described_run_but_keeps_existing(store: ResultStore) -> None:
     described = run_record("r2", suite="nightly", trigger="scheduled")
     store.upsert_result(result_record(run_id="r2", benchmark_run=described))
-    store.upsert_result(
-        result_record(run_id="r2", repeat=1, benchmark_run=replace(described, suite="other"))
-    )
+    store.upsert_result(result_record(run_id="r2", repeat=1, benchmark_run=replace(described, suite="other")))
     with store.engine.connect() as conn:
         rows = conn.execute(sa.text("SELECT run_id, suite, trigger FROM benchmark_runs")).all()
     assert [tuple(r) for r in rows] == [("r2", "nightly", "scheduled")]
@@ -227,9 +231,7 @@ def test_upsert_result_creates_described_run_but_keeps_existing(store: ResultSto
 
 
 @pytest.mark.parametrize("throughput", [0.0, -1.0, None])
-def test_check_constraint_refuses_ok_without_positive_throughput(
-    store: ResultStore, throughput: float | None
-) -> None:
+def test_check_constraint_refuses_ok_without_positive_throughput(store: ResultStore, throughput: float | None) -> None:
     with pytest.raises(IntegrityError):
         store.upsert_result(result_record(throughput=throughput))
     assert count(store, "results") == 0
@@ -265,8 +267,19 @@ def synthetic_results(seed: int = 7) -> list[ResultRecord]:
     shapes = [(1, 1), (1, 2), (1, 4), (2, 4)]
     records: list[ResultRecord] = []
 
-    def add(dag: str, run: str, fw: str, model: str, prec: str, bs: int, nodes: int, gpn: int,
-            n_ok: int, n_failed: int, variant: str = "") -> None:
+    def add(
+        dag: str,
+        run: str,
+        fw: str,
+        model: str,
+        prec: str,
+        bs: int,
+        nodes: int,
+        gpn: int,
+        n_ok: int,
+        n_failed: int,
+        variant: str = "",
+    ) -> None:
         key = f"{fw}/{model}/{prec}/b{bs}/{nodes}n{gpn}g{variant}"
         statuses = ["ok"] * n_ok + ["failed"] * n_failed
         rng.shuffle(statuses)
@@ -276,9 +289,19 @@ def synthetic_results(seed: int = 7) -> list[ResultRecord]:
             gpu = ok and prec == "amp" and repeat != 1  # some repeats on a GPU of the peak table, some not
             records.append(
                 result_record(
-                    case=key, repeat=repeat, dag_id=dag, run_id=run, framework=fw, model=model,
-                    precision=prec, batch_size_per_device=bs, nodes=nodes, gpus_per_node=gpn,
-                    status=status, throughput=throughput, reason=None if ok else "nccl timeout",
+                    case=key,
+                    repeat=repeat,
+                    dag_id=dag,
+                    run_id=run,
+                    framework=fw,
+                    model=model,
+                    precision=prec,
+                    batch_size_per_device=bs,
+                    nodes=nodes,
+                    gpus_per_node=gpn,
+                    status=status,
+                    throughput=throughput,
+                    reason=None if ok else "nccl timeout",
                     compiled="+compile" in variant,
                     mfu=round(rng.uniform(0.05, 0.6), 4) if gpu else None,
                     energy_per_sample_j=round(rng.uniform(0.05, 2.0), 4) if gpu else None,
@@ -289,8 +312,7 @@ def synthetic_results(seed: int = 7) -> list[ResultRecord]:
         for fw in ("pt", "tf"):
             for prec in ("fp32", "amp"):
                 for nodes, gpn in shapes:
-                    add(dag, run, fw, "resnet50", prec, 8, nodes, gpn,
-                        rng.randint(1, 5), rng.choice([0, 0, 1]))
+                    add(dag, run, fw, "resnet50", prec, 8, nodes, gpn, rng.randint(1, 5), rng.choice([0, 0, 1]))
         add(dag, run, "pt", "bert", "fp32", 16, 1, 2, 0, 3)  # failed-only case
         add(dag, run, "pt", "bert", "fp32", 16, 1, 1, 4, 0)
         add(dag, run, "pt", "gpt", "fp16", 4, 1, 8, 3, 0)  # no 1n1g at all
@@ -304,8 +326,7 @@ def synthetic_results(seed: int = 7) -> list[ResultRecord]:
 
 def expected_summary(records: list[ResultRecord]) -> pd.DataFrame:
     """The case_summary figures computed with pandas."""
-    frame = pd.DataFrame([{k: v for k, v in asdict(r).items() if k != "benchmark_run"}
-                          for r in records])
+    frame = pd.DataFrame([{k: v for k, v in asdict(r).items() if k != "benchmark_run"} for r in records])
     cases = frame.groupby(CASE_KEYS, as_index=False).agg(
         n=("status", lambda s: int((s == "ok").sum())),
         n_failed=("status", lambda s: int((s == "failed").sum())),
@@ -313,8 +334,13 @@ def expected_summary(records: list[ResultRecord]) -> pd.DataFrame:
     ok = frame[frame["status"] == "ok"]
     stats = (
         ok.groupby(CASE_KEYS)["throughput"]
-        .agg(median_throughput="median", mean_throughput="mean",
-             min_throughput="min", max_throughput="max", stdev_throughput="std")
+        .agg(
+            median_throughput="median",
+            mean_throughput="mean",
+            min_throughput="min",
+            max_throughput="max",
+            stdev_throughput="std",
+        )
         .reset_index()
     )
     memory = ok.groupby(CASE_KEYS)["gpu_memory_peak_mb"].max().rename("gpu_memory_peak_mb")
@@ -328,9 +354,7 @@ def expected_summary(records: list[ResultRecord]) -> pd.DataFrame:
     out["environment_id"] = out["environment_id"].astype("Int64")
     out["total_gpus"] = out["nodes"] * out["gpus_per_node"]
     single = out[(out["nodes"] == 1) & (out["gpus_per_node"] == 1)]
-    baseline = single[BASELINE_KEYS + ["median_throughput"]].rename(
-        columns={"median_throughput": "baseline"}
-    )
+    baseline = single[BASELINE_KEYS + ["median_throughput"]].rename(columns={"median_throughput": "baseline"})
     out = out.merge(baseline, on=BASELINE_KEYS, how="left")
     out["speedup"] = out["median_throughput"] / out["baseline"]
     out["scaling_efficiency"] = out["speedup"] / out["total_gpus"]
@@ -349,14 +373,17 @@ def test_summary_matches_pandas(store: ResultStore) -> None:
     assert list(got.columns) == list(CASE_SUMMARY_COLUMNS)
     want = expected_summary(records)
     assert len(got) == len(want)
-    pd.testing.assert_frame_equal(
-        _sorted(got), _sorted(want), check_dtype=False, check_exact=False, rtol=1e-9
-    )
+    pd.testing.assert_frame_equal(_sorted(got), _sorted(want), check_dtype=False, check_exact=False, rtol=1e-9)
 
     # spot checks of the special cases
     def case(model: str, nodes: int, gpn: int) -> pd.Series:
-        sel = got[(got.dag_id == "dag") & (got.run_id == "r1") & (got.model == model)
-                  & (got.nodes == nodes) & (got.gpus_per_node == gpn)]
+        sel = got[
+            (got.dag_id == "dag")
+            & (got.run_id == "r1")
+            & (got.model == model)
+            & (got.nodes == nodes)
+            & (got.gpus_per_node == gpn)
+        ]
         assert len(sel) == 1
         return sel.iloc[0]
 
@@ -373,9 +400,7 @@ def test_summary_median_even_and_odd(store: ResultStore) -> None:
     for repeat, value in enumerate([4.0, 1.0, 3.0, 2.0]):  # even: (2 + 3) / 2
         store.upsert_result(result_record(case="a", repeat=repeat, throughput=value))
     for repeat, value in enumerate([9.0, 1.0, 5.0]):  # odd: 5
-        store.upsert_result(
-            result_record(case="b", repeat=repeat, throughput=value, gpus_per_node=2)
-        )
+        store.upsert_result(result_record(case="b", repeat=repeat, throughput=value, gpus_per_node=2))
     got = store.summary().set_index("case_key")
     assert got.loc["a", "median_throughput"] == pytest.approx(2.5)
     assert got.loc["b", "median_throughput"] == pytest.approx(5.0)

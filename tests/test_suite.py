@@ -57,7 +57,9 @@ def test_plan_expands_precisions_batches_topologies_repeats(tmp_path):
     assert "pytorch_reference/resnet50_v1.5/amp/b16/2n1g" in keys
     assert [r.index for r in runs] == list(range(12)) and all(r.total == 12 for r in runs)
     only = plan_suite(suite, inv, PlanFilters(precisions=("amp",), topologies=("1n2g",), repeats=3))
-    assert [(r.case.key, r.repeat) for r in only] == [("pytorch_reference/resnet50_v1.5/amp/b16/1n2g", i) for i in range(3)]
+    assert [(r.case.key, r.repeat) for r in only] == [
+        ("pytorch_reference/resnet50_v1.5/amp/b16/1n2g", i) for i in range(3)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -131,7 +133,10 @@ def test_options_make_distinct_cases(tmp_path):
     bench = {"framework": "ngc_pytorch", "model": "resnet50_v1.5", "precisions": ["amp"]}
     data = {"name": "t", "benchmarks": [{**bench, "options": {"loss_scale": "static"}}, bench]}
     keys = [c.key for c, _ in expand_cases(load_suite(write(tmp_path, data)))]
-    assert keys == ["ngc_pytorch/resnet50_v1.5/amp/b256/1n1g+loss_scale=static", "ngc_pytorch/resnet50_v1.5/amp/b256/1n1g"]
+    assert keys == [
+        "ngc_pytorch/resnet50_v1.5/amp/b256/1n1g+loss_scale=static",
+        "ngc_pytorch/resnet50_v1.5/amp/b256/1n1g",
+    ]
     bad = {"name": "t", "benchmarks": [{**bench, "options": {"loss_scale": "sometimes"}}]}
     with pytest.raises(ConfigError, match="loss_scale='sometimes' is not one of dynamic, static"):
         check_suite(load_suite(write(tmp_path, bad)))

@@ -5,16 +5,16 @@ import os
 import sys
 import time
 
-from dlperf_core.model import NodeLaunch
 from dlperf_core.inventory import Node
+from dlperf_core.model import CaseJob, NodeLaunch
 from dlperf_core.runtime.base import describe_exit
-from dlperf_core.model import CaseJob
 from dlperf_core.runtime.local import LocalRuntime
 
 
 def job(tmp_path, *scripts, timeout_s=60.0, watchdog_s=None) -> CaseJob:
     launches = tuple(
-        NodeLaunch(node=Node(name=f"node{i}"), node_rank=i, argv=(sys.executable, "-c", s)) for i, s in enumerate(scripts)
+        NodeLaunch(node=Node(name=f"node{i}"), node_rank=i, argv=(sys.executable, "-c", s))
+        for i, s in enumerate(scripts)
     )
     return CaseJob("t", launches, (), tmp_path / "logs", timeout_s, watchdog_s)
 
@@ -38,7 +38,9 @@ def test_all_nodes_succeed(tmp_path):
 
 def test_first_failure_stops_the_others(tmp_path):
     t0 = time.monotonic()
-    out = LocalRuntime().execute(job(tmp_path, PRINT_PID_AND_SLEEP, "import time; time.sleep(0.5); raise SystemExit(3)"))
+    out = LocalRuntime().execute(
+        job(tmp_path, PRINT_PID_AND_SLEEP, "import time; time.sleep(0.5); raise SystemExit(3)")
+    )
     assert out.failure == "node1 exited with code 3"
     assert time.monotonic() - t0 < 30
     pid = int((tmp_path / "logs" / "node0.log").read_text().split()[0])
@@ -60,7 +62,9 @@ def test_watchdog_stops_a_silent_training(tmp_path):
 
 
 def test_a_node_that_cannot_start_fails_the_case(tmp_path):
-    bad = CaseJob("t", (NodeLaunch(node=Node(name="node0"), node_rank=0, argv=("/nonexistent/python",)),), (), tmp_path, 10, None)
+    bad = CaseJob(
+        "t", (NodeLaunch(node=Node(name="node0"), node_rank=0, argv=("/nonexistent/python",)),), (), tmp_path, 10, None
+    )
     out = LocalRuntime().execute(bad)
     assert out.failure.startswith("could not start node node0: FileNotFoundError")
 
@@ -76,11 +80,14 @@ def test_sshd_nodes_start_first_and_the_case_ends_with_its_launcher(tmp_path):
     py = sys.executable
     started = tmp_path / "order.txt"
     service = NodeLaunch(
-        node=Node(name="node1"), node_rank=1, role="sshd",
+        node=Node(name="node1"),
+        node_rank=1,
+        role="sshd",
         argv=(py, "-c", f"open({str(started)!r}, 'a').write('sshd\\n'); import time; time.sleep(300)"),
     )
     launcher = NodeLaunch(
-        node=Node(name="node0"), node_rank=0,
+        node=Node(name="node0"),
+        node_rank=0,
         argv=(py, "-c", f"import time; time.sleep(0.5); open({str(started)!r}, 'a').write('launcher\\n')"),
     )
     out = LocalRuntime().execute(CaseJob("t", (launcher, service), (), tmp_path / "logs", 60, None))

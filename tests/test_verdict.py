@@ -3,7 +3,7 @@ SQLite results database (the run's status, its summary and the message the DAG r
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -27,9 +27,16 @@ def test_a_run_that_stored_nothing_failed():
 
 
 def test_every_outcome_ok_passes():
-    verdict = judge_run([case_run(KEY, 0, "ok"), case_run(KEY, 1, "ok"), max_batch_search("s", "found"),
-                         max_batch_search("t", "none_fit"), max_batch_search("u", "limit_reached"),
-                         fabric_probe("p", 0, "ok")])
+    verdict = judge_run(
+        [
+            case_run(KEY, 0, "ok"),
+            case_run(KEY, 1, "ok"),
+            max_batch_search("s", "found"),
+            max_batch_search("t", "none_fit"),
+            max_batch_search("u", "limit_reached"),
+            fabric_probe("p", 0, "ok"),
+        ]
+    )
     assert verdict.passed and verdict.status == "success" and verdict.message is None and verdict.reasons == []
     assert verdict.summary() == {"results": 2, "failed": 0, "max_batch_searches": 3, "fabric_probes": 1}
 
@@ -81,10 +88,21 @@ def _result(run, repeat: int, status: str, reason: str | None = None):
     from dlperf_core.storage import ResultRecord
 
     return ResultRecord(
-        dag_id=run.dag_id, run_id=run.run_id, case_key=KEY, framework="pytorch_reference", model="resnet50_v1.5",
-        precision="fp32", batch_size_per_device=8, nodes=1, gpus_per_node=2, repeat=repeat, status=status,
-        reason=reason, throughput=100.0 + repeat if status == "ok" else None,
-        started_at=run.started_at + timedelta(minutes=repeat), benchmark_run=run,
+        dag_id=run.dag_id,
+        run_id=run.run_id,
+        case_key=KEY,
+        framework="pytorch_reference",
+        model="resnet50_v1.5",
+        precision="fp32",
+        batch_size_per_device=8,
+        nodes=1,
+        gpus_per_node=2,
+        repeat=repeat,
+        status=status,
+        reason=reason,
+        throughput=100.0 + repeat if status == "ok" else None,
+        started_at=run.started_at + timedelta(minutes=repeat),
+        benchmark_run=run,
     )
 
 
@@ -99,8 +117,14 @@ def test_finish_run_closes_the_run_with_the_core_verdict(sqlite_url, monkeypatch
     monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
     store = ResultStore(sqlite_url)
     store.ensure_schema()
-    run = BenchmarkRunRecord(dag_id="dlperf_benchmark", run_id="manual__1", suite="smoke", trigger="manual",
-                             runtime="local", started_at=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    run = BenchmarkRunRecord(
+        dag_id="dlperf_benchmark",
+        run_id="manual__1",
+        suite="smoke",
+        trigger="manual",
+        runtime="local",
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
     store.upsert_run(run)
     store.upsert_results([_result(run, 0, "ok"), _result(run, 1, "failed" if failed_repeat else "ok", "boom")])
     other = BenchmarkRunRecord(**{**run.__dict__, "dag_id": "another_dag"})  # same run id, another DAG
@@ -108,8 +132,12 @@ def test_finish_run_closes_the_run_with_the_core_verdict(sqlite_url, monkeypatch
     store.upsert_results([_result(other, 0, "failed", "not ours")])
     try:
         verdict = verdict_of_run(store, run.dag_id, run.run_id)
-        assert verdict.summary() == {"results": 2, "failed": int(failed_repeat), "max_batch_searches": 0,
-                                     "fabric_probes": 0}
+        assert verdict.summary() == {
+            "results": 2,
+            "failed": int(failed_repeat),
+            "max_batch_searches": 0,
+            "fabric_probes": 0,
+        }
         ids = RunIds(run.dag_id, run.run_id)
         if failed_repeat:
             with pytest.raises(RuntimeError) as raised:

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from dlperf_core.measure import judge
+from dlperf_core.model import Case, CaseOutcome, NodeOutcome
 from dlperf_core.parsing import parse_log
 from dlperf_core.parsing.window import MIN_FITTED_MEASURED
-from dlperf_core.model import Case
-from dlperf_core.model import CaseOutcome, NodeOutcome
 from helpers import DLPERF, REPO, SHARED
 
 PADDLE8 = SHARED / "reallogs" / "paddle_resnet50" / "paddle_gpu8_fp32_bs96.txt"
@@ -83,8 +82,9 @@ def test_dlperf_parse_fits_by_default_and_strict_restores_the_failure(short_log)
     assert run["status"] == "ok" and run["window_fitted"] is True and run["window"] == [21, 62]
     text = subprocess.run([*DLPERF, "parse", str(short_log)], capture_output=True, text=True, cwd=REPO).stdout
     assert "window=21-62 (fitted)" in text
-    strict = subprocess.run([*DLPERF, "parse", str(short_log), "--json", "--strict"], capture_output=True, text=True,
-                            cwd=REPO)
+    strict = subprocess.run(
+        [*DLPERF, "parse", str(short_log), "--json", "--strict"], capture_output=True, text=True, cwd=REPO
+    )
     assert strict.returncode == 1
     (run,) = json.loads(strict.stdout)
     assert run["status"] == "failed" and run["window_fitted"] is False and run["throughput"] is None
@@ -99,7 +99,7 @@ def test_a_run_dlperf_launched_keeps_the_strict_window(tmp_path, short_log, monk
     log = tmp_path / "node0.log"
     log.write_text(short_log.read_text())
     case = Case("pytorch_reference", "resnet50_v1.5", "fp32", 96, 1, 8, 20, 100)
-    now = datetime(2026, 11, 24, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 24, tzinfo=UTC)
     outcome = CaseOutcome(now, now, [NodeOutcome(node="node0", rank=0, exit_code=0, log_path=str(log))], None)
     verdict = judge(case, outcome)
     assert verdict.status == "failed" and verdict.reason.startswith("truncated log: 63 of")

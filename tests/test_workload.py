@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from dlperf_core.workload.resnet import Bottleneck, resnet50, num_parameters
+from dlperf_core.workload.resnet import Bottleneck, num_parameters, resnet50
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOAD = REPO / "dlperf_core" / "workload"
@@ -149,8 +149,16 @@ def test_cpu_run_module_print_freq(tmp_path: Path) -> None:
 
 def test_two_process_gloo_run() -> None:
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-        str(WORKLOAD / "train.py"), *TINY, "--device", "cpu",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(WORKLOAD / "train.py"),
+        *TINY,
+        "--device",
+        "cpu",
     ]
     proc = _run(cmd, cwd=REPO)
     # Only rank 0 prints: one PARAMETER line with world_size 2, each iteration once.
@@ -164,7 +172,11 @@ def test_two_process_gloo_run() -> None:
 def test_error_exits_non_zero() -> None:
     proc = subprocess.run(
         [sys.executable, str(WORKLOAD / "train.py"), "--device", "cuda"],
-        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1
     assert "CUDA is not available" in proc.stderr and proc.stdout == ""
@@ -184,9 +196,28 @@ def test_fp16_autocast_with_loss_scaler_trains_with_finite_losses(scale: str | N
     warmed up over the warm-up iterations: every printed loss is finite and the loss goes down. (On an H100
     the same run without warm-up diverged to NaN at iteration 3: reallogs/h100_reference, a parser fixture.)"""
     cmd = [
-        sys.executable, "-m", "dlperf_core.workload.train", "--device", "cpu", "--precision", "amp",
-        "--amp-dtype", "fp16", "--batch-size", "8", "--image-size", "64", "--width", "16", "--num-classes", "10",
-        "--warmup-iterations", "10", "--iterations", "20", *ONE_THREAD,
+        sys.executable,
+        "-m",
+        "dlperf_core.workload.train",
+        "--device",
+        "cpu",
+        "--precision",
+        "amp",
+        "--amp-dtype",
+        "fp16",
+        "--batch-size",
+        "8",
+        "--image-size",
+        "64",
+        "--width",
+        "16",
+        "--num-classes",
+        "10",
+        "--warmup-iterations",
+        "10",
+        "--iterations",
+        "20",
+        *ONE_THREAD,
     ]
     if scale:
         cmd += ["--static-loss-scale", scale]

@@ -37,9 +37,12 @@ class AllreduceProbe(FrameworkAdapter):
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         probe = [
             f"{ctx.workload_dir}/allreduce.py",
-            "--warmup", str(case.warmup_iterations),
-            "--iters", str(case.measured_iterations),
-            "--dtype", "bfloat16" if case.precision == "amp" else "float32",
+            "--warmup",
+            str(case.warmup_iterations),
+            "--iters",
+            str(case.measured_iterations),
+            "--dtype",
+            "bfloat16" if case.precision == "amp" else "float32",
         ]
         if ctx.cpu_threads_per_process:
             probe += ["--threads", str(ctx.cpu_threads_per_process)]

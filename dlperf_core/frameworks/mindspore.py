@@ -49,7 +49,8 @@ class MindsporeResnet(FrameworkAdapter):
         """The model zoo's ``train.py`` flags; on CPU (the CPU image's ``train.py``) ``--device_target=CPU`` and
         no dataset path (the data is synthetic); shrink flags (``--image_size``, ...) come in ``extra_args``."""
         args = [
-            "python", f"{RESNET}/train.py",
+            "python",
+            f"{RESNET}/train.py",
             "--net=resnet50",
             "--dataset=imagenet2012",
             f"--device_target={'CPU' if cpu else 'GPU'}",

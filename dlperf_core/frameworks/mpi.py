@@ -21,28 +21,45 @@ SSH_WAIT_S = 120
 def ssh_options(ctx: LaunchContext) -> list[str]:
     """Client options: the case's own key and known_hosts, strict host key checking, no prompts."""
     return [
-        "-p", str(ctx.ssh_port),
-        "-i", f"{ctx.ssh_dir}/id_ed25519",
-        "-o", f"UserKnownHostsFile={ctx.ssh_dir}/known_hosts",
-        "-o", "StrictHostKeyChecking=yes",
-        "-o", "BatchMode=yes",
-        "-o", "ConnectTimeout=5",
+        "-p",
+        str(ctx.ssh_port),
+        "-i",
+        f"{ctx.ssh_dir}/id_ed25519",
+        "-o",
+        f"UserKnownHostsFile={ctx.ssh_dir}/known_hosts",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=5",
     ]
 
 
 def sshd_argv(ctx: LaunchContext) -> tuple[str, ...]:
     """The sshd that serves mpirun on nodes 1..N-1: foreground, key-only, the case's host key."""
     return (
-        "/usr/sbin/sshd", "-D", "-e",
-        "-p", str(ctx.ssh_port),
-        "-o", f"HostKey={ctx.ssh_dir}/host_ed25519",
-        "-o", f"AuthorizedKeysFile={ctx.ssh_dir}/authorized_keys",
-        "-o", "PermitRootLogin=prohibit-password",
-        "-o", "PasswordAuthentication=no",
-        "-o", "KbdInteractiveAuthentication=no",
-        "-o", "StrictModes=no",
-        "-o", "UsePAM=no",
-        "-o", "PidFile=none",
+        "/usr/sbin/sshd",
+        "-D",
+        "-e",
+        "-p",
+        str(ctx.ssh_port),
+        "-o",
+        f"HostKey={ctx.ssh_dir}/host_ed25519",
+        "-o",
+        f"AuthorizedKeysFile={ctx.ssh_dir}/authorized_keys",
+        "-o",
+        "PermitRootLogin=prohibit-password",
+        "-o",
+        "PasswordAuthentication=no",
+        "-o",
+        "KbdInteractiveAuthentication=no",
+        "-o",
+        "StrictModes=no",
+        "-o",
+        "UsePAM=no",
+        "-o",
+        "PidFile=none",
     )
 
 
@@ -56,10 +73,17 @@ def mpirun_argv(
     """``mpirun`` over every GPU of the case, one rank per GPU, ranks placed node by node."""
     hosts = ",".join(f"{node.reach_address}:{case.gpus_per_node}" for node in nodes)
     argv = [
-        "mpirun", "--allow-run-as-root", "--tag-output",
-        "-np", str(case.total_gpus),
-        "-H", hosts,
-        "--bind-to", "none", "--map-by", "slot",
+        "mpirun",
+        "--allow-run-as-root",
+        "--tag-output",
+        "-np",
+        str(case.total_gpus),
+        "-H",
+        hosts,
+        "--bind-to",
+        "none",
+        "--map-by",
+        "slot",
     ]
     if len(nodes) > 1:
         argv += ["-mca", "plm_rsh_args", shlex.join(ssh_options(ctx))]
@@ -75,10 +99,10 @@ def wait_for_sshd_script(nodes: tuple[Node, ...], ctx: LaunchContext) -> str:
     return (
         f"for h in {hosts}; do "
         f"ok=0; for i in $(seq 1 {SSH_WAIT_S}); do "
-        f"if ssh {opts} \"$h\" true 2>/dev/null; then ok=1; break; fi; sleep 1; done; "
-        f"if [ $ok != 1 ]; then echo \"dlperf: sshd on $h did not answer within {SSH_WAIT_S} s\" >&2; "
+        f'if ssh {opts} "$h" true 2>/dev/null; then ok=1; break; fi; sleep 1; done; '
+        f'if [ $ok != 1 ]; then echo "dlperf: sshd on $h did not answer within {SSH_WAIT_S} s" >&2; '
         f"exit {SSH_SETUP_EXIT}; fi; done; "
-        "echo \"dlperf: ssh to every node works\""
+        'echo "dlperf: ssh to every node works"'
     )
 
 

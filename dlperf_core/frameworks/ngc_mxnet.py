@@ -49,42 +49,67 @@ class NgcMxnet(FrameworkAdapter):
         "data_backend": ("dali-gpu", "dali-cpu", "mxnet", "synthetic"),
     }
 
-    def _dle_flags(self, case: Case, *, kv_store: str, gpus: bool, batch: int, display: object,
-                   data_backend: str) -> list[str]:
+    def _dle_flags(
+        self, case: Case, *, kv_store: str, gpus: bool, batch: int, display: object, data_backend: str
+    ) -> list[str]:
         """DLE's ``train.py`` flags, GPU and CPU alike (the CPU driver refuses float16 with a clear error)."""
         half = case.precision == "amp"
         layout = "NHWC" if half else "NCHW"
         return [
-            "python", f"{RN50}/train.py",
-            "--arch", "resnetv15",
-            "--num-layers", "50",
-            "--mode", "train",
-            "--kv-store", kv_store,
+            "python",
+            f"{RN50}/train.py",
+            "--arch",
+            "resnetv15",
+            "--num-layers",
+            "50",
+            "--mode",
+            "train",
+            "--kv-store",
+            kv_store,
             *(["--gpus", "0"] if gpus else []),
-            "--batch-size", str(batch),
-            "--dtype", "float16" if half else "float32",
-            "--input-layout", "NCHW",
-            "--conv-layout", layout,
-            "--batchnorm-layout", layout,
-            "--pooling-layout", layout,
-            "--num-epochs", "1",
-            "--benchmark-iters", str(case.warmup_iterations + case.measured_iterations),
-            "--disp-batches", str(display),
+            "--batch-size",
+            str(batch),
+            "--dtype",
+            "float16" if half else "float32",
+            "--input-layout",
+            "NCHW",
+            "--conv-layout",
+            layout,
+            "--batchnorm-layout",
+            layout,
+            "--pooling-layout",
+            layout,
+            "--num-epochs",
+            "1",
+            "--benchmark-iters",
+            str(case.warmup_iterations + case.measured_iterations),
+            "--disp-batches",
+            str(display),
             "--no-metrics",
-            "--data-backend", data_backend,
+            "--data-backend",
+            data_backend,
         ]
 
     def train_args(self, case: Case) -> list[str]:
         root = self.option(case, "data_root")
-        args = self._dle_flags(case, kv_store="horovod", gpus=True, batch=case.batch_size_per_device,
-                               display=self.option(case, "display_batches"),
-                               data_backend=self.option(case, "data_backend"))
+        args = self._dle_flags(
+            case,
+            kv_store="horovod",
+            gpus=True,
+            batch=case.batch_size_per_device,
+            display=self.option(case, "display_batches"),
+            data_backend=self.option(case, "data_backend"),
+        )
         if self.option(case, "data_backend") != "synthetic":
             args += [
-                "--data-train", f"{root}/train.rec",
-                "--data-train-idx", f"{root}/train.idx",
-                "--data-val", f"{root}/val.rec",
-                "--data-val-idx", f"{root}/val.idx",
+                "--data-train",
+                f"{root}/train.rec",
+                "--data-train-idx",
+                f"{root}/train.idx",
+                "--data-val",
+                f"{root}/val.rec",
+                "--data-val-idx",
+                f"{root}/val.idx",
             ]
         return args + list(case.extra_args)
 
@@ -98,8 +123,14 @@ class NgcMxnet(FrameworkAdapter):
         """The CPU image's ``train.py`` (DLE's flags): dist_sync instead of Horovod, no GPU list, the job's
         total batch, synthetic data, a Speed line every batch unless the suite sets ``display_batches``."""
         return [
-            *self._dle_flags(case, kv_store="dist_sync", gpus=False, batch=case.batch_size_per_device * case.total_gpus,
-                             display=dict(case.options).get("display_batches", 1), data_backend="synthetic"),
+            *self._dle_flags(
+                case,
+                kv_store="dist_sync",
+                gpus=False,
+                batch=case.batch_size_per_device * case.total_gpus,
+                display=dict(case.options).get("display_batches", 1),
+                data_backend="synthetic",
+            ),
             *case.extra_args,
         ]
 

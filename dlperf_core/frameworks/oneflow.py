@@ -66,7 +66,8 @@ class OneflowResnet(FrameworkAdapter):
             return self.cpu_launches(case, nodes, ctx)
         iterations = case.warmup_iterations + case.measured_iterations
         args = [
-            "python3", f"{CNNS}/of_cnn_train_val.py",
+            "python3",
+            f"{CNNS}/of_cnn_train_val.py",
             f"--num_examples={case.total_gpus * case.batch_size_per_device * iterations}",
         ]
         if self.option(case, "data_dir"):
@@ -104,12 +105,19 @@ class OneflowResnet(FrameworkAdapter):
                 node=node,
                 node_rank=rank,
                 argv=(
-                    "python3", "-m", "oneflow.distributed.launch",
-                    "--nproc_per_node", str(case.gpus_per_node),
-                    "--nnodes", str(case.nodes),
-                    "--node_rank", str(rank),
-                    "--master_addr", nodes[0].reach_address,
-                    "--master_port", str(ctx.master_port),
+                    "python3",
+                    "-m",
+                    "oneflow.distributed.launch",
+                    "--nproc_per_node",
+                    str(case.gpus_per_node),
+                    "--nnodes",
+                    str(case.nodes),
+                    "--node_rank",
+                    str(rank),
+                    "--master_addr",
+                    nodes[0].reach_address,
+                    "--master_port",
+                    str(ctx.master_port),
                     *train,
                 ),
                 env=env,

@@ -17,7 +17,6 @@ process per "GPU"; the launcher echoes local rank 0's log, and PLSC's logger pri
 The run stops after warm-up + measured steps (``Global.max_train_step``, PLSC's own stop).
 """
 
-
 from __future__ import annotations
 
 from typing import Any, ClassVar
@@ -56,17 +55,24 @@ class PaddlePlsc(FrameworkAdapter):
         out = []
         for rank, node in enumerate(nodes):
             argv = [
-                "python", "-m", "paddle.distributed.launch",
+                "python",
+                "-m",
+                "paddle.distributed.launch",
                 f"--cluster_node_ips={ips}",
                 f"--node_ip={node.reach_address}",
                 f"--selected_gpus={gpus}",
                 "--log_dir=/tmp/paddle-launch-log",
                 f"{PLSC}/train.py",
-                "--model", "ResNet50",
-                "--batch_size", str(case.batch_size_per_device),
-                "--loss_type", str(self.option(case, "loss_type")),
-                "--num_classes", str(self.option(case, "num_classes")),
-                "--dtype", "fp16" if case.precision == "amp" else "fp32",
+                "--model",
+                "ResNet50",
+                "--batch_size",
+                str(case.batch_size_per_device),
+                "--loss_type",
+                str(self.option(case, "loss_type")),
+                "--num_classes",
+                str(self.option(case, "num_classes")),
+                "--dtype",
+                "fp16" if case.precision == "amp" else "fp32",
                 *case.extra_args,
             ]
             env = {"PYTHONUNBUFFERED": "1", "DLPERF_MAX_ITERS": str(iterations), "FLAGS_cudnn_exhaustive_search": "0"}
@@ -86,7 +92,9 @@ class PaddlePlsc(FrameworkAdapter):
             # the node's own IP (a hostname never matches: "master not ready" forever), so node 0 names
             # itself 127.0.0.1 and the others node 0's address; the trainers' endpoints are the nodes' IPs.
             argv = [
-                "python", "-m", "paddle.distributed.launch",
+                "python",
+                "-m",
+                "paddle.distributed.launch",
                 f"--master={'127.0.0.1' if rank == 0 else nodes[0].reach_address}:{ctx.master_port}",
                 f"--nnodes={len(nodes)}",
                 f"--rank={rank}",
@@ -94,9 +102,12 @@ class PaddlePlsc(FrameworkAdapter):
                 "--max_restart=0",
                 "--log_dir=/tmp/paddle-launch-log",
                 f"{PLSC_CPU}/train.py",
-                "-c", PLSC_CPU_CONFIG,
-                "-o", f"DataLoader.Train.sampler.batch_size={case.batch_size_per_device}",
-                "-o", f"Global.max_train_step={iterations}",
+                "-c",
+                PLSC_CPU_CONFIG,
+                "-o",
+                f"DataLoader.Train.sampler.batch_size={case.batch_size_per_device}",
+                "-o",
+                f"Global.max_train_step={iterations}",
                 *case.extra_args,
             ]
             env = {"PYTHONUNBUFFERED": "1"}

@@ -23,12 +23,19 @@ def torchrun_launches(case: Case, nodes: tuple[Node, ...], ctx: LaunchContext, s
     out = []
     for rank, node in enumerate(nodes):
         argv = [
-            ctx.python, "-m", "torch.distributed.run",
-            "--nnodes", str(case.nodes),
-            "--nproc_per_node", str(case.gpus_per_node),
-            "--node_rank", str(rank),
-            "--master_addr", nodes[0].reach_address,
-            "--master_port", str(ctx.master_port),
+            ctx.python,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            str(case.nodes),
+            "--nproc_per_node",
+            str(case.gpus_per_node),
+            "--node_rank",
+            str(rank),
+            "--master_addr",
+            nodes[0].reach_address,
+            "--master_port",
+            str(ctx.master_port),
             *script,
         ]
         out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env={"PYTHONUNBUFFERED": "1"}))
@@ -56,15 +63,19 @@ class PytorchReference(FrameworkAdapter):
         """The workload script and its arguments (the same under torchrun and mpirun): ``train.py`` for
         ResNet-50, ``train_llm.py --size S`` for the transformer (batch: sequences per device)."""
         if case.model.startswith(LLM_PREFIX):
-            script = [f"{ctx.workload_dir}/train_llm.py", "--size", case.model[len(LLM_PREFIX):]]
+            script = [f"{ctx.workload_dir}/train_llm.py", "--size", case.model[len(LLM_PREFIX) :]]
         else:
             script = [f"{ctx.workload_dir}/train.py"]
         train = [
             *script,
-            "--batch-size", str(case.batch_size_per_device),
-            "--precision", case.precision,
-            "--warmup-iterations", str(case.warmup_iterations),
-            "--iterations", str(case.measured_iterations),
+            "--batch-size",
+            str(case.batch_size_per_device),
+            "--precision",
+            case.precision,
+            "--warmup-iterations",
+            str(case.warmup_iterations),
+            "--iterations",
+            str(case.measured_iterations),
         ]
         options = dict(case.options)
         if "amp_dtype" in options:

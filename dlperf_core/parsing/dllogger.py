@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
-from dlperf_core.parsing.values import find_literal, positive_int as _count, search_literal
+from dlperf_core.parsing.values import find_literal, search_literal
+from dlperf_core.parsing.values import positive_int as _count
 
 NAME = "ngc_pytorch_dllogger"
 DEFAULT_WARMUP = 5  # DLPerf's warm-up for this format
@@ -74,9 +75,10 @@ def _minute_start(stamp: str) -> float | None:
     is kept for other digits (it refuses them in months, days, hours and minutes, ``int`` does not)."""
     try:
         if stamp.isascii():
-            return datetime(int(stamp[:4]), int(stamp[5:7]), int(stamp[8:10]), int(stamp[11:13]), int(stamp[14:16]),
-                            tzinfo=timezone.utc).timestamp()
-        return datetime.strptime(stamp, "%Y-%m-%d %H:%M").replace(tzinfo=timezone.utc).timestamp()
+            return datetime(
+                int(stamp[:4]), int(stamp[5:7]), int(stamp[8:10]), int(stamp[11:13]), int(stamp[14:16]), tzinfo=UTC
+            ).timestamp()
+        return datetime.strptime(stamp, "%Y-%m-%d %H:%M").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
 
@@ -254,6 +256,7 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
     ]
 
 
-FORMAT = LogFormat(NAME, detect, parse, default_warmup=DEFAULT_WARMUP, default_measured=None,
-                   configured=configured_window)
+FORMAT = LogFormat(
+    NAME, detect, parse, default_warmup=DEFAULT_WARMUP, default_measured=None, configured=configured_window
+)
 """Registry entry of this format."""

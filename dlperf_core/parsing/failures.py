@@ -108,7 +108,7 @@ def error_line(text: str) -> str | None:
 
 
 def loss_failure(records: Sequence[IterationRecord]) -> str | None:
-    """"loss is NaN/inf at iteration N" for the first record whose loss is not finite, else None."""
+    """ "loss is NaN/inf at iteration N" for the first record whose loss is not finite, else None."""
     if isinstance(records, RecordColumns):
         isfinite = math.isfinite
         try:  # the sum of finite losses is finite unless it overflows; a NaN or inf makes it one
@@ -134,7 +134,7 @@ def last_line_cut(text: str) -> bool:
 def truncation(
     text: str, *, finished: bool, progress: Sequence[tuple[str, int, int]] = (), fit: bool = False
 ) -> str | None:
-    """"truncated log: ..." when a run that never printed its end marker (``finished`` False) stopped
+    """ "truncated log: ..." when a run that never printed its end marker (``finished`` False) stopped
     early: its last line is cut, or some (unit, reached, expected) in ``progress`` has reached < expected.
     A finished run is never truncated. ``fit`` (a log from elsewhere, ``ParseOptions.fit``): a run its
     authors stopped before its planned end is not truncated (only a cut last line is, and ``parse_log``

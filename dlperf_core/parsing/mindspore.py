@@ -51,7 +51,9 @@ from dataclasses import dataclass, field, replace
 
 from dlperf_core.parsing.failures import OUT_OF_MEMORY, conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
-from dlperf_core.parsing.values import jump_tries, literal_matches, positive_int as _count, to_float as _float
+from dlperf_core.parsing.values import jump_tries, literal_matches
+from dlperf_core.parsing.values import positive_int as _count
+from dlperf_core.parsing.values import to_float as _float
 
 NAME = "mindspore_model_zoo"
 DEFAULT_WARMUP = 100  # DLPerf --warmup_batches=100
@@ -65,8 +67,11 @@ _EVENT = re.compile(  # (?=[ean]): a match starts with one of these (any case), 
     # the loss text ends at the line's end or at an mpirun tag: an unbuffered print() writes its text and its
     # newline apart, so ``--tag-output`` may put another rank's line right after the value
     r"(?:,[ \t]{0,8}loss is[ \t]{0,8}((?:(?!\[\d{1,9},\d{1,9}\]<std)[^\r\n]){0,300})|\.[ \t]{0,8}(Invalid loss))"
-    r"|epoch time:[ \t]{0,8}" + _NUM + r"[ \t]{0,8}(?:ms)?[ \t]{0,8},[ \t]{0,8}per step time:[ \t]{0,8}"
-    + _NUM + r"([ \t]{0,8}ms)?"
+    r"|epoch time:[ \t]{0,8}"
+    + _NUM
+    + r"[ \t]{0,8}(?:ms)?[ \t]{0,8},[ \t]{0,8}per step time:[ \t]{0,8}"
+    + _NUM
+    + r"([ \t]{0,8}ms)?"
     r"|args_opt:[ \t]{0,8}Namespace\(([^\r\n]{0,20000})"
     r"|NCCL INFO comm [^\s]{1,40} rank \d{1,9} nranks (\d{1,9}))",
     re.IGNORECASE,
@@ -331,8 +336,9 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
         stopped_early=stopped_short(finished=finished, progress=progress),
     )
     if run.reason != OUT_OF_MEMORY and ("nough" in text or "NOUGH" in text) and _OOM.search(text):
-        run = replace(run, status="failed", reason=OUT_OF_MEMORY, throughput=None, iterations=0, window=None,
-                      method=None)
+        run = replace(
+            run, status="failed", reason=OUT_OF_MEMORY, throughput=None, iterations=0, window=None, method=None
+        )
     return [run]
 
 

@@ -52,7 +52,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from itertools import accumulate, compress, repeat
 from operator import eq, lt
 
@@ -69,7 +69,11 @@ _SPEED = (
     r"Speed: (?P<speed>[^\s]{1,64}) samples/sec(?P<rest>[^\n]*)"
 )
 _LINE = re.compile(
-    r"^" + _PREFIX + r"(?P<head>[^\n]{0,120}?)(?:" + _SPEED + r"|(?P<args>Start with arguments Namespace\()(?P<argtext>[^\n]*)"
+    r"^"
+    + _PREFIX
+    + r"(?P<head>[^\n]{0,120}?)(?:"
+    + _SPEED
+    + r"|(?P<args>Start with arguments Namespace\()(?P<argtext>[^\n]*)"
     r"|(?P<done>Experiment took: ))",
     re.M,
 )
@@ -154,12 +158,24 @@ def _read(text: str) -> _Reading:
             continue
         if m.group("epoch") is not None:
             st = _STAMP.search(m.group("head"))
-            others.append((start, (m.group("rank"), *(st.groups() if st else (None, None, None)), m.group("epoch"),
-                                   m.group("batch"), m.group("speed"), m.group("rest"))))
+            others.append(
+                (
+                    start,
+                    (
+                        m.group("rank"),
+                        *(st.groups() if st else (None, None, None)),
+                        m.group("epoch"),
+                        m.group("batch"),
+                        m.group("speed"),
+                        m.group("rest"),
+                    ),
+                )
+            )
         else:
             rank = int(m.group("rank")) if m.group("rank") is not None else None
-            out.events.append((start, _ARGS, rank, m.group("argtext")) if m.group("args") is not None
-                              else (start, _DONE, rank, None))
+            out.events.append(
+                (start, _ARGS, rank, m.group("argtext")) if m.group("args") is not None else (start, _DONE, rank, None)
+            )
     if others:
         merged = sorted([*zip(starts, rows), *others], key=lambda x: x[0])
         starts, rows = [x for x, _ in merged], [r for _, r in merged]
@@ -253,8 +269,14 @@ def _split(reading: _Reading) -> list[_Run]:
     return runs  # only the first can be empty, and then it is the only one
 
 
-def _add_speed_lines(runs: list[_Run], last: dict[int | None, tuple[int, int]], reading: _Reading,
-                     keys: list[tuple[int, int]], first: int, stop: int) -> None:
+def _add_speed_lines(
+    runs: list[_Run],
+    last: dict[int | None, tuple[int, int]],
+    reading: _Reading,
+    keys: list[tuple[int, int]],
+    first: int,
+    stop: int,
+) -> None:
     """Speed lines ``first`` .. ``stop`` - 1 into the runs: one going back in (epoch, batch) for its rank
     starts a run (``last``: each rank's last (epoch, batch) in the current run)."""
     ranks = reading.rank
@@ -344,12 +366,13 @@ def _minute_seconds(minute: str) -> float | None:
     """Unix seconds (read as UTC) of a ``2020-12-16 08:02`` minute, None when it is no real date."""
     if not minute.isascii():  # other decimal digits: as strptime reads them
         try:
-            return datetime.strptime(minute, "%Y-%m-%d %H:%M").replace(tzinfo=timezone.utc).timestamp()
+            return datetime.strptime(minute, "%Y-%m-%d %H:%M").replace(tzinfo=UTC).timestamp()
         except ValueError:
             return None
     try:  # two ASCII digits per field: exactly what strptime accepts
-        return datetime(int(minute[0:4]), int(minute[5:7]), int(minute[8:10]), int(minute[11:13]),
-                        int(minute[14:16]), tzinfo=timezone.utc).timestamp()
+        return datetime(
+            int(minute[0:4]), int(minute[5:7]), int(minute[8:10]), int(minute[11:13]), int(minute[14:16]), tzinfo=UTC
+        ).timestamp()
     except ValueError:
         return None
 
@@ -360,8 +383,10 @@ def _times(minutes: list[str | None], seconds: list[str | None], fractions: list
     bases = {m: _minute_seconds(m) for m in set(minutes) if m is not None}
     if None in minutes or None in bases.values() or max(map(int, set(seconds)), default=0) > 60:  # type: ignore[arg-type]
         return [_time(bases.get(m) if m is not None else None, s, f) for m, s, f in zip(minutes, seconds, fractions)]
-    return [bases[m] + int(s) + (int(f) / 10 ** len(f) if f else 0.0)  # type: ignore[arg-type,index]
-            for m, s, f in zip(minutes, seconds, fractions)]
+    return [
+        bases[m] + int(s) + (int(f) / 10 ** len(f) if f else 0.0)  # type: ignore[arg-type,index]
+        for m, s, f in zip(minutes, seconds, fractions)
+    ]
 
 
 def _time(base: float | None, sec: str | None, frac: str | None) -> float | None:
@@ -400,8 +425,14 @@ def _kept_lines(reading: _Reading, run: _Run) -> tuple[int | None, list[int], se
     return keep, list(compress(range(run.first, run.stop), map(eq, ranks, repeat(keep)))), named  # type: ignore[arg-type]
 
 
-def _conclude(file: str, options: ParseOptions, run: _Run, chunk: str, reading: _Reading,
-              table: dict[tuple[int, int | None], float]) -> ParsedRun:
+def _conclude(
+    file: str,
+    options: ParseOptions,
+    run: _Run,
+    chunk: str,
+    reading: _Reading,
+    table: dict[tuple[int, int | None], float],
+) -> ParsedRun:
     """The ParsedRun of one run; ``chunk`` is its part of the text (for the text failure rules)."""
     ints, listed = _args(run.args)
     keep, lines, named = _kept_lines(reading, run)
@@ -419,8 +450,9 @@ def _conclude(file: str, options: ParseOptions, run: _Run, chunk: str, reading: 
     epoch_len = max([epoch_len] + [b + 1 for b in batches])
     records = RecordColumns(
         [(e - first) * epoch_len + b + 1 for e, b in zip(epochs, batches)],
-        _times([reading.minute[i] for i in lines], [reading.second[i] for i in lines],
-               [reading.fraction[i] for i in lines]),
+        _times(
+            [reading.minute[i] for i in lines], [reading.second[i] for i in lines], [reading.fraction[i] for i in lines]
+        ),
         _floats([reading.speed[i] for i in lines]),
         _losses([reading.rest[i] for i in lines]),
         [keep] * len(lines) if keep is not None else None,
@@ -455,9 +487,7 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
     runs = _split(reading)
     table = _table(text)
     ends = [r.start for r in runs[1:]] + [len(text)]
-    return [
-        _conclude(file, options, run, text[run.start : end], reading, table) for run, end in zip(runs, ends)
-    ]
+    return [_conclude(file, options, run, text[run.start : end], reading, table) for run, end in zip(runs, ends)]
 
 
 FORMAT = LogFormat(NAME, detect, parse, default_warmup=DEFAULT_WARMUP, default_measured=None)

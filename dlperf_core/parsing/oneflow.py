@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
-from dlperf_core.parsing.values import jump_tries, literal_starts, search_literal, to_float as _float
+from dlperf_core.parsing.values import jump_tries, literal_starts, search_literal
+from dlperf_core.parsing.values import to_float as _float
 
 NAME = "oneflow_cnns"
 DEFAULT_WARMUP = 20  # the seed discards the first printed interval (loss_print_every_n_iter=20)
@@ -213,7 +214,7 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
     out = []
     for i, run in enumerate(runs):
         end = runs[i + 1].start if i + 1 < len(runs) else len(text)
-        out.append(_conclude(text[run.start:end] if len(runs) > 1 else text, run, file, options))
+        out.append(_conclude(text[run.start : end] if len(runs) > 1 else text, run, file, options))
     return out
 
 

@@ -82,10 +82,12 @@ from operator import add, itemgetter, le, lt, ne, sub, truediv
 
 from dlperf_core.parsing.failures import conclude, loss_failure, stopped_short, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions, RecordColumns
-from dlperf_core.parsing.window import TIMESTAMPS
 from dlperf_core.parsing.values import MPIRUN_PREFIX as _PREFIX
 from dlperf_core.parsing.values import anchored_matches, stamp_seconds
-from dlperf_core.parsing.values import match_at as _at, positive_int as _int, to_float as _float
+from dlperf_core.parsing.values import match_at as _at
+from dlperf_core.parsing.values import positive_int as _int
+from dlperf_core.parsing.values import to_float as _float
+from dlperf_core.parsing.window import TIMESTAMPS
 
 NAME = "paddleclas"
 DEFAULT_WARMUP = 20  # DLPerf: batches 21..120
@@ -145,10 +147,20 @@ def _line_regex(prefixed: bool, elapse: bool = False) -> re.Pattern[str]:
     return re.compile(
         (r"\n(?:" + _PREFIX.pattern + r")?+" if prefixed else r"\n")
         + r"([-0-9 :/T]{19} INFO: epoch:[0-9]{1,9}+) {1,20}+"  # head
-        + r"train step: {0,20}+([0-9]{1,12}+) {1,20}+loss: {0,20}+(" + _VALUE + ")"  # step, loss
-        + " top1: " + _VALUE + " top5: " + _VALUE + " lr: " + _VALUE
-        + " elapse: " + ("(?P<elapse>" + _ELAPSE_VALUE + ")" if elapse else _ELAPSE_VALUE)
-        + r"s ips: {0,20}+(" + _VALUE + r") images/sec[^\na-z]*+(?![^\n])"  # ips; the line ends
+        + r"train step: {0,20}+([0-9]{1,12}+) {1,20}+loss: {0,20}+("
+        + _VALUE
+        + ")"  # step, loss
+        + " top1: "
+        + _VALUE
+        + " top5: "
+        + _VALUE
+        + " lr: "
+        + _VALUE
+        + " elapse: "
+        + ("(?P<elapse>" + _ELAPSE_VALUE + ")" if elapse else _ELAPSE_VALUE)
+        + r"s ips: {0,20}+("
+        + _VALUE
+        + r") images/sec[^\na-z]*+(?![^\n])"  # ips; the line ends
     )
 
 
@@ -191,8 +203,9 @@ def _times_and_epochs(heads: list[str]) -> tuple[list[float | None], list[str], 
     minutes = list(map(_MINUTE, distinct))
     at_minute = {m: _stamp(m + "00")[0] for m in set(minutes)}  # "YYYY-MM-DD hh:mm:" at second 00
     try:  # exact: a whole-second stamp is an integer number of seconds
-        time_of = dict(zip(distinct, map(add, map(at_minute.__getitem__, minutes),
-                                         map(_SECONDS.get, map(_SECOND, distinct)))))
+        time_of = dict(
+            zip(distinct, map(add, map(at_minute.__getitem__, minutes), map(_SECONDS.get, map(_SECOND, distinct))))
+        )
     except TypeError:  # (None + ...) a head whose stamp is no date, or whose seconds are not 00..59
         time_of = {h: _stamp(h)[0] for h in distinct}
     time = list(map(time_of.__getitem__, heads))
@@ -340,7 +353,7 @@ class _Reader:
         if self.prefixed:
             pm = _PREFIX.match(line)
             if pm is not None:
-                rank, line = int(pm.group(1)), line[pm.end():]
+                rank, line = int(pm.group(1)), line[pm.end() :]
         if (_BANNER in line or _LAUNCH in line) and run.trained(k):
             here = self._offset(k, at)
             run.end, run.last = here, k
@@ -354,24 +367,36 @@ class _Reader:
             f = _FAST.match(line, i)
             if f is not None:
                 step, loss, elapse, _, ips = f.groups()
-                run.slow.append((k, _Step(rank, epoch, int(step), _stamp(line, self.stamps)[0], _float(loss),
-                                          _float(ips), elapse)))
+                run.slow.append(
+                    (k, _Step(rank, epoch, int(step), _stamp(line, self.stamps)[0], _float(loss), _float(ips), elapse))
+                )
                 return
             m = _TRAIN.match(line, i)
             if m is not None:
                 step, mid, ips = m.groups()
                 lm, em = _LOSS.search(mid), _ELAPSE.search(mid)
-                run.slow.append((k, _Step(
-                    rank, epoch, int(step), _stamp(line)[0], _float(lm.group(1)) if lm else None, _float(ips),
-                    em.group(1) if em else None,
-                )))
+                run.slow.append(
+                    (
+                        k,
+                        _Step(
+                            rank,
+                            epoch,
+                            int(step),
+                            _stamp(line)[0],
+                            _float(lm.group(1)) if lm else None,
+                            _float(ips),
+                            em.group(1) if em else None,
+                        ),
+                    )
+                )
                 return
         if "[Pass " in line:
             m = _at(line, "[Pass ", _CV)
             if m is not None:
                 t, precise = _stamp(line)
-                run.passes.append(_Pass(rank, int(m.group(1)), int(m.group(2)), t, precise,
-                                        _float(m.group(3)), _float(m.group(4))))
+                run.passes.append(
+                    _Pass(rank, int(m.group(1)), int(m.group(2)), t, precise, _float(m.group(3)), _float(m.group(4)))
+                )
                 return
         if "END epoch" in line and _END.search(line):
             run.ends += 1
@@ -416,15 +441,24 @@ def _split(text: str) -> tuple[list[_Run], _Steps, _FastElapse]:
     width = rx.groups + 1
     gaps = parts[::width]
     between = list(compress(count(), gaps))  # the gaps holding lines
-    if prefixed and any(text.count(marker) != sum(gaps[k].count(marker) for k in between)  # type: ignore[union-attr]
-                        for marker in (_BANNER, _LAUNCH)):  # a banner or launcher block in a _LINE line's prefix
+    if prefixed and any(
+        text.count(marker) != sum(gaps[k].count(marker) for k in between)  # type: ignore[union-attr]
+        for marker in (_BANNER, _LAUNCH)
+    ):  # a banner or launcher block in a _LINE line's prefix
         parts, gaps, between = [text], [text], [0]  # (never seen): every line is read by the rules
     columns = [parts[j::width] for j in range(1, width)]
     ranks = [int(r) if r is not None else None for r in columns.pop(0)] if prefixed else None
     heads, step, loss, ips = columns
     time, epoch, epochs = _times_and_epochs(heads)  # type: ignore[arg-type]
-    fast = _Steps(ranks, epoch, list(map(int, step)), time, _floats(loss), _floats(ips),  # type: ignore[arg-type]
-                  range(len(step)))
+    fast = _Steps(
+        ranks,
+        epoch,
+        list(map(int, step)),
+        time,
+        _floats(loss),
+        _floats(ips),  # type: ignore[arg-type]
+        range(len(step)),
+    )
     fast.epochs = epochs  # known already
     reader = _Reader(text, prefixed)
     for k in between:
@@ -472,7 +506,7 @@ def _run_steps(run: _Run, fast: _Steps) -> _Steps:
             new.append(value)
         at = k
     for column, new in zip(columns, out):
-        new.extend(column[at:run.last])  # type: ignore[index]
+        new.extend(column[at : run.last])  # type: ignore[index]
     return _Steps(*out)
 
 
@@ -515,8 +549,11 @@ def _gpus(run: _Run, steps: _Steps, fast_elapse: _FastElapse, hint: int | None, 
     est = _per_card_batch(steps, fast_elapse) if run.train_batch else None
     if run.train_batch and est is not None and est[0] > 0:
         near = round(run.train_batch / est[0])
-        fits = [g for g in range(max(1, near - 1), near + 2)
-                if run.train_batch % g == 0 and abs(run.train_batch / g - est[0]) <= est[1]]
+        fits = [
+            g
+            for g in range(max(1, near - 1), near + 2)
+            if run.train_batch % g == 0 and abs(run.train_batch / g - est[0]) <= est[1]
+        ]
         if len(fits) == 1:
             return fits[0]
     if run.local:
@@ -625,7 +662,7 @@ def _epoch_rates(
     if k < len(steps):
         chained = None
         if prev is not None and prev[0] == steps[k - 1]:  # the chain goes on from the record before
-            chained = _chained_rates(steps[k - 1:], ips[k:], prev[1], gpus)
+            chained = _chained_rates(steps[k - 1 :], ips[k:], prev[1], gpus)
         if chained is None:
             chained = _rates_in_order(steps[k:], ips[k:], first, gpus, prev)[0]  # type: ignore[assignment]
             complete = complete and None not in chained
@@ -665,15 +702,20 @@ def _rated(records: RecordColumns, all_rated: bool) -> RecordColumns:
     """The records that have a rate (``all_rated``: all of them), without times (measured from the rates)."""
     rates = records.samples_per_sec
     if all_rated:
-        return RecordColumns(records.iteration, [None] * len(rates), rates, records.loss, records.rank,
-                             records.epoch)
+        return RecordColumns(records.iteration, [None] * len(rates), rates, records.loss, records.rank, records.epoch)
     keep = [i for i, r in enumerate(rates) if r is not None]
 
     def pick(column: Sequence | None) -> list | None:  # type: ignore[type-arg]
         return [column[i] for i in keep] if column is not None else None
 
-    return RecordColumns(pick(records.iteration), [None] * len(keep), pick(rates),  # type: ignore[arg-type]
-                         pick(records.loss), pick(records.rank), pick(records.epoch))  # type: ignore[arg-type]
+    return RecordColumns(
+        pick(records.iteration),
+        [None] * len(keep),
+        pick(rates),  # type: ignore[arg-type]
+        pick(records.loss),
+        pick(records.rank),
+        pick(records.epoch),
+    )  # type: ignore[arg-type]
 
 
 def _untimed(records: list[IterationRecord] | RecordColumns) -> RecordColumns:
@@ -728,8 +770,15 @@ def _published(steps: _Steps, gpus: int | None) -> float | None:
     return total / len(values) * gpus if values else None
 
 
-def _parse_run(chunk: str, run: _Run, all_steps: _Steps, fast_elapse: _FastElapse, file: str,
-               options: ParseOptions, hint: int | None) -> ParsedRun:
+def _parse_run(
+    chunk: str,
+    run: _Run,
+    all_steps: _Steps,
+    fast_elapse: _FastElapse,
+    file: str,
+    options: ParseOptions,
+    hint: int | None,
+) -> ParsedRun:
     ranks = (set(all_steps.rank) if all_steps.rank is not None else set()) | {p.rank for p in run.passes}
     steps, passes = _keep_rank_steps(all_steps, ranks), _keep_rank(run.passes, ranks)
     gpus = _gpus(run, all_steps, fast_elapse, hint, file)
@@ -748,8 +797,9 @@ def _parse_run(chunk: str, run: _Run, all_steps: _Steps, fast_elapse: _FastElaps
             per_epoch = total // global_batch
         print_interval = _int(run.config.get("print_interval"))
         starts = _epoch_starts(steps)
-        stored, all_rated = _step_records(steps, starts, gpus,
-                                          per_epoch if print_interval and print_interval > 1 else None)
+        stored, all_rated = _step_records(
+            steps, starts, gpus, per_epoch if print_interval and print_interval > 1 else None
+        )
         measured = _rated(stored, all_rated)
         reported = _published(steps, gpus)
         if len(steps) and not gpus:
@@ -783,8 +833,15 @@ def _parse_run(chunk: str, run: _Run, all_steps: _Steps, fast_elapse: _FastElaps
     else:  # measured without times: timed from the rates; a log whose lines give no rate has none
         records = measured or _untimed(stored)
     result = conclude(
-        text=chunk, file=file, format=NAME, records=records, options=options, reported=reported,
-        gpus=gpus, batch_size_per_device=batch, truncated=why,
+        text=chunk,
+        file=file,
+        format=NAME,
+        records=records,
+        options=options,
+        reported=reported,
+        gpus=gpus,
+        batch_size_per_device=batch,
+        truncated=why,
         stopped_early=stopped_short(finished=finished, progress=progress),
     )
     if stamped and result.status == "ok":
@@ -796,8 +853,9 @@ def parse(text: str, file: str, options: ParseOptions, gpus_hint: int | None = N
     """The runs of a PaddleClas / PaddleCV log (see the module docstring). ``gpus_hint`` is used only when
     the log does not say its GPU count."""
     runs, fast, fast_elapse = _split(text)
-    return [_parse_run(text[r.start:r.end], r, _run_steps(r, fast), fast_elapse, file, options, gpus_hint)
-            for r in runs]
+    return [
+        _parse_run(text[r.start : r.end], r, _run_steps(r, fast), fast_elapse, file, options, gpus_hint) for r in runs
+    ]
 
 
 FORMAT = LogFormat(NAME, detect, parse, default_warmup=DEFAULT_WARMUP, default_measured=DEFAULT_MEASURED)

@@ -82,16 +82,18 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from itertools import accumulate, compress, repeat
 from operator import lt, ne, sub
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
-from dlperf_core.parsing.window import TIMESTAMPS
 from dlperf_core.parsing.values import MPIRUN_PREFIX as _PREFIX
 from dlperf_core.parsing.values import anchored_matches
-from dlperf_core.parsing.values import match_at as _at, positive_int as _int, to_float as _float
+from dlperf_core.parsing.values import match_at as _at
+from dlperf_core.parsing.values import positive_int as _int
+from dlperf_core.parsing.values import to_float as _float
+from dlperf_core.parsing.window import TIMESTAMPS
 
 NAME = "paddle_plsc_arcface"
 DEFAULT_WARMUP = 50  # DLPerf seed: skip 50 of 150 iterations
@@ -139,8 +141,16 @@ _PAUSE_WORDS = re.compile(r"Save model to|XNorm|Accuracy|test time: ")  # in eve
 # in every training, engine, stop, config, entry.py and trainers line: the lines outside _TRAIN_LINE's
 # matches that may matter (with the lines _KV may read); each with a character of it that is rare in logs
 # (None: none is), to find it by jumping between occurrences of that character
-_RARE_WORDS = (("loss ", None), ("[Train][Epoch ", "E"), ("training stops early", None), ("plsc INFO: ", "I"),
-               ("qps:", "q"), ("TRAINERS_NUM", None), ("trainers", None), ("nranks", "k"))
+_RARE_WORDS = (
+    ("loss ", None),
+    ("[Train][Epoch ", "E"),
+    ("training stops early", None),
+    ("plsc INFO: ", "I"),
+    ("qps:", "q"),
+    ("TRAINERS_NUM", None),
+    ("trainers", None),
+    ("nranks", "k"),
+)
 _HEADER = re.compile(r" - total_batch_size: \d")
 _JUMPS = 64  # occurrences of a rare character that _find checks before a plain search takes over
 _SECONDS = {f"{i:02d}": i for i in range(60)}
@@ -187,15 +197,29 @@ def _read_line(line: str) -> tuple | None:
         if m is not None:
             loss, epoch, step, thr, ips = m.groups()
             sm = _SAMPLES.search(line) if ips is not None else None
-            return (_TRAINING, int(step), int(epoch), _stamp(line), _float(loss), _float(thr or ips),
-                    _float(sm.group(1)) if sm else None)
+            return (
+                _TRAINING,
+                int(step),
+                int(epoch),
+                _stamp(line),
+                _float(loss),
+                _float(thr or ips),
+                _float(sm.group(1)) if sm else None,
+            )
     if "[Train][Epoch " in line:
         m = _at(line, "[Train][Epoch ", _ENGINE)
         if m is not None:
             epoch, it, per_epoch, middle, ips = m.groups()
             lm = _ENGINE_LOSS.search(middle)
-            return (_TRAINING, (int(epoch) - 1) * int(per_epoch) + int(it) + 1, int(epoch), _stamp(line),
-                    _float(lm.group(1)) if lm else None, _float(ips), None)
+            return (
+                _TRAINING,
+                (int(epoch) - 1) * int(per_epoch) + int(it) + 1,
+                int(epoch),
+                _stamp(line),
+                _float(lm.group(1)) if lm else None,
+                _float(ips),
+                None,
+            )
     if "training stops early" in line and _ENGINE_STOP.search(line) is not None:
         return (_STOP,)
     if "plsc INFO: " in line and " : " in line:
@@ -206,8 +230,15 @@ def _read_line(line: str) -> tuple | None:
         q = _QPS.search(line, m.end()) if m is not None else None
         if m is not None and q is not None:
             lm = _OLD_LOSS.search(line, m.end(), q.start())
-            return (_OLD_LINE, int(m.group(2)), int(m.group(1)), _stamp(line),
-                    _float(lm.group(1)) if lm else None, _float(q.group(1)), None)
+            return (
+                _OLD_LINE,
+                int(m.group(2)),
+                int(m.group(1)),
+                _stamp(line),
+                _float(lm.group(1)) if lm else None,
+                _float(q.group(1)),
+                None,
+            )
     if _SAVE in line or _VALID_SCORE.search(line) is not None or ("test time: " in line and _VALID_TIME.search(line)):
         return (_PAUSE,)
     if ": " in line:
@@ -257,14 +288,28 @@ class _Lines:
     old: list[bool] = field(default_factory=list)  # an entry.py line
     pause: list[int] = field(default_factory=list)  # gaps before it holding a validation / save (any rank)
 
-    _COLUMNS = ("start", "after", "rank", "step", "epoch", "minute", "second", "fraction", "loss", "rate",
-                "samples", "old")
+    _COLUMNS = (
+        "start",
+        "after",
+        "rank",
+        "step",
+        "epoch",
+        "minute",
+        "second",
+        "fraction",
+        "loss",
+        "rate",
+        "samples",
+        "old",
+    )
 
     def add(self, start: int, after: int, rank: int | None, what: tuple) -> None:
         """One line read by ``_read_line`` (a _TRAINING or _OLD_LINE)."""
         kind, step, epoch, (minute, second, fraction), loss, rate, samples = what
-        for name, value in zip(self._COLUMNS, (start, after, rank, step, epoch, minute, second, fraction, loss,
-                                               rate, samples, kind == _OLD_LINE)):
+        for name, value in zip(
+            self._COLUMNS,
+            (start, after, rank, step, epoch, minute, second, fraction, loss, rate, samples, kind == _OLD_LINE),
+        ):
             getattr(self, name).append(value)
 
     def extend(self, other: _Lines) -> None:
@@ -324,8 +369,18 @@ def _own_lines(text: str) -> _Lines:
     starts = list(map(sub, map(re.Match.start, found), repeat(_OWN_HEAD)))
     afters = list(map(re.Match.end, found))
     n = len(found)
-    out = _Lines(start=starts, after=afters, rank=[None] * n, step=list(map(int, step)), epoch=_ints(epoch),
-                 minute=minute, second=second, fraction=fraction, loss=_floats(loss), old=[False] * n)
+    out = _Lines(
+        start=starts,
+        after=afters,
+        rank=[None] * n,
+        step=list(map(int, step)),
+        epoch=_ints(epoch),
+        minute=minute,
+        second=second,
+        fraction=fraction,
+        loss=_floats(loss),
+        old=[False] * n,
+    )
     if ips.count(None) == n:
         out.rate, out.samples = _floats(thr), [None] * n
     else:
@@ -443,8 +498,9 @@ def _floats(texts: list[str | None]) -> list[float | None]:
 def _minute_seconds(minute: str) -> float | None:
     """Unix seconds (UTC) of a ``2021-09-28 11:10`` minute, None when it is no real date (as ``datetime``)."""
     try:
-        return datetime(int(minute[0:4]), int(minute[5:7]), int(minute[8:10]), int(minute[11:13]),
-                        int(minute[14:16]), tzinfo=timezone.utc).timestamp()
+        return datetime(
+            int(minute[0:4]), int(minute[5:7]), int(minute[8:10]), int(minute[11:13]), int(minute[14:16]), tzinfo=UTC
+        ).timestamp()
     except ValueError:
         return None
 
@@ -462,19 +518,24 @@ def _minutes_seconds(minutes: set[str]) -> dict[str, float | None]:
     return out
 
 
-def _times(minutes: list[str | None], seconds: list[str | None],
-           fractions: list[str | None]) -> tuple[list[float | None], list[bool]]:
+def _times(
+    minutes: list[str | None], seconds: list[str | None], fractions: list[str | None]
+) -> tuple[list[float | None], list[bool]]:
     """Unix seconds (UTC) of each timestamp and whether it has sub-second digits ((None, False): none, or no
     real date), as ``values.stamp_seconds``: the whole second, then plus float("0." + fraction)."""
     bases = _minutes_seconds({m for m in set(minutes) if m is not None})
     try:  # every line with a real timestamp and milliseconds (the logging module's)
-        return ([bases[m] + _SECONDS[s] + _MILLISECONDS[f] for m, s, f in zip(minutes, seconds, fractions)],  # type: ignore[index,operator]
-                [True] * len(minutes))
+        return (
+            [bases[m] + _SECONDS[s] + _MILLISECONDS[f] for m, s, f in zip(minutes, seconds, fractions)],  # type: ignore[index,operator]
+            [True] * len(minutes),
+        )
     except (KeyError, TypeError):
         pass
     try:  # every line with a real timestamp and sub-second digits
-        return ([bases[m] + _SECONDS[s] + float("0." + f) for m, s, f in zip(minutes, seconds, fractions)],  # type: ignore[index,operator]
-                [True] * len(minutes))
+        return (
+            [bases[m] + _SECONDS[s] + float("0." + f) for m, s, f in zip(minutes, seconds, fractions)],  # type: ignore[index,operator]
+            [True] * len(minutes),
+        )
     except (KeyError, TypeError):
         out = [_time(bases.get(m) if m is not None else None, s, f) for m, s, f in zip(minutes, seconds, fractions)]
         return [t for t, _ in out], [p for _, p in out]
@@ -600,14 +661,21 @@ def _parse_run(chunk: str, run: _Run, lines: _Lines, file: str, options: ParseOp
     rates = _pick(lines.rate, kept)
     samples = _pick(lines.samples, kept)
     if samples.count(None) < len(samples):  # ips over avg_samples -> the whole job
-        rates = [r * max(1, round(global_batch / s)) if r is not None and s and global_batch and _usable(s) else r
-                 for r, s in zip(rates, samples)]
+        rates = [
+            r * max(1, round(global_batch / s)) if r is not None and s and global_batch and _usable(s) else r
+            for r, s in zip(rates, samples)
+        ]
     stored = RecordColumns(its, times, rates, losses, ranks, epochs)
 
     by_time = global_batch is not None and bool(its) and all(precise)
-    measured = RecordColumns(its, [None] * len(its), _interval_rates(its, times, rates, _pick(lines.pause, kept),
-                                                                     global_batch if by_time else None),
-                             losses, ranks, epochs)
+    measured = RecordColumns(
+        its,
+        [None] * len(its),
+        _interval_rates(its, times, rates, _pick(lines.pause, kept), global_batch if by_time else None),
+        losses,
+        ranks,
+        epochs,
+    )
 
     progress: list[tuple[str, int, int]] = []
     steps, interval = _int(h.get("total_steps")), _int(h.get("log_interval_step"))
@@ -624,8 +692,15 @@ def _parse_run(chunk: str, run: _Run, lines: _Lines, file: str, options: ParseOp
     why = truncation(chunk, finished=finished, progress=progress, fit=options.fit)
     # A failed run's reason is the same whichever records are given: they share iterations and losses.
     result = conclude(
-        text=chunk, file=file, format=NAME, records=measured, options=options,
-        reported=None, gpus=world, batch_size_per_device=batch, truncated=why,
+        text=chunk,
+        file=file,
+        format=NAME,
+        records=measured,
+        options=options,
+        reported=None,
+        gpus=world,
+        batch_size_per_device=batch,
+        truncated=why,
         stopped_early=stopped_short(finished=finished, progress=progress),
     )
     if result.status == "ok" and by_time:
@@ -633,8 +708,9 @@ def _parse_run(chunk: str, run: _Run, lines: _Lines, file: str, options: ParseOp
     return replace(result, records=stored)
 
 
-def _interval_rates(its: list[int], times: list[float | None], rates: list[float | None], pauses: list[int],
-                    global_batch: int | None) -> list[float | None]:
+def _interval_rates(
+    its: list[int], times: list[float | None], rates: list[float | None], pauses: list[int], global_batch: int | None
+) -> list[float | None]:
     """Each record's rate over the interval since the record before it (None for the first and for an
     interval holding a validation or a save): from the timestamps with ``global_batch`` (None for a span
     that is not positive), else the printed rate."""
@@ -642,8 +718,10 @@ def _interval_rates(its: list[int], times: list[float | None], rates: list[float
     if global_batch is None:
         out += rates[1:]
     else:
-        out += [global_batch * (b - a) / dt if dt > 0 else None  # type: ignore[operator]
-                for a, b, dt in zip(its, its[1:], map(sub, times[1:], times))]  # type: ignore[arg-type]
+        out += [
+            global_batch * (b - a) / dt if dt > 0 else None  # type: ignore[operator]
+            for a, b, dt in zip(its, its[1:], map(sub, times[1:], times))
+        ]  # type: ignore[arg-type]
     if pauses and pauses[0] != pauses[-1]:  # (never decreasing)
         for i in compress(range(1, len(its)), map(ne, pauses[1:], pauses)):
             out[i] = None

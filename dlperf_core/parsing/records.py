@@ -51,8 +51,13 @@ class RecordColumns(Sequence[IterationRecord]):
         epoch: Sequence[int | None] | None = None,
     ) -> None:
         n = len(iteration)
-        for name, column in (("time", time), ("samples_per_sec", samples_per_sec), ("loss", loss),
-                             ("rank", rank), ("epoch", epoch)):
+        for name, column in (
+            ("time", time),
+            ("samples_per_sec", samples_per_sec),
+            ("loss", loss),
+            ("rank", rank),
+            ("epoch", epoch),
+        ):
             if column is not None and len(column) != n:
                 raise ValueError(f"column {name} has {len(column)} values, iteration has {n}")
         self.iteration, self.time, self.samples_per_sec, self.loss = iteration, time, samples_per_sec, loss
@@ -64,8 +69,12 @@ class RecordColumns(Sequence[IterationRecord]):
         if isinstance(records, RecordColumns):
             return records
         return cls(
-            [r.iteration for r in records], [r.time for r in records], [r.samples_per_sec for r in records],
-            [r.loss for r in records], [r.rank for r in records], [r.epoch for r in records],
+            [r.iteration for r in records],
+            [r.time for r in records],
+            [r.samples_per_sec for r in records],
+            [r.loss for r in records],
+            [r.rank for r in records],
+            [r.epoch for r in records],
         )
 
     def __len__(self) -> int:
@@ -73,8 +82,12 @@ class RecordColumns(Sequence[IterationRecord]):
 
     def _record(self, i: int) -> IterationRecord:
         return IterationRecord(
-            self.iteration[i], self.time[i], self.samples_per_sec[i], self.loss[i],
-            self.rank[i] if self.rank is not None else None, self.epoch[i] if self.epoch is not None else None,
+            self.iteration[i],
+            self.time[i],
+            self.samples_per_sec[i],
+            self.loss[i],
+            self.rank[i] if self.rank is not None else None,
+            self.epoch[i] if self.epoch is not None else None,
         )
 
     @overload

@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
-from dlperf_core.parsing.values import search_literal, to_float as _float
+from dlperf_core.parsing.values import search_literal
+from dlperf_core.parsing.values import to_float as _float
 
 NAME = "tf2_official_resnet"
 DEFAULT_WARMUP = 100  # the first TimeHistory window (log_steps=100); DLPerf skipped these 100 steps too
@@ -52,10 +53,12 @@ _NUM = r"([^\s,}]{1,64})"
 _LINE = re.compile(  # not anchored: Keras progress bars (\r, no newline) run into the absl lines
     r"(?=[TB'ERMUC-])(?:"  # the first letters of the branches below: a fast skip over other text
     r"TimeHistory: " + _NUM + r" seconds, " + _NUM + r" examples/second between steps (\d{1,12}) and (\d{1,12})"
-    r"|BenchmarkMetric: \{'global step': ?(\d{1,12}), 'time_taken': ?" + _NUM + r", ?'examples_per_second': ?" + _NUM
+    r"|BenchmarkMetric: \{'global step': ?(\d{1,12}), 'time_taken': ?"
+    + _NUM
+    + r", ?'examples_per_second': ?"
+    + _NUM
     + r"\}"
-    r"|(?:- loss|'train_loss'|'loss'): " + _NUM
-    + r"|(?<!\S)Epoch (\d{1,9})/(\d{1,9})[ \t]*\r?$"
+    r"|(?:- loss|'train_loss'|'loss'): " + _NUM + r"|(?<!\S)Epoch (\d{1,9})/(\d{1,9})[ \t]*\r?$"
     r"|(Run stats:)"
     r"|(MultiWorkerMirroredStrategy with cluster_spec = )"  # the rest of these two lines: _MULTI, _DEVICES
     r"|(Using MirroredStrategy with devices \()"
@@ -186,8 +189,13 @@ def _records(events: list[_Line | float | None]) -> tuple[list[_Line], RecordCol
     order = sorted(range(len(lines)), key=lambda i: lines[i][2])
     lines = [lines[i] for i in order]
     n = len(lines)
-    records = RecordColumns([line[2] for line in lines], [None] * n, [line[4] for line in lines],
-                            [losses[i] for i in order], [keep] * n if keep is not None else None)
+    records = RecordColumns(
+        [line[2] for line in lines],
+        [None] * n,
+        [line[4] for line in lines],
+        [losses[i] for i in order],
+        [keep] * n if keep is not None else None,
+    )
     return lines, records
 
 

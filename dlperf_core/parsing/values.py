@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TypeVar
 
 _Text = TypeVar("_Text", str, bytes)
@@ -71,7 +71,7 @@ def stamp_seconds(m: re.Match[str]) -> tuple[float | None, bool]:
         t = minute + int(s)  # whole seconds: exactly what datetime(...).timestamp() gives
     else:
         try:
-            t = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc).timestamp()
+            t = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC).timestamp()
         except ValueError:
             return None, False
         if len(_MINUTE_STARTS) >= 4096:

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from itertools import islice
-from operator import lt
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
+from operator import lt
 
 from dlperf_core.parsing.records import IterationRecord, RecordColumns
 

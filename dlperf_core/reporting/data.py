@@ -20,7 +20,13 @@ from sqlalchemy import inspect, select
 from dlperf_core.storage import BenchmarkRun, ResultStore
 
 CONFIG_COLUMNS: tuple[str, ...] = (
-    "framework", "model", "precision", "batch_size_per_device", "variant", "nodes", "gpus_per_node",
+    "framework",
+    "model",
+    "precision",
+    "batch_size_per_device",
+    "variant",
+    "nodes",
+    "gpus_per_node",
 )
 """Columns that name one configuration (a case without its run)."""
 
@@ -141,17 +147,47 @@ def load_report_data(store: ResultStore, run_id: str | None = None, dag_id: str 
 
 RUN_COLUMNS = ("dag_id", "run_id", "suite", "trigger", "runtime", "status", "started_at", "finished_at")
 SUMMARY_COLUMNS = (
-    "dag_id", "run_id", "case_key", "framework", "model", "precision", "batch_size_per_device", "variant",
-    "nodes", "gpus_per_node", "total_gpus", "n", "n_failed", "median_throughput", "speedup",
-    "scaling_efficiency", "gpu_memory_peak_mb", "mfu", "energy_per_sample_j",
+    "dag_id",
+    "run_id",
+    "case_key",
+    "framework",
+    "model",
+    "precision",
+    "batch_size_per_device",
+    "variant",
+    "nodes",
+    "gpus_per_node",
+    "total_gpus",
+    "n",
+    "n_failed",
+    "median_throughput",
+    "speedup",
+    "scaling_efficiency",
+    "gpu_memory_peak_mb",
+    "mfu",
+    "energy_per_sample_j",
 )
 HISTORY_COLUMNS = ("night", "case_key", "median_throughput", "n", "n_failed", "speedup", "run_status", "run_id")
 REGRESSION_COLUMNS = (
-    "night", "case_key", "median_throughput", "baseline_median", "change_pct", "robust_z", "label", "status",
+    "night",
+    "case_key",
+    "median_throughput",
+    "baseline_median",
+    "change_pct",
+    "robust_z",
+    "label",
+    "status",
     "run_id",
 )
 RESULT_COLUMNS = (
-    "dag_id", "run_id", "case_key", "repeat", "status", "reason", "throughput", "reported_throughput",
+    "dag_id",
+    "run_id",
+    "case_key",
+    "repeat",
+    "status",
+    "reason",
+    "throughput",
+    "reported_throughput",
     "started_at",
 )
 
@@ -221,8 +257,9 @@ def load_summary(store: ResultStore) -> Section:
     """The latest summary per framework and topology (``ResultStore.latest_summary()``)."""
     if not schema_ready(store):
         return NO_SCHEMA
-    return _section(store.latest_summary, "the latest summary", "ResultStore.latest_summary()", "none yet",
-                    SUMMARY_COLUMNS)
+    return _section(
+        store.latest_summary, "the latest summary", "ResultStore.latest_summary()", "none yet", SUMMARY_COLUMNS
+    )
 
 
 def _runs_frame(store: ResultStore, limit: int) -> pd.DataFrame:
@@ -236,8 +273,9 @@ def load_runs(store: ResultStore, limit: int = 20) -> Section:
     """The ``limit`` most recently started benchmark runs."""
     if not schema_ready(store):
         return NO_SCHEMA
-    return _section(lambda: _runs_frame(store, limit), "the benchmark runs", "benchmark_runs", "no runs yet",
-                    RUN_COLUMNS)
+    return _section(
+        lambda: _runs_frame(store, limit), "the benchmark runs", "benchmark_runs", "no runs yet", RUN_COLUMNS
+    )
 
 
 def load_results(store: ResultStore, run_id: str | None = None) -> Section:
@@ -249,7 +287,9 @@ def load_results(store: ResultStore, run_id: str | None = None) -> Section:
         rows = _rows(store.results(run_id=run_id), RESULT_COLUMNS) if run_id else []
     except Exception as exc:  # noqa: BLE001 - shown on the page instead
         return _unreadable("the results", exc)
-    return Section(rows=rows, source=f"results of run {run_id}" if run_id else "", note="" if rows else "no results yet")
+    return Section(
+        rows=rows, source=f"results of run {run_id}" if run_id else "", note="" if rows else "no results yet"
+    )
 
 
 def load_history(store: ResultStore) -> Section:

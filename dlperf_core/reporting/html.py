@@ -76,9 +76,11 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
     if len(failed):
         body += ["<h2>Failed repeats</h2>", frame_html(failed)]
     body.append("<h2>Results</h2>")
-    body.append("<p>samples/s: median of the repeats that succeeded; speedup: that median over the median of "
-                "1 node x 1 GPU of the same framework, model, precision and batch in this run; "
-                "n: repeats measured; failed: repeats that failed (left out, never counted as 0).</p>")
+    body.append(
+        "<p>samples/s: median of the repeats that succeeded; speedup: that median over the median of "
+        "1 node x 1 GPU of the same framework, model, precision and batch in this run; "
+        "n: repeats measured; failed: repeats that failed (left out, never counted as 0).</p>"
+    )
     tables = seed_table_frames(data.summary)
     if not tables:
         body.append('<p class="note">No results stored for this run.</p>')

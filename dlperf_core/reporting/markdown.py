@@ -26,8 +26,16 @@ PLOT_SECTIONS: tuple[tuple[str, str], ...] = (
 """Plot kinds in the order the report shows them, with their section headings."""
 
 REGRESSION_COLUMNS: tuple[str, ...] = (
-    "case_key", "night", "median_throughput", "baseline_median", "change_pct", "robust_z", "direction",
-    "label", "environment_changed", "status",
+    "case_key",
+    "night",
+    "median_throughput",
+    "baseline_median",
+    "change_pct",
+    "robust_z",
+    "direction",
+    "label",
+    "environment_changed",
+    "status",
 )
 
 

@@ -107,8 +107,9 @@ def plot_scaling(summary: pd.DataFrame, title: str, path: Path) -> Plot | None:
         _points(left, group, "median_throughput", color, str(framework))
         base = group[(group["nodes"] == 1) & (group["gpus_per_node"] == 1)]["median_throughput"]
         if len(base):
-            left.plot([1, top], [base.iloc[0], base.iloc[0] * top], "--", color=color, alpha=0.6,
-                      label=f"{framework} ideal")
+            left.plot(
+                [1, top], [base.iloc[0], base.iloc[0] * top], "--", color=color, alpha=0.6, label=f"{framework} ideal"
+            )
         with_speedup = group[group["speedup"].notna()]
         if len(with_speedup):
             _points(right, with_speedup, "speedup", color, str(framework))
@@ -196,11 +197,24 @@ def plot_history(history: pd.DataFrame, regressions: pd.DataFrame | None, title:
             for direction, marker, color in (("slower", "v", SLOWER), ("faster", "^", FASTER)):
                 hit = marks[(marks["topology"] == topo) & (marks["direction"] == direction)]
                 if len(hit):
-                    ax.scatter(hit["night"].map(position), hit["median_throughput"], marker=marker, s=120, color=color,
-                               zorder=3, label=f"regression ({direction})")
+                    ax.scatter(
+                        hit["night"].map(position),
+                        hit["median_throughput"],
+                        marker=marker,
+                        s=120,
+                        color=color,
+                        zorder=3,
+                        label=f"regression ({direction})",
+                    )
                     for r in hit.itertuples():
-                        ax.annotate(f"{r.change_pct:+.1f}%", (position[r.night], r.median_throughput), textcoords="offset points",
-                                    xytext=(6, 6), fontsize=8, color=color)
+                        ax.annotate(
+                            f"{r.change_pct:+.1f}%",
+                            (position[r.night], r.median_throughput),
+                            textcoords="offset points",
+                            xytext=(6, 6),
+                            fontsize=8,
+                            color=color,
+                        )
         centre = float(line["median_throughput"].median())
         low, high = ax.get_ylim()  # at least +-10 % around the median: run-to-run noise stays flat
         ax.set_ylim(min(low, centre * 0.9), max(high, centre * 1.1))
@@ -211,7 +225,7 @@ def plot_history(history: pd.DataFrame, regressions: pd.DataFrame | None, title:
         ax.set_xticks(range(0, len(order), step), order[::step], rotation=30, fontsize=8)
         ax.set_xlim(-0.5, len(order) - 0.5)
         ax.legend(fontsize=7, loc="lower left")
-    for ax in axes[len(topologies):]:
+    for ax in axes[len(topologies) :]:
         ax.set_visible(False)
     fig.suptitle(f"{title}: nightly history (dotted line: environment changed)")
     return Plot("history", title, _save(fig, path))
@@ -238,7 +252,9 @@ def speedup_figure(summary: pd.DataFrame) -> Figure | None:
     groups = cases.groupby(list(GROUP_KEYS), sort=True)
     for color, ((framework, model, precision, batch, variant), group) in zip(COLORS * 8, groups):
         label = variant_label(variant)
-        _points(ax, group, "speedup", color, f"{framework} {model} {precision} b{batch}" + (f" ({label})" if label else ""))
+        _points(
+            ax, group, "speedup", color, f"{framework} {model} {precision} b{batch}" + (f" ({label})" if label else "")
+        )
     _speedup_axes(ax, cases)
     ax.legend(fontsize=7, loc="upper left")
     return fig

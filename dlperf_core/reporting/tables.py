@@ -40,7 +40,15 @@ def throughput_column(framework: str, unit: str = "samples/s") -> str:
 
 def seed_columns(framework: str) -> list[str]:
     """Columns of a seed table, in order: the seeds' five, then repeats counted and failed."""
-    return ["node_num", "gpu_num_per_node", "batch_size_per_device", throughput_column(framework), "speedup", "n", "failed"]
+    return [
+        "node_num",
+        "gpu_num_per_node",
+        "batch_size_per_device",
+        throughput_column(framework),
+        "speedup",
+        "n",
+        "failed",
+    ]
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,9 @@ def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
     over the median of the same configuration's 1 node x 1 GPU case (NaN without one)."""
     if summary is None or summary.empty:
         return []
-    summary = summary.assign(variant=summary["variant"].fillna("")) if "variant" in summary else summary.assign(variant="")
+    summary = (
+        summary.assign(variant=summary["variant"].fillna("")) if "variant" in summary else summary.assign(variant="")
+    )
     tables = []
     for (framework, model, precision, batch, variant), group in summary.groupby(list(GROUP_KEYS), sort=True):
         group = group.sort_values(["nodes", "gpus_per_node"])
@@ -77,7 +87,9 @@ def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
                 "node_num": group["nodes"].astype(int).to_numpy(),
                 "gpu_num_per_node": group["gpus_per_node"].astype(int).to_numpy(),
                 "batch_size_per_device": group["batch_size_per_device"].astype(int).to_numpy(),
-                throughput_column(framework, throughput_unit(str(model))): group["median_throughput"].astype(float).to_numpy(),
+                throughput_column(framework, throughput_unit(str(model))): group["median_throughput"]
+                .astype(float)
+                .to_numpy(),
                 "speedup": group["speedup"].astype(float).to_numpy(),
                 "n": group["n"].astype(int).to_numpy(),
                 "failed": group["n_failed"].astype(int).to_numpy(),
@@ -155,7 +167,9 @@ def side_by_side_frame(summary: pd.DataFrame, precision: str) -> pd.DataFrame:
         by_topology = {(int(r.nodes), int(r.gpus_per_node)): r for r in mine.itertuples(index=False)}
         cells = [by_topology.get((int(n), int(g))) for n, g in zip(frame["node_num"], frame["gpu_num_per_node"])]
         unit = throughput_unit(str(config.model))
-        frame[throughput_column(label, unit)] = [float(c.median_throughput) if c is not None else math.nan for c in cells]
+        frame[throughput_column(label, unit)] = [
+            float(c.median_throughput) if c is not None else math.nan for c in cells
+        ]
         frame[f"speedup({label})"] = [float(c.speedup) if c is not None else math.nan for c in cells]
     return frame
 
@@ -176,7 +190,14 @@ def side_by_side(summary: pd.DataFrame) -> str:
 
 MAX_BATCH_TITLE = "Max batch size per device (largest that trained without running out of memory)"
 MAX_BATCH_COLUMNS: tuple[str, ...] = (
-    "framework", "model", "precision", "topology", "tried", "max_batch_size_per_device", "first_oom", "status",
+    "framework",
+    "model",
+    "precision",
+    "topology",
+    "tried",
+    "max_batch_size_per_device",
+    "first_oom",
+    "status",
 )
 
 
@@ -189,16 +210,20 @@ def max_batch_frame(searches: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in searches.sort_values(["framework", "model", "precision", "nodes", "gpus_per_node"]).itertuples():
         tried = [p["batch"] for p in r.probes]
-        rows.append({
-            "framework": r.framework,
-            "model": r.model,
-            "precision": r.precision,
-            "topology": f"{r.nodes}n{r.gpus_per_node}g",
-            "tried": f"{tried[0]}..{tried[-1]} step {r.step}" if len(tried) > 1 else (str(tried[0]) if tried else "-"),
-            "max_batch_size_per_device": None if pd.isna(r.max_batch) else int(r.max_batch),
-            "first_oom": None if pd.isna(r.first_oom_batch) else int(r.first_oom_batch),
-            "status": r.status if r.status != "failed" else f"failed: {r.reason}",
-        })
+        rows.append(
+            {
+                "framework": r.framework,
+                "model": r.model,
+                "precision": r.precision,
+                "topology": f"{r.nodes}n{r.gpus_per_node}g",
+                "tried": f"{tried[0]}..{tried[-1]} step {r.step}"
+                if len(tried) > 1
+                else (str(tried[0]) if tried else "-"),
+                "max_batch_size_per_device": None if pd.isna(r.max_batch) else int(r.max_batch),
+                "first_oom": None if pd.isna(r.first_oom_batch) else int(r.first_oom_batch),
+                "status": r.status if r.status != "failed" else f"failed: {r.reason}",
+            }
+        )
     return pd.DataFrame(rows, columns=list(MAX_BATCH_COLUMNS))
 
 
@@ -222,7 +247,10 @@ def fabric_frame(fabric: pd.DataFrame | None) -> pd.DataFrame:
     if fabric.empty:
         return pd.DataFrame()
     topologies = (
-        fabric[["nodes", "gpus_per_node"]].drop_duplicates().sort_values(["nodes", "gpus_per_node"]).itertuples(index=False)
+        fabric[["nodes", "gpus_per_node"]]
+        .drop_duplicates()
+        .sort_values(["nodes", "gpus_per_node"])
+        .itertuples(index=False)
     )
     frame = pd.DataFrame({"size": sorted(fabric["size_bytes"].unique())})
     for topology in topologies:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import errno
 import os
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from dlperf_core.model import (
     PEER_LOST_EXIT,
@@ -33,8 +33,6 @@ def with_gpu_samples(outcome: CaseOutcome, samples: dict) -> CaseOutcome:
     outcome.gpu_memory_peak_mb = max(peaks) if peaks else None
     outcome.gpu_power = power or None
     return outcome
-
-
 
 
 def describe_exit(node: str, code: int, oom_killed: bool = False) -> str:
@@ -121,12 +119,10 @@ def log_disk_full(log_dir: Path) -> str | None:
     return None
 
 
-def run_supervised(
-    job: CaseJob, start: Callable[[int], NodeProcess], *, poll_s: float = 0.2
-) -> CaseOutcome:
+def run_supervised(job: CaseJob, start: Callable[[int], NodeProcess], *, poll_s: float = 0.2) -> CaseOutcome:
     """Start every node of ``job`` (``start(i)`` starts node i), supervise, and always clean up."""
     job.log_dir.mkdir(parents=True, exist_ok=True)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     procs: list[NodeProcess] = []
     failure: str | None = None
     # sshd (mpirun's remote side) first, then the launchers; node 0 also waits for the sshds to answer.
@@ -135,9 +131,7 @@ def run_supervised(
         for i in order:
             procs.append(start(i))
         services = frozenset(k for k, i in enumerate(order) if job.launches[i].role == "sshd")
-        failure = supervise(
-            procs, timeout_s=job.timeout_s, watchdog_s=job.watchdog_s, poll_s=poll_s, services=services
-        )
+        failure = supervise(procs, timeout_s=job.timeout_s, watchdog_s=job.watchdog_s, poll_s=poll_s, services=services)
     except Exception as exc:  # a node that cannot even start fails this case, not the service
         which = job.launches[order[len(procs)]].node.name if len(procs) < len(order) else "?"
         failure = f"could not start node {which}: {type(exc).__name__}: {exc}"
@@ -157,10 +151,12 @@ def run_supervised(
     )
     if not outcomes:
         outcomes = [
-            NodeOutcome(node=l.node.name, rank=l.node_rank, exit_code=None, log_path=str(job.log_dir / f"node{l.node_rank}.log"))
+            NodeOutcome(
+                node=l.node.name, rank=l.node_rank, exit_code=None, log_path=str(job.log_dir / f"node{l.node_rank}.log")
+            )
             for l in job.launches
         ]
     full = log_disk_full(job.log_dir) if job.log_dir.is_dir() else None
     if full:  # the real cause of whatever the processes or the parser would report
         failure = full if not failure else f"{full}; {failure}"
-    return CaseOutcome(started, datetime.now(timezone.utc), outcomes, failure)
+    return CaseOutcome(started, datetime.now(UTC), outcomes, failure)

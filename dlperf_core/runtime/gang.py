@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from dlperf_core.model import PEER_LOST_EXIT, CaseJob, NodeProcess
 from dlperf_core.runtime.base import supervise
@@ -72,7 +73,7 @@ class NodeShare:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "NodeShare":
+    def from_dict(cls, data: dict) -> NodeShare:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__})
 
 
@@ -161,7 +162,7 @@ class _Published:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def _wait_for(
@@ -172,7 +173,9 @@ def _wait_for(
     while True:
         post.tick()
         states = {p: board.read(p) or {} for p in peers}
-        quit_ = [(p, s) for p, s in states.items() if s.get("phase") in (GAVE_UP, EXITED) and s.get("phase") not in phases]
+        quit_ = [
+            (p, s) for p, s in states.items() if s.get("phase") in (GAVE_UP, EXITED) and s.get("phase") not in phases
+        ]
         if quit_:
             p, s = quit_[0]
             return {}, f"{p} gave up before this node started: {s.get('reason') or 'it ended'}"
@@ -280,4 +283,3 @@ def case_failure(shares: dict[str, NodeShare | None]) -> str | None:
     if missing:
         return f"{', '.join(missing)}: the node's task did not report (worker lost, or the task never ran)"
     return None
-

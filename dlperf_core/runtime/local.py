@@ -38,6 +38,8 @@ def with_memory_limit(argv: tuple[str, ...], limit_mb: int | None) -> tuple[str,
     if not limit_mb:
         return argv
     return (sys.executable, "-c", _LIMIT_THEN_EXEC, str(limit_mb), *argv)
+
+
 class LocalProcess:
     """One node as a local process group."""
 

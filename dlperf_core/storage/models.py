@@ -20,15 +20,15 @@ stay in step with them (a test compares the two).
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
     CheckConstraint,
-    Date,
     Column,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -77,6 +77,7 @@ def one_of(column: str, values: tuple[str, ...]) -> CheckConstraint:
     """The CHECK that keeps ``column`` to ``values`` (the tuples above), named after the column."""
     return CheckConstraint(f"{column} IN ({', '.join(repr(v) for v in values)})", name=column)
 
+
 CONFIGURATION_COLUMNS: tuple[str, ...] = (
     "framework",
     "model",
@@ -92,7 +93,7 @@ CONFIGURATION_COLUMNS: tuple[str, ...] = (
 
 def utcnow() -> datetime:
     """The current time as an aware UTC datetime (Python-side column default)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Base(DeclarativeBase):
@@ -178,8 +179,10 @@ class Result(Base):
         Index(None, "benchmark_run_id"),  # the FK: a run's rows, and ON DELETE CASCADE
         # "runs that failed, and why": only the failed repeats (migration 0004)
         Index(
-            "ix_results_failed", "benchmark_run_id",
-            postgresql_where=text("status = 'failed'"), sqlite_where=text("status = 'failed'"),
+            "ix_results_failed",
+            "benchmark_run_id",
+            postgresql_where=text("status = 'failed'"),
+            sqlite_where=text("status = 'failed'"),
         ),
     )
 
@@ -323,9 +326,7 @@ class FabricProbeSize(Base):
 
     __tablename__ = "fabric_probe_sizes"
 
-    probe_id: Mapped[int] = mapped_column(
-        Integer, ForeignKey("fabric_probes.id", ondelete="CASCADE"), primary_key=True
-    )
+    probe_id: Mapped[int] = mapped_column(Integer, ForeignKey("fabric_probes.id", ondelete="CASCADE"), primary_key=True)
     size_bytes: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     time_us: Mapped[float] = mapped_column(Float, nullable=False)
     algbw_gbs: Mapped[float] = mapped_column(Float, nullable=False)

@@ -89,16 +89,13 @@ class ResultRecord:
 
     def __post_init__(self) -> None:
         if self.status not in RESULT_STATUSES:
-            raise ValueError(
-                f"result status must be one of {RESULT_STATUSES}, got {self.status!r}"
-            )
+            raise ValueError(f"result status must be one of {RESULT_STATUSES}, got {self.status!r}")
         if self.variant is None:
             object.__setattr__(self, "variant", variant_of(self.case_key))
         run = self.benchmark_run
         if run is not None and (run.dag_id, run.run_id) != (self.dag_id, self.run_id):
             raise ValueError(
-                f"benchmark_run {(run.dag_id, run.run_id)} does not match the result's "
-                f"{(self.dag_id, self.run_id)}"
+                f"benchmark_run {(run.dag_id, run.run_id)} does not match the result's {(self.dag_id, self.run_id)}"
             )
 
     @property

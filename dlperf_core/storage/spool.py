@@ -57,9 +57,7 @@ def _dates_to_text(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dates_from_text(values: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: (datetime.fromisoformat(v) if k in _DATETIME_FIELDS and v is not None else v) for k, v in values.items()
-    }
+    return {k: (datetime.fromisoformat(v) if k in _DATETIME_FIELDS and v is not None else v) for k, v in values.items()}
 
 
 def record_to_json(record: ResultRecord) -> str:
@@ -156,8 +154,12 @@ class ResultSpool:
                 store.upsert_result(record)
             except DATABASE_UNAVAILABLE as exc:
                 left = len(files) - i
-                log.warning("results database still unavailable; %d results stay spooled in %s: %s",
-                            left, self.folder, str(exc).splitlines()[0])
+                log.warning(
+                    "results database still unavailable; %d results stay spooled in %s: %s",
+                    left,
+                    self.folder,
+                    str(exc).splitlines()[0],
+                )
                 return DrainReport(written=written, left=left, bad=bad)
             path.unlink()
             written += 1
@@ -177,6 +179,11 @@ def store_or_spool(store: ResultStore, record: ResultRecord, spool: ResultSpool)
         return None
     except DATABASE_UNAVAILABLE as exc:
         path = spool.put(record)
-        log.warning("results database unavailable after retries (%s); result %s r%d spooled to %s",
-                    str(exc).splitlines()[0], record.case_key, record.repeat, path)
+        log.warning(
+            "results database unavailable after retries (%s); result %s r%d spooled to %s",
+            str(exc).splitlines()[0],
+            record.case_key,
+            record.repeat,
+            path,
+        )
         return path

@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import pandas as pd
@@ -107,13 +107,13 @@ def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 def _now() -> datetime:
     """The current time, aware, UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _insert(conn: Connection, table: Any) -> Any:
@@ -183,9 +183,7 @@ class ResultStore:
             return self._run_pk(conn, run.dag_id, run.run_id)
 
     @_retry
-    def finish_run(
-        self, dag_id: str, run_id: str, status: str, finished_at: datetime | None = None
-    ) -> bool:
+    def finish_run(self, dag_id: str, run_id: str, status: str, finished_at: datetime | None = None) -> bool:
         """Set a run's final ``status`` and ``finished_at`` (default now). False if no such run."""
         if status not in RUN_STATUSES:
             raise ValueError(f"run status must be one of {RUN_STATUSES}, got {status!r}")
@@ -238,9 +236,7 @@ class ResultStore:
         with write_transaction(self.engine) as conn:
             stmt = _insert(conn, StoredEnvironment).values(**values)
             conn.execute(stmt.on_conflict_do_nothing(index_elements=["content_hash"]))
-            key = select(StoredEnvironment.id).where(
-                StoredEnvironment.content_hash == values["content_hash"]
-            )
+            key = select(StoredEnvironment.id).where(StoredEnvironment.content_hash == values["content_hash"])
             return int(conn.execute(key).scalar_one())
 
     @_retry
@@ -290,9 +286,7 @@ class ResultStore:
     @staticmethod
     def _run_pk(conn: Connection, dag_id: str, run_id: str) -> int:
         """The id of the run ``(dag_id, run_id)``, which must exist."""
-        stmt = select(BenchmarkRun.id).where(
-            BenchmarkRun.dag_id == dag_id, BenchmarkRun.run_id == run_id
-        )
+        stmt = select(BenchmarkRun.id).where(BenchmarkRun.dag_id == dag_id, BenchmarkRun.run_id == run_id)
         return int(conn.execute(stmt).scalar_one())
 
     @_retry
@@ -305,10 +299,12 @@ class ResultStore:
             values["benchmark_run_id"] = self._ensure_run(conn, record.dag_id, record.run_id, record.started_at)
             stmt = _insert(conn, MaxBatchSearchResult).values(**values)
             key = ("dag_id", "run_id", "search_key")
-            conn.execute(stmt.on_conflict_do_update(
-                index_elements=list(key), set_={k: stmt.excluded[k] for k in values if k not in key}))
-            found = select(MaxBatchSearchResult.id).where(
-                *(getattr(MaxBatchSearchResult, k) == values[k] for k in key))
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=list(key), set_={k: stmt.excluded[k] for k in values if k not in key}
+                )
+            )
+            found = select(MaxBatchSearchResult.id).where(*(getattr(MaxBatchSearchResult, k) == values[k] for k in key))
             return int(conn.execute(found).scalar_one())
 
     @_retry
@@ -323,10 +319,16 @@ class ResultStore:
         with write_transaction(self.engine) as conn:
             values["benchmark_run_id"] = self._ensure_run(conn, record.dag_id, record.run_id, record.started_at)
             stmt = _insert(conn, FabricProbe).values(**values)
-            conn.execute(stmt.on_conflict_do_update(
-                index_elements=list(key), set_={k: stmt.excluded[k] for k in values if k not in key}))
-            probe_id = int(conn.execute(
-                select(FabricProbe.id).where(*(getattr(FabricProbe, k) == values[k] for k in key))).scalar_one())
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=list(key), set_={k: stmt.excluded[k] for k in values if k not in key}
+                )
+            )
+            probe_id = int(
+                conn.execute(
+                    select(FabricProbe.id).where(*(getattr(FabricProbe, k) == values[k] for k in key))
+                ).scalar_one()
+            )
             conn.execute(delete(FabricProbeSize).where(FabricProbeSize.probe_id == probe_id))
             if sizes:
                 conn.execute(_insert(conn, FabricProbeSize).values([{"probe_id": probe_id, **size} for size in sizes]))
@@ -409,9 +411,7 @@ class ResultStore:
         with self.engine.connect() as conn:
             return pd.read_sql(stmt, conn)
 
-    def summary(
-        self, run_id: str | None = None, dag_id: str | None = None, latest: bool = False
-    ) -> pd.DataFrame:
+    def summary(self, run_id: str | None = None, dag_id: str | None = None, latest: bool = False) -> pd.DataFrame:
         """Rows of the ``case_summary`` view, filtered by ``run_id``/``dag_id``; with
         ``latest=True`` only the most recent benchmark run (of ``dag_id`` if given)."""
         view = case_summary.c
@@ -468,9 +468,7 @@ class ResultStore:
 
     def run_info(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
         """The ``benchmark_runs`` row of ``(dag_id, run_id)`` as a dict, or None."""
-        stmt = select(BenchmarkRun.__table__).where(
-            BenchmarkRun.dag_id == dag_id, BenchmarkRun.run_id == run_id
-        )
+        stmt = select(BenchmarkRun.__table__).where(BenchmarkRun.dag_id == dag_id, BenchmarkRun.run_id == run_id)
         with self.engine.connect() as conn:
             row = conn.execute(stmt).mappings().first()
         if row is None:
@@ -492,9 +490,7 @@ class ResultStore:
     def latest_summary(self) -> pd.DataFrame:
         """``latest_summary``: per configuration, the summary of the run that measured it last."""
         view = latest_summary.c
-        stmt = select(latest_summary).order_by(
-            *(view[c] for c in CONFIGURATION_COLUMNS), view.case_key
-        )
+        stmt = select(latest_summary).order_by(*(view[c] for c in CONFIGURATION_COLUMNS), view.case_key)
         frame = self._frame(stmt)
         for column in _SUMMARY_FLOATS:
             frame[column] = frame[column].astype("float64")
@@ -631,9 +627,7 @@ class ResultStore:
             conn.execute(stmt)
 
     @_retry
-    def close_regression(
-        self, regression_id: int, reason: str, closed_at: datetime | None = None
-    ) -> bool:
+    def close_regression(self, regression_id: int, reason: str, closed_at: datetime | None = None) -> bool:
         """Close a regression (recovered, accepted, ...). False if there is no such open one."""
         stmt = (
             update(Regression)
@@ -647,4 +641,3 @@ class ResultStore:
 def _utc_column(values: pd.Series) -> pd.Series:
     """A timestamp column as UTC datetimes (SQLite hands back naive text, PostgreSQL aware values)."""
     return pd.to_datetime(values, utc=True).astype("datetime64[us, UTC]")
-

@@ -77,15 +77,23 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     dtype, type_name, width = DTYPES[args.dtype]
     backend = "nccl" if cuda else "gloo"
     if info.world_size < 2:
-        print(f"# dlperf all_reduce probe: ranks 1 backend {backend}: a single rank reduces nothing (no fabric to measure)",
-              flush=True)
+        print(
+            f"# dlperf all_reduce probe: ranks 1 backend {backend}: a single rank reduces nothing (no fabric to measure)",
+            flush=True,
+        )
         return
     dist.init_process_group(backend, device_id=device if cuda else None)
     if info.rank == 0:
-        print(f"# dlperf all_reduce probe: ranks {info.world_size} backend {backend} dtype {args.dtype} "
-              f"warmup {args.warmup} iters {args.iters}", flush=True)
-        print(f"# {'size':>10} {'count':>13} {'type':>9} {'redop':>7} {'time(us)':>11} {'algbw(GB/s)':>12} "
-              f"{'busbw(GB/s)':>12}", flush=True)
+        print(
+            f"# dlperf all_reduce probe: ranks {info.world_size} backend {backend} dtype {args.dtype} "
+            f"warmup {args.warmup} iters {args.iters}",
+            flush=True,
+        )
+        print(
+            f"# {'size':>10} {'count':>13} {'type':>9} {'redop':>7} {'time(us)':>11} {'algbw(GB/s)':>12} "
+            f"{'busbw(GB/s)':>12}",
+            flush=True,
+        )
     busbws = []
     for size in sizes(args.min_bytes, args.max_bytes):
         count = max(1, size // width)
@@ -107,8 +115,11 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         busbw = bus_bandwidth(algbw, info.world_size)
         busbws.append(busbw)
         if info.rank == 0:
-            print(f"  {count * width:>10} {count:>13} {type_name:>9} {'sum':>7} {seconds * 1e6:>11.1f} "
-                  f"{algbw:>12.3f} {busbw:>12.3f}", flush=True)
+            print(
+                f"  {count * width:>10} {count:>13} {type_name:>9} {'sum':>7} {seconds * 1e6:>11.1f} "
+                f"{algbw:>12.3f} {busbw:>12.3f}",
+                flush=True,
+            )
         del buffer
     if info.rank == 0:
         print(f"# Avg bus bandwidth    : {sum(busbws) / len(busbws):.3f}", flush=True)

@@ -63,37 +63,70 @@ def build_parser() -> argparse.ArgumentParser:
         description="ResNet-50 v1.5 training benchmark on synthetic data (NGC DLLogger output).",
     )
     p.add_argument("--batch-size", type=_positive_int, default=256, help="per-device batch size (256)")
-    p.add_argument("--precision", choices=("fp32", "tf32", "amp"), default="fp32",
-                   help="fp32: TF32 off; tf32: TF32 on; amp: autocast, see --amp-dtype (fp32)")
-    p.add_argument("--amp-dtype", choices=("bf16", "fp16"), default="bf16",
-                   help="autocast dtype with --precision amp; fp16 adds a GradScaler (bf16)")
-    p.add_argument("--static-loss-scale", type=_positive_float, default=None,
-                   help="fp16 only: fixed loss scale instead of the dynamic one")
-    p.add_argument("--warmup-iterations", type=_non_negative_int, default=20,
-                   help="iterations run before the measured ones (20)")
-    p.add_argument("--iterations", type=_positive_int, default=100,
-                   help="measured iterations after warm-up (100)")
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "tf32", "amp"),
+        default="fp32",
+        help="fp32: TF32 off; tf32: TF32 on; amp: autocast, see --amp-dtype (fp32)",
+    )
+    p.add_argument(
+        "--amp-dtype",
+        choices=("bf16", "fp16"),
+        default="bf16",
+        help="autocast dtype with --precision amp; fp16 adds a GradScaler (bf16)",
+    )
+    p.add_argument(
+        "--static-loss-scale",
+        type=_positive_float,
+        default=None,
+        help="fp16 only: fixed loss scale instead of the dynamic one",
+    )
+    p.add_argument(
+        "--warmup-iterations", type=_non_negative_int, default=20, help="iterations run before the measured ones (20)"
+    )
+    p.add_argument("--iterations", type=_positive_int, default=100, help="measured iterations after warm-up (100)")
     p.add_argument("--image-size", type=_positive_int, default=224, help="square input side (224)")
     p.add_argument("--width", type=_positive_int, default=64, help="ResNet base width; 64 is the real model")
     p.add_argument("--num-classes", type=_positive_int, default=1000, help="classifier outputs (1000)")
-    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
-                   help="NHWC memory format (default: on for CUDA, off for CPU)")
+    p.add_argument(
+        "--channels-last",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="NHWC memory format (default: on for CUDA, off for CPU)",
+    )
     p.add_argument("--print-freq", type=_positive_int, default=1, help="print every N iterations (1)")
     p.add_argument("--seed", type=int, default=0, help="random seed (0)")
     p.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CUDA if available")
-    p.add_argument("--lr", type=_positive_float, default=None,
-                   help="SGD learning rate (default: NGC linear scaling, 0.256 * global batch / 256)")
-    p.add_argument("--lr-warmup-iterations", type=_non_negative_int, default=None,
-                   help="linear learning-rate warm-up from lr/N to lr over the first N iterations, as NGC's recipe "
-                        "warms up over its first epochs (default: --warmup-iterations; 0: none)")
-    p.add_argument("--weight-decay", type=float, default=3.0517578125e-05,
-                   help="SGD weight decay of conv/linear weights, not of BN/biases (NGC: 1/32768)")
+    p.add_argument(
+        "--lr",
+        type=_positive_float,
+        default=None,
+        help="SGD learning rate (default: NGC linear scaling, 0.256 * global batch / 256)",
+    )
+    p.add_argument(
+        "--lr-warmup-iterations",
+        type=_non_negative_int,
+        default=None,
+        help="linear learning-rate warm-up from lr/N to lr over the first N iterations, as NGC's recipe "
+        "warms up over its first epochs (default: --warmup-iterations; 0: none)",
+    )
+    p.add_argument(
+        "--weight-decay",
+        type=float,
+        default=3.0517578125e-05,
+        help="SGD weight decay of conv/linear weights, not of BN/biases (NGC: 1/32768)",
+    )
     p.add_argument("--label-smoothing", type=float, default=0.1, help="cross-entropy label smoothing (0.1)")
-    p.add_argument("--zero-init-residual", action="store_true",
-                   help="initialise the last BN gamma of each bottleneck to zero")
-    p.add_argument("--threads", type=_positive_int, default=None,
-                   help="torch intra-op threads (CPU default: cores // local world size)")
+    p.add_argument(
+        "--zero-init-residual", action="store_true", help="initialise the last BN gamma of each bottleneck to zero"
+    )
+    p.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="torch intra-op threads (CPU default: cores // local world size)",
+    )
     return p
 
 
@@ -185,8 +218,12 @@ class DLLogger:
 
 
 # ----------------------------------------------------------------------- shared by the workloads
-def run_script(prog: str, parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace, DistInfo], None],
-               argv: Sequence[str] | None = None) -> int:
+def run_script(
+    prog: str,
+    parser: argparse.ArgumentParser,
+    run: Callable[[argparse.Namespace, DistInfo], None],
+    argv: Sequence[str] | None = None,
+) -> int:
     """A workload's ``main``: parse the arguments, run, and end any failure as one clear line on stderr
     (``<prog>: error (rank R): Type: message``, which dlperf names in a failed case's reason) and exit 1."""
     args = parser.parse_args(argv)
@@ -358,33 +395,35 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     step = build_step(model, optimizer, make_scaler(args, device), images, labels, args)
 
     logger = DLLogger(enabled=info.rank == 0)
-    logger.parameters({
-        "arch": ARCH,
-        "batch_size": args.batch_size,
-        "world_size": info.world_size,
-        "print_freq": args.print_freq,
-        "precision": args.precision,
-        "amp": args.precision == "amp",
-        "image_size": args.image_size,
-        "width": args.width,
-        "warmup_iterations": args.warmup_iterations,
-        "iterations": args.iterations,
-        "device": device.type,
-        "amp_dtype": args.amp_dtype,
-        "static_loss_scale": args.static_loss_scale if args.static_loss_scale is not None else "dynamic",
-        "num_classes": args.num_classes,
-        "channels_last": channels_last,
-        "compile": args.compile,
-        "lr": f"{lr:g}",
-        "lr_warmup_iterations": lr_warmup,
-        "momentum": MOMENTUM,
-        "weight_decay": args.weight_decay,
-        "label_smoothing": args.label_smoothing,
-        "zero_init_residual": args.zero_init_residual,
-        "seed": args.seed,
-        "threads": torch.get_num_threads(),
-        "torch_version": torch.__version__,
-    })
+    logger.parameters(
+        {
+            "arch": ARCH,
+            "batch_size": args.batch_size,
+            "world_size": info.world_size,
+            "print_freq": args.print_freq,
+            "precision": args.precision,
+            "amp": args.precision == "amp",
+            "image_size": args.image_size,
+            "width": args.width,
+            "warmup_iterations": args.warmup_iterations,
+            "iterations": args.iterations,
+            "device": device.type,
+            "amp_dtype": args.amp_dtype,
+            "static_loss_scale": args.static_loss_scale if args.static_loss_scale is not None else "dynamic",
+            "num_classes": args.num_classes,
+            "channels_last": channels_last,
+            "compile": args.compile,
+            "lr": f"{lr:g}",
+            "lr_warmup_iterations": lr_warmup,
+            "momentum": MOMENTUM,
+            "weight_decay": args.weight_decay,
+            "label_smoothing": args.label_smoothing,
+            "zero_init_residual": args.zero_init_residual,
+            "seed": args.seed,
+            "threads": torch.get_num_threads(),
+            "torch_version": torch.__version__,
+        }
+    )
 
     total = args.warmup_iterations + args.iterations
     if cuda:

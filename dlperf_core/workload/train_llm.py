@@ -36,15 +36,35 @@ if __package__ in (None, ""):  # run as a script: make the sibling modules impor
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from llm import SIZES, Llm, flops_per_token, num_parameters  # type: ignore[import-not-found, no-redef]
     from train import (  # type: ignore[import-not-found, no-redef]
-        DistInfo, DLLogger, _cpu_cores, _non_negative_int, _positive_float, _positive_int,
-        check_no_compilation_in_window, compilations, lr_at, mean_over_ranks, resolve_device, run_script,
+        DistInfo,
+        DLLogger,
+        _cpu_cores,
+        _non_negative_int,
+        _positive_float,
+        _positive_int,
+        check_no_compilation_in_window,
+        compilations,
+        lr_at,
+        mean_over_ranks,
+        resolve_device,
+        run_script,
         set_precision_flags,
     )
 else:
     from .llm import SIZES, Llm, flops_per_token, num_parameters
     from .train import (
-        DistInfo, DLLogger, _cpu_cores, _non_negative_int, _positive_float, _positive_int,
-        check_no_compilation_in_window, compilations, lr_at, mean_over_ranks, resolve_device, run_script,
+        DistInfo,
+        DLLogger,
+        _cpu_cores,
+        _non_negative_int,
+        _positive_float,
+        _positive_int,
+        check_no_compilation_in_window,
+        compilations,
+        lr_at,
+        mean_over_ranks,
+        resolve_device,
+        run_script,
         set_precision_flags,
     )
 
@@ -54,9 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", choices=sorted(SIZES), default="tiny", help="model size (tiny)")
     p.add_argument("--batch-size", type=_positive_int, default=8, help="sequences per device (8)")
     p.add_argument("--seq-len", type=_positive_int, default=None, help="tokens per sequence (default: the size's)")
-    p.add_argument("--precision", choices=("fp32", "tf32", "amp"), default="fp32",
-                   help="fp32: TF32 off; tf32: TF32 on; amp: bf16 autocast (fp32)")
-    p.add_argument("--warmup-iterations", type=_non_negative_int, default=10, help="iterations before the measured ones")
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "tf32", "amp"),
+        default="fp32",
+        help="fp32: TF32 off; tf32: TF32 on; amp: bf16 autocast (fp32)",
+    )
+    p.add_argument(
+        "--warmup-iterations", type=_non_negative_int, default=10, help="iterations before the measured ones"
+    )
     p.add_argument("--iterations", type=_positive_int, default=50, help="measured iterations after warm-up")
     p.add_argument("--lr", type=_positive_float, default=3e-4, help="AdamW learning rate (3e-4)")
     p.add_argument("--weight-decay", type=float, default=0.1, help="AdamW weight decay of matrices (0.1)")
@@ -87,14 +113,22 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     no_decay = [p for p in model.parameters() if p.ndim <= 1]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=lr_at(1, args.lr, args.warmup_iterations), betas=(0.9, 0.95), fused=True if cuda else None,
+        lr=lr_at(1, args.lr, args.warmup_iterations),
+        betas=(0.9, 0.95),
+        fused=True if cuda else None,
     )
     if info.world_size > 1:
         # the rotary tables are the same on every rank: no buffer broadcast per forward (torch 2.13 renamed
         # broadcast_buffers to forward_sync_buffers; containers may ship an older torch)
         ddp = nn.parallel.DistributedDataParallel
-        no_sync = "forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(ddp).parameters else "broadcast_buffers"
-        model = ddp(model, device_ids=[device.index] if cuda else None, gradient_as_bucket_view=True, **{no_sync: False})
+        no_sync = (
+            "forward_sync_buffers"
+            if "forward_sync_buffers" in inspect.signature(ddp).parameters
+            else "broadcast_buffers"
+        )
+        model = ddp(
+            model, device_ids=[device.index] if cuda else None, gradient_as_bucket_view=True, **{no_sync: False}
+        )
     if args.compile:
         model = torch.compile(model)  # type: ignore[assignment]
 
@@ -115,30 +149,32 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
 
     tokens_per_step = info.world_size * args.batch_size * cfg.seq_len
     logger = DLLogger(enabled=info.rank == 0)
-    logger.parameters({
-        "arch": f"llm_{args.size}",
-        "batch_size": args.batch_size,
-        "seq_len": cfg.seq_len,
-        "world_size": info.world_size,
-        "print_freq": args.print_freq,
-        "precision": args.precision,
-        "amp": amp,
-        "warmup_iterations": args.warmup_iterations,
-        "iterations": args.iterations,
-        "device": device.type,
-        "compile": args.compile,
-        "d_model": cfg.d_model,
-        "n_layers": cfg.n_layers,
-        "n_heads": cfg.n_heads,
-        "ffn_hidden": cfg.ffn_hidden,
-        "vocab_size": cfg.vocab_size,
-        "parameters": num_parameters(cfg),
-        "flops_per_token": flops_per_token(cfg),
-        "lr": f"{args.lr:g}",
-        "seed": args.seed,
-        "threads": torch.get_num_threads(),
-        "torch_version": torch.__version__,
-    })
+    logger.parameters(
+        {
+            "arch": f"llm_{args.size}",
+            "batch_size": args.batch_size,
+            "seq_len": cfg.seq_len,
+            "world_size": info.world_size,
+            "print_freq": args.print_freq,
+            "precision": args.precision,
+            "amp": amp,
+            "warmup_iterations": args.warmup_iterations,
+            "iterations": args.iterations,
+            "device": device.type,
+            "compile": args.compile,
+            "d_model": cfg.d_model,
+            "n_layers": cfg.n_layers,
+            "n_heads": cfg.n_heads,
+            "ffn_hidden": cfg.ffn_hidden,
+            "vocab_size": cfg.vocab_size,
+            "parameters": num_parameters(cfg),
+            "flops_per_token": flops_per_token(cfg),
+            "lr": f"{args.lr:g}",
+            "seed": args.seed,
+            "threads": torch.get_num_threads(),
+            "torch_version": torch.__version__,
+        }
+    )
 
     total = args.warmup_iterations + args.iterations
     if info.world_size > 1:
@@ -155,14 +191,19 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
             loss_value = mean_over_ranks(loss, info, device)
             now = time.time()
             tps = (i - last_i) * tokens_per_step / max(now - last_time, 1e-9)
-            logger.log(now, f"Epoch: 0 Iteration: {i}  train.loss : {loss_value:.5f}  train.total_tps : {tps:.2f} tokens/s")
+            logger.log(
+                now, f"Epoch: 0 Iteration: {i}  train.loss : {loss_value:.5f}  train.total_tps : {tps:.2f} tokens/s"
+            )
             last_time, last_i = now, i
             if i == args.warmup_iterations:
                 measure_start, compiled_before_window = now, compilations()
     check_no_compilation_in_window(args.compile, compiled_before_window, args.warmup_iterations)
     elapsed = max(last_time - measure_start, 1e-9)
-    logger.log(last_time, f"Summary: train.loss : {loss_value:.5f}  train.total_tps : "
-                          f"{args.iterations * tokens_per_step / elapsed:.2f} tokens/s")
+    logger.log(
+        last_time,
+        f"Summary: train.loss : {loss_value:.5f}  train.total_tps : "
+        f"{args.iterations * tokens_per_step / elapsed:.2f} tokens/s",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -72,8 +72,7 @@ def start_dynamic_cluster():
             os.environ["MS_WORKER_IP"] = probe.getsockname()[0]
     if rank == 0:
         env = dict(os.environ, MS_ROLE="MS_SCHED")
-        code = ("import mindspore as ms; ms.set_device('CPU'); "
-                "from mindspore.communication import init; init()")
+        code = "import mindspore as ms; ms.set_device('CPU'); from mindspore.communication import init; init()"
         scheduler = subprocess.Popen([sys.executable, "-c", code], env=env)
 
         def wait_for_scheduler():  # registered before mindspore's own exit handlers, so it runs after them
@@ -113,13 +112,14 @@ def main():
 
     import mindspore as ms
     import mindspore.dataset as ds
-    from mindspore import log as logger, nn
+    from mindcv.models import resnet50
+    from mindspore import log as logger
+    from mindspore import nn
     from mindspore.communication import get_group_size, get_rank, init
     from mindspore.train import LossMonitor, Model, TimeMonitor
     from mindspore.train.loss_scale_manager import FixedLossScaleManager
-    from mindcv.models import resnet50
 
-    logger.warning("\nargs_opt: {}".format(args))
+    logger.warning(f"\nargs_opt: {args}")
     ms.set_seed(args.seed)
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_device("CPU" if args.device_target == "GPU" else args.device_target)
@@ -132,15 +132,25 @@ def main():
         rank, size = get_rank(), get_group_size()
         # all_reduce_fusion_config: the seed's model_zoo train.py sets [85, 160] for ResNet-50 (three fused
         # all-reduces per step instead of one per parameter; across containers each costs a round trip)
-        ms.set_auto_parallel_context(device_num=size, parallel_mode=ms.ParallelMode.DATA_PARALLEL,
-                                     gradients_mean=True, all_reduce_fusion_config=[85, 160])
+        ms.set_auto_parallel_context(
+            device_num=size,
+            parallel_mode=ms.ParallelMode.DATA_PARALLEL,
+            gradients_mean=True,
+            all_reduce_fusion_config=[85, 160],
+        )
 
     steps = args.data_sink_steps  # one "sink" = one epoch of the synthetic dataset
     epochs = max(1, args.train_steps // steps) if args.train_steps > 0 else 1
-    source = SyntheticImages(length=args.batch_size * steps * size, pool=min(args.batch_size, 64),
-                             image_size=args.image_size, num_classes=args.num_classes, seed=args.seed)
-    data = ds.GeneratorDataset(source, ["image", "label"], shuffle=False, num_shards=size, shard_id=rank,
-                               python_multiprocessing=False)
+    source = SyntheticImages(
+        length=args.batch_size * steps * size,
+        pool=min(args.batch_size, 64),
+        image_size=args.image_size,
+        num_classes=args.num_classes,
+        seed=args.seed,
+    )
+    data = ds.GeneratorDataset(
+        source, ["image", "label"], shuffle=False, num_shards=size, shard_id=rank, python_multiprocessing=False
+    )
     data = data.batch(args.batch_size, drop_remainder=True)
 
     net = resnet50(num_classes=args.num_classes, base_width=args.base_width)
@@ -148,10 +158,21 @@ def main():
     # fp16: O2 mixed precision as the seed's patch; MindSpore on CPU takes no dynamic loss scale (the seed's
     # DynamicLossScaleManager), only a fixed one that never drops updates: model_zoo's own 1024.
     scale = FixedLossScaleManager(1024, drop_overflow_update=False) if args.dtype == "fp16" else None
-    opt = nn.Momentum(net.trainable_params(), learning_rate=args.lr, momentum=0.875, weight_decay=1e-4,
-                      loss_scale=1024 if scale else 1.0)
-    model = Model(net, loss_fn=loss, optimizer=opt, loss_scale_manager=scale,
-                  amp_level="O2" if args.dtype == "fp16" else "O0", keep_batchnorm_fp32=False)
+    opt = nn.Momentum(
+        net.trainable_params(),
+        learning_rate=args.lr,
+        momentum=0.875,
+        weight_decay=1e-4,
+        loss_scale=1024 if scale else 1.0,
+    )
+    model = Model(
+        net,
+        loss_fn=loss,
+        optimizer=opt,
+        loss_scale_manager=scale,
+        amp_level="O2" if args.dtype == "fp16" else "O0",
+        keep_batchnorm_fp32=False,
+    )
     callbacks = [TimeMonitor(data_size=steps), LossMonitor(per_print_times=steps)]
     model.train(epochs, data, callbacks=callbacks, sink_size=steps, dataset_sink_mode=True)
 

@@ -40,8 +40,12 @@ def parse_args(argv=None):
     p.add_argument("--arch", default="resnetv15", choices=["resnetv1", "resnetv15"])
     p.add_argument("--num-layers", type=int, default=50, choices=[18, 34, 50, 101, 152])
     p.add_argument("--mode", default="train", choices=["train"], help="only training (DLE: also val, pred)")
-    p.add_argument("--kv-store", default="dist_sync", choices=["dist_sync", "local", "device"],
-                   help="dist_sync: MXNet's parameter server, one worker per process (DLE: horovod)")
+    p.add_argument(
+        "--kv-store",
+        default="dist_sync",
+        choices=["dist_sync", "local", "device"],
+        help="dist_sync: MXNet's parameter server, one worker per process (DLE: horovod)",
+    )
     p.add_argument("--gpus", type=int_list, default=[], help="must stay empty: this is MXNet's CPU build")
     p.add_argument("--batch-size", type=int, default=192, help="the job's TOTAL batch (DLE's meaning)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float16"])
@@ -81,8 +85,8 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s:%(levelname)s: %(message)s")
     logging.info("Start with arguments %s", args)
 
-    import numpy as np
     import mxnet as mx
+    import numpy as np
     from gluoncv.model_zoo import get_model
 
     if args.seed is not None:
@@ -97,7 +101,12 @@ def main(argv=None):
         raise ValueError("an epoch has no iteration (raise --benchmark-iters or --num-examples)")
     logging.info(
         "dlperf: kvstore %s worker %d of %d, %d samples per worker, %d iterations per epoch, OMP threads %s",
-        kv.type, kv.rank, kv.num_workers, batch, epoch_iters, os.environ.get("OMP_NUM_THREADS", "default"),
+        kv.type,
+        kv.rank,
+        kv.num_workers,
+        batch,
+        epoch_iters,
+        os.environ.get("OMP_NUM_THREADS", "default"),
     )
 
     model = f"resnet{args.num_layers}_{'v1b' if args.arch == 'resnetv15' else 'v1'}"
@@ -119,7 +128,9 @@ def main(argv=None):
         batch_end_callback=mx.callback.Speedometer(args.batch_size, args.disp_batches),
     )
     mx.nd.waitall()
-    logging.info("dlperf: training done in %.1f s (%s, %s)", time.time() - started, model, "x".join(map(str, args.image_shape)))
+    logging.info(
+        "dlperf: training done in %.1f s (%s, %s)", time.time() - started, model, "x".join(map(str, args.image_shape))
+    )
     return 0
 
 
@@ -143,8 +154,13 @@ def synthetic_iter(mx, num_classes, data_shape, max_iter):
             if self.cur_iter >= self.max_iter:
                 raise StopIteration
             self.cur_iter += 1
-            return mx.io.DataBatch(data=[self.data], label=[self.label], pad=0,
-                                   provide_data=self.provide_data, provide_label=self.provide_label)
+            return mx.io.DataBatch(
+                data=[self.data],
+                label=[self.label],
+                pad=0,
+                provide_data=self.provide_data,
+                provide_label=self.provide_label,
+            )
 
     return SyntheticDataIter()
 

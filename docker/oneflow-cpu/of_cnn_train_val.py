@@ -86,8 +86,11 @@ def print_args(args: argparse.Namespace) -> None:
 def main() -> int:
     args = get_parser().parse_args()
     if args.train_data_dir or args.val_data_dir:
-        print("of_cnn_train_val.py (dlperf CPU driver): real OFRecord data is not supported; omit "
-              "--train_data_dir/--val_data_dir to train on synthetic data", file=sys.stderr)
+        print(
+            "of_cnn_train_val.py (dlperf CPU driver): real OFRecord data is not supported; omit "
+            "--train_data_dir/--val_data_dir to train on synthetic data",
+            file=sys.stderr,
+        )
         return 2
     if args.use_fp16:
         print("of_cnn_train_val.py (dlperf CPU driver): --use_fp16 (AMP) is not supported on CPU", file=sys.stderr)
@@ -106,8 +109,11 @@ def main() -> int:
     rank = flow.env.get_rank()
     expected = args.num_nodes * args.gpu_num_per_node
     if world != expected:
-        print(f"of_cnn_train_val.py (dlperf CPU driver): world size {world} != num_nodes x gpu_num_per_node "
-              f"= {expected}; start it with python3 -m oneflow.distributed.launch", file=sys.stderr)
+        print(
+            f"of_cnn_train_val.py (dlperf CPU driver): world size {world} != num_nodes x gpu_num_per_node "
+            f"= {expected}; start it with python3 -m oneflow.distributed.launch",
+            file=sys.stderr,
+        )
         return 2
     global_batch = world * args.batch_size_per_device
     num_examples = args.num_examples or 100 * global_batch
@@ -125,8 +131,9 @@ def main() -> int:
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     momentum = args.momentum if args.model_update == "momentum" else 0.0
-    optimizer = flow.optim.SGD(model.parameters(), lr=args.learning_rate, momentum=momentum,
-                               weight_decay=args.weight_decay)
+    optimizer = flow.optim.SGD(
+        model.parameters(), lr=args.learning_rate, momentum=momentum, weight_decay=args.weight_decay
+    )
     criterion = nn.CrossEntropyLoss().to(device)
     images = flow.randn(args.batch_size_per_device, 3, args.image_size, args.image_size, device=device)
     labels = flow.randint(0, args.num_classes, (args.batch_size_per_device,), device=device)
@@ -148,16 +155,22 @@ def main() -> int:
             correct_k += int(hits.sum().item())
             seen += args.batch_size_per_device
             if (step + 1) % every == 0:
-                totals = flow.tensor([float(loss.item()), float(correct_1), float(correct_k), float(seen)],
-                                     dtype=flow.float64, device=device)
+                totals = flow.tensor(
+                    [float(loss.item()), float(correct_1), float(correct_k), float(seen)],
+                    dtype=flow.float64,
+                    device=device,
+                )
                 if world > 1:
                     flow.comm.all_reduce(totals)
                 now = time.time()
                 loss_mean, c1, ck, n = totals.tolist()
                 if rank == 0:
-                    print(f"train: epoch {epoch}, iter {step + 1}, loss: {loss_mean / world:.6f}, "
-                          f"top_1: {c1 / n:.6f}, top_k: {ck / n:.6f}, samples/s: {n / (now - stamp):.3f}",
-                          now, flush=True)
+                    print(
+                        f"train: epoch {epoch}, iter {step + 1}, loss: {loss_mean / world:.6f}, "
+                        f"top_1: {c1 / n:.6f}, top_k: {ck / n:.6f}, samples/s: {n / (now - stamp):.3f}",
+                        now,
+                        flush=True,
+                    )
                 stamp = now
                 correct_1 = correct_k = seen = 0
     if rank == 0:

@@ -39,7 +39,6 @@ import tempfile
 import types
 
 import numpy as np
-
 import paddle
 import paddle.nn.functional as F
 
@@ -60,14 +59,16 @@ if not hasattr(paddle, "fluid"):
     dygraph.amp = amp
     fluid.dygraph = dygraph
     paddle.fluid = fluid
-    sys.modules.update({
-        "paddle.fluid": fluid,
-        "paddle.fluid.core": paddle.base.core,
-        "paddle.fluid.framework": paddle.base.framework,
-        "paddle.fluid.unique_name": paddle.utils.unique_name,
-        "paddle.fluid.dygraph": dygraph,
-        "paddle.fluid.dygraph.amp": amp,
-    })
+    sys.modules.update(
+        {
+            "paddle.fluid": fluid,
+            "paddle.fluid.core": paddle.base.core,
+            "paddle.fluid.framework": paddle.base.framework,
+            "paddle.fluid.unique_name": paddle.utils.unique_name,
+            "paddle.fluid.dygraph": dygraph,
+            "paddle.fluid.dygraph.amp": amp,
+        }
+    )
 
 if not paddle.is_compiled_with_cuda():
     paddle.Tensor.cuda = lambda self, *args, **kwargs: self
@@ -85,8 +86,17 @@ if not paddle.is_compiled_with_cuda():
 
     paddle.set_flags = _known_flags
 
-    def _margin_cross_entropy(logits, label, margin1=1.0, margin2=0.5, margin3=0.0, scale=64.0, group=None,
-                              return_softmax=False, reduction="mean"):
+    def _margin_cross_entropy(
+        logits,
+        label,
+        margin1=1.0,
+        margin2=0.5,
+        margin3=0.0,
+        scale=64.0,
+        group=None,
+        return_softmax=False,
+        reduction="mean",
+    ):
         assert group is False or paddle.distributed.get_world_size() == 1, "CPU: data parallel only"
         label = label.reshape([-1]).astype("int64")
         onehot = F.one_hot(label, logits.shape[-1]).astype(logits.dtype)
@@ -105,9 +115,9 @@ if not paddle.is_compiled_with_cuda():
 
 logging.getLogger("plsc").propagate = False
 
+from plsc.core import grad_scaler as _grad_scaler  # noqa: E402
 from plsc.engine.engine import Engine  # noqa: E402
 from plsc.utils import config  # noqa: E402
-from plsc.core import grad_scaler as _grad_scaler  # noqa: E402
 
 _plsc_step = _grad_scaler.GradScaler.step
 

@@ -20,17 +20,16 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from airflow.providers.docker.hooks.docker import DockerHook
 from docker import TLSConfig
 from docker.errors import APIError, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount, Ulimit
 
-from airflow.providers.docker.hooks.docker import DockerHook
-from dlperf_core.model import ContainerSpec
-from dlperf_core.gpu_sampling import QUERY_COMMAND, GpuSampler, GpuSamples
 from dlperf_core.errors import ConfigError
+from dlperf_core.gpu_sampling import QUERY_COMMAND, GpuSampler, GpuSamples
 from dlperf_core.inventory import Inventory, Node, insecure_docker_nodes
+from dlperf_core.model import CaseJob, CaseOutcome, ContainerSpec
 from dlperf_core.runtime.base import run_supervised, with_gpu_samples
-from dlperf_core.model import CaseJob, CaseOutcome
 
 log = logging.getLogger("dlperf")
 
@@ -86,12 +85,12 @@ class DockerEndpoint:
     source: str = "docker_url"  # where TLS/registry came from, for logs: connection <id> | inventory
 
     @classmethod
-    def for_url(cls, docker_url: str) -> "DockerEndpoint":
+    def for_url(cls, docker_url: str) -> DockerEndpoint:
         """A bare engine address (a unix socket, or a test's engine): no TLS, no login."""
         return cls(docker_url)
 
     @classmethod
-    def for_node(cls, node: Node, *, use_connection: bool = True) -> "DockerEndpoint":
+    def for_node(cls, node: Node, *, use_connection: bool = True) -> DockerEndpoint:
         conn = _connection_or_none(node.docker_conn_id) if use_connection else None
         extra = conn.extra_dejson if conn is not None else {}
         tls_files = [extra.get(k) for k in ("tls_ca_cert", "tls_client_cert", "tls_client_key")]
@@ -106,8 +105,11 @@ class DockerEndpoint:
         registry = None
         if conn is not None and conn.host and conn.login:
             registry = RegistryLogin(
-                f"{conn.host}:{conn.port}" if conn.port else conn.host, conn.login, conn.password or None,
-                extra.get("email") or None, _flag(extra.get("reauth")),
+                f"{conn.host}:{conn.port}" if conn.port else conn.host,
+                conn.login,
+                conn.password or None,
+                extra.get("email") or None,
+                _flag(extra.get("reauth")),
             )
         elif node.docker.registry is not None:
             r = node.docker.registry
@@ -118,8 +120,14 @@ class DockerEndpoint:
                 registry = RegistryLogin(r.server, r.username, password, r.email)
         source = f"connection {node.docker_conn_id}" if conn is not None else "inventory"
         if tls or registry:
-            log.info("node %s: Docker engine %s%s%s (from the %s)", node.name, node.docker_url,
-                     " with TLS" if tls else "", f", registry login {registry.registry}" if registry else "", source)
+            log.info(
+                "node %s: Docker engine %s%s%s (from the %s)",
+                node.name,
+                node.docker_url,
+                " with TLS" if tls else "",
+                f", registry login {registry.registry}" if registry else "",
+                source,
+            )
         return cls(node.docker_url, tls or None, registry, source)
 
     def client(self, timeout: int = 120, *, login: bool = True):
@@ -128,12 +136,11 @@ class DockerEndpoint:
         client = DockerHook(docker_conn_id=None, base_url=self.base_url, tls=self.tls, timeout=timeout).api_client
         if login and self.registry is not None:
             r = self.registry
-            client.login(username=r.username, password=r.password, registry=r.registry, email=r.email,
-                         reauth=r.reauth)
+            client.login(username=r.username, password=r.password, registry=r.registry, email=r.email, reauth=r.reauth)
         return client
 
 
-def endpoint_of(target: "DockerEndpoint | Node | str") -> DockerEndpoint:
+def endpoint_of(target: DockerEndpoint | Node | str) -> DockerEndpoint:
     """A node's (or a bare URL's) endpoint; an endpoint as it is."""
     if isinstance(target, DockerEndpoint):
         return target
@@ -142,7 +149,7 @@ def endpoint_of(target: "DockerEndpoint | Node | str") -> DockerEndpoint:
     return DockerEndpoint.for_url(target)
 
 
-def docker_client(target: "DockerEndpoint | Node | str", timeout: int = 120):
+def docker_client(target: DockerEndpoint | Node | str, timeout: int = 120):
     """A docker APIClient for one node (its connection/inventory TLS and login) or a bare docker_url,
     through the provider's hook (pings the daemon)."""
     return endpoint_of(target).client(timeout)
@@ -232,7 +239,7 @@ def create_container(client, spec: ContainerSpec, *, pull: bool = False) -> str:
     return container["Id"]
 
 
-def run_to_completion(target: "DockerEndpoint | Node | str", spec: ContainerSpec, timeout_s: float) -> tuple[str, object]:
+def run_to_completion(target: DockerEndpoint | Node | str, spec: ContainerSpec, timeout_s: float) -> tuple[str, object]:
     """Run a one-shot container of ``spec`` (:func:`create_container`), wait for it (at most ``timeout_s``)
     and remove it; (its stdout, the client, for more questions to the same engine)."""
     endpoint = endpoint_of(target)
@@ -255,7 +262,7 @@ class ContainerProcess:
 
     ``target``: the node's :class:`DockerEndpoint` (or the node, or a bare docker_url)."""
 
-    def __init__(self, target: "DockerEndpoint | Node | str", spec: ContainerSpec, log_path: Path):
+    def __init__(self, target: DockerEndpoint | Node | str, spec: ContainerSpec, log_path: Path):
         self.node_name = spec.labels.get("dlperf.node", spec.name)
         self.log_path = log_path
         self._endpoint = endpoint_of(target)
@@ -311,7 +318,7 @@ class ContainerProcess:
             pass
 
 
-def container_query(target: "DockerEndpoint | Node | str", container_id: str):
+def container_query(target: DockerEndpoint | Node | str, container_id: str):
     """How :class:`GpuSampler` runs nvidia-smi in a container: its output, or None once the container is gone
     (or has no nvidia-smi), which ends the sampling."""
     client = endpoint_of(target).client(login=False)
@@ -392,7 +399,6 @@ class DockerRuntime:
                     pass
         if unreachable:
             raise RuntimeError(
-                f"removed {len(removed)} container(s); could not reach the Docker engine of "
-                + "; ".join(unreachable)
+                f"removed {len(removed)} container(s); could not reach the Docker engine of " + "; ".join(unreachable)
             )
         return removed

@@ -16,14 +16,12 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dlperf_core.environment import PROBE_SCRIPT, Environment, NodeProbe, capture_local, combine, parse_probe
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.inventory import Inventory, Node, load_inventory
-from dlperf_core.model import RunIds
-from dlperf_core.model import Case
-from dlperf_core.model import ContainerSpec
+from dlperf_core.model import Case, ContainerSpec, RunIds
 from dlperf_core.storage import ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")
@@ -148,10 +146,13 @@ def capture_step(items: list[dict], ids: RunIds) -> list[dict]:
 
                     local_probe = run_probe_locally()
                 environment = capture_local(key.framework, local_probe)
-            ids_by_key[key] = store.upsert_environment(environment, datetime.now(timezone.utc))
+            ids_by_key[key] = store.upsert_environment(environment, datetime.now(UTC))
             log.info(
-                "environment %s for %s%s: %s", ids_by_key[key], key.framework,
-                f" ({key.image}, {key.nodes} node(s))" if key.image else "", describe(environment),
+                "environment %s for %s%s: %s",
+                ids_by_key[key],
+                key.framework,
+                f" ({key.image}, {key.nodes} node(s))" if key.image else "",
+                describe(environment),
             )
         except Exception as exc:  # noqa: BLE001 - one environment that cannot be probed is not fatal
             ids_by_key[key] = None

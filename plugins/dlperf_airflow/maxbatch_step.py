@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dlperf_airflow.steps import SEARCH_INDEX_BASE, execute_step, progress
 from dlperf_core.handoff import ExecutedRun, PlannedRun
-from dlperf_core.model import RunIds
 from dlperf_core.maxbatch import Probe, SearchVerdict, run_search
 from dlperf_core.measure import judge
-from dlperf_core.model import CaseRun
+from dlperf_core.model import CaseRun, RunIds
 from dlperf_core.storage import MaxBatchSearchRecord, ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")
@@ -33,7 +32,7 @@ def search_step(item: dict, ids: RunIds, preflight: dict | None = None) -> Searc
     assert search_run is not None, "a max batch search item without its search"
     search = search_run.search
     candidates = search.candidates()
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
 
     def probe(batch: int) -> Probe:
         run = CaseRun(search_run.probe_case(batch), candidates.index(batch), SEARCH_INDEX_BASE + search_run.index)
@@ -66,7 +65,7 @@ def search_step(item: dict, ids: RunIds, preflight: dict | None = None) -> Searc
             reason=verdict.reason,
             probes=[p.to_dict() for p in verdict.probes],
             started_at=started,
-            finished_at=datetime.now(timezone.utc),
+            finished_at=datetime.now(UTC),
             environment_id=planned.environment_id,
         )
     )

@@ -20,9 +20,11 @@ import logging
 import os
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
+from dlperf_airflow.runtimes import make_runtime
+from dlperf_airflow.task_ids import ROUTING_ENV, in_case_run, node_task_id
 from dlperf_core.environment import combine, parse_probe
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import get_adapter
@@ -31,9 +33,6 @@ from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.jobs import build_job, case_log_dir, default_log_root
 from dlperf_core.model import CaseOutcome, NodeOutcome, RunIds
 from dlperf_core.runtime.gang import GAVE_UP, GangSettings, NodeShare, case_failure, run_node_share
-
-from dlperf_airflow.runtimes import make_runtime
-from dlperf_airflow.task_ids import ROUTING_ENV, in_case_run, node_task_id
 
 log = logging.getLogger("dlperf")
 
@@ -57,11 +56,13 @@ def check_routed(inventory: Inventory, routing: Inventory, what: str = "inventor
     known = {n.name: n for n in routing.nodes}
     problems = [
         f"node {n.name}: not in the deployment's inventory {routing.name} ({ROUTING_ENV}), so no task runs on it"
-        for n in inventory.nodes if n.name not in known
+        for n in inventory.nodes
+        if n.name not in known
     ]
     problems += [
         f"node {n.name}: queue {n.queue!r} differs from the deployment's {known[n.name].queue!r}"
-        for n in inventory.nodes if n.name in known and known[n.name].queue != n.queue
+        for n in inventory.nodes
+        if n.name in known and known[n.name].queue != n.queue
     ]
     if problems:
         raise ConfigError(what, problems)
@@ -103,7 +104,9 @@ def _probe(node, image: str, ids: RunIds) -> dict:
     """The environment probe of ``image`` on this node, once per DAG run (cached next to the logs)."""
     from dlperf_airflow.environment_step import probe_output
 
-    cache = default_log_root() / ".probes" / ids.short / f"{node.name}-{hashlib.sha1(image.encode()).hexdigest()[:12]}.json"
+    cache = (
+        default_log_root() / ".probes" / ids.short / f"{node.name}-{hashlib.sha1(image.encode()).hexdigest()[:12]}.json"
+    )
     if cache.exists():
         return json.loads(cache.read_text())
     output, digest = probe_output(node, image, ids)
@@ -133,7 +136,7 @@ def node_step(item: dict, ids: RunIds, node_name: str, preflight: dict | None, b
     if node_name not in names:
         return {"node": node_name, "skipped": f"{run.case.key} runs on {', '.join(names)}"}
     rank = names.index(node_name)
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
 
     def refused(reason: str) -> dict:
         board.post({"phase": GAVE_UP, "reason": reason})
@@ -196,7 +199,7 @@ def collect_step(item: dict, results: dict[str, dict | None], ids: RunIds) -> di
     shares = {n: (NodeShare.from_dict(results[n]) if results.get(n) and "rank" in results[n] else None) for n in names}
     failure = case_failure(shares)
     got = [s for s in shares.values() if s is not None]
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     started = min((datetime.fromisoformat(s.started_at) for s in got), default=now)
     finished = max((datetime.fromisoformat(s.finished_at) for s in got), default=now)
     nodes = []
@@ -236,7 +239,7 @@ def _environment(planned: PlannedRun, names: list[str], results: dict[str, dict 
     try:
         store = ResultStore(default_db_url())
         try:
-            return store.upsert_environment(environment, datetime.now(timezone.utc))
+            return store.upsert_environment(environment, datetime.now(UTC))
         finally:
             store.dispose()
     except Exception as exc:  # noqa: BLE001 - the environment never fails the case

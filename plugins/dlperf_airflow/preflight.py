@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from airflow.providers.ssh.hooks.ssh import SSHHook
+
 from dlperf_core.inventory import Inventory, Node
 from dlperf_core.preflight import NodeHealth, judge_output, preflight_script, unreachable
 

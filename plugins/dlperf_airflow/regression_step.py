@@ -53,16 +53,26 @@ def _environments(store: ResultStore, ids: set[int]) -> dict[int, dict]:
     return {int(row["id"]): {f: row[f] for f in INFRASTRUCTURE_FIELDS} for _, row in frame.iterrows()}
 
 
-def fabric_of(store: ResultStore, ids: RunIds, nodes: int, gpus_per_node: int, started_at, policy: Policy) -> bool | None:
+def fabric_of(
+    store: ResultStore, ids: RunIds, nodes: int, gpus_per_node: int, started_at, policy: Policy
+) -> bool | None:
     """Whether this run's all-reduce probe of the topology dropped against its own nightly history (at the
     largest message size both measured); None when there is no probe of it tonight or too little history
     (the rule: :func:`dlperf_core.regression.fabric_dropped_tonight`)."""
-    tonight = [FabricFigure.from_record(r) for r in _records(store.fabric_summary(run_id=ids.run_id, dag_id=ids.dag_id))]
+    tonight = [
+        FabricFigure.from_record(r) for r in _records(store.fabric_summary(run_id=ids.run_id, dag_id=ids.dag_id))
+    ]
     if not any((f.nodes, f.gpus_per_node) == (nodes, gpus_per_node) for f in tonight):
         return None  # no probe of this topology tonight: its history is not needed
     history = store.fabric_history(nodes=nodes, gpus_per_node=gpus_per_node, before=started_at)
-    return fabric_dropped_tonight(tonight, [FabricFigure.from_record(r) for r in _records(history)],
-                                  (nodes, gpus_per_node), started_at.date(), ids.run_id, policy)
+    return fabric_dropped_tonight(
+        tonight,
+        [FabricFigure.from_record(r) for r in _records(history)],
+        (nodes, gpus_per_node),
+        started_at.date(),
+        ids.run_id,
+        policy,
+    )
 
 
 def detect_step(
@@ -85,14 +95,22 @@ def load_decisions(store: ResultStore, ids: RunIds, policy: Policy = Policy()) -
     run = store.run_info(ids.dag_id, ids.run_id)
     if run is None:
         raise RuntimeError(f"no benchmark run {ids.dag_id}/{ids.run_id} in the results database")
-    cases = [CaseResult.from_record(row, CONFIGURATION_COLUMNS)
-             for row in _records(store.summary(run_id=ids.run_id, dag_id=ids.dag_id))]
+    cases = [
+        CaseResult.from_record(row, CONFIGURATION_COLUMNS)
+        for row in _records(store.summary(run_id=ids.run_id, dag_id=ids.dag_id))
+    ]
     cases = [case for case in cases if case.n > 0]
     history = {
-        case.case_key: [NightlyRow.from_record(row) for row in _records(store.history(
-            **{"batch" if c == "batch_size_per_device" else c: v for c, v in case.configuration.items()},
-            nights=None, before=run["started_at"],
-        ))]
+        case.case_key: [
+            NightlyRow.from_record(row)
+            for row in _records(
+                store.history(
+                    **{"batch" if c == "batch_size_per_device" else c: v for c, v in case.configuration.items()},
+                    nights=None,
+                    before=run["started_at"],
+                )
+            )
+        ]
         for case in cases
     }
     open_regressions = {}
@@ -101,9 +119,15 @@ def load_decisions(store: ResultStore, ids: RunIds, policy: Policy = Policy()) -
         if row is not None:
             open_regressions[case.case_key] = OpenRegression.from_record(row)
     return decide_run(
-        run_id=ids.run_id, trigger=run["trigger"], night=run["started_at"].date(), cases=cases, history=history,
-        open_regressions=open_regressions, environments=_environments(store, environment_ids(cases, history, policy)),
-        fabric=lambda nodes, gpus: fabric_of(store, ids, nodes, gpus, run["started_at"], policy), policy=policy,
+        run_id=ids.run_id,
+        trigger=run["trigger"],
+        night=run["started_at"].date(),
+        cases=cases,
+        history=history,
+        open_regressions=open_regressions,
+        environments=_environments(store, environment_ids(cases, history, policy)),
+        fabric=lambda nodes, gpus: fabric_of(store, ids, nodes, gpus, run["started_at"], policy),
+        policy=policy,
     )
 
 
@@ -114,8 +138,9 @@ def _detect(store: ResultStore, ids: RunIds, policy: Policy, notify, context) ->
         log.log(logging.WARNING if decision.verdict.kind == "new" else logging.INFO, "%s", decision.describe())
         regression_id = decision.verdict.open_regression_id
         if decision.action == "open":
-            regression_id = store.record_regression(ids.dag_id, ids.run_id, decision.case, decision.verdict,
-                                                    decision.environment_id, label=decision.label)
+            regression_id = store.record_regression(
+                ids.dag_id, ids.run_id, decision.case, decision.verdict, decision.environment_id, label=decision.label
+            )
             new.append(decision.alert(ids.dag_id, regression_id))
         elif decision.action == "touch":
             store.touch_regression(regression_id, ids.run_id)  # type: ignore[arg-type]

@@ -20,7 +20,9 @@ def report_step(ids: RunIds) -> str:
     path on the run (``benchmark_runs.report_path``) and return the path."""
     store = ResultStore(default_db_url())
     try:
-        files = build_report(store, ids.run_id, dag_id=ids.dag_id, fmt=FORMATS, out_dir=report_dir(ids.dag_id, ids.run_id))
+        files = build_report(
+            store, ids.run_id, dag_id=ids.dag_id, fmt=FORMATS, out_dir=report_dir(ids.dag_id, ids.run_id)
+        )
         store.set_report_path(ids.dag_id, ids.run_id, str(files.main))
     finally:
         store.dispose()

@@ -85,7 +85,12 @@ def render_page(view: ResultsOverview, ui_base: str, db: str, routed: bool | Non
 
     routed = node_routing() if routed is None else routed
     return _template().render(
-        view=view, db=db, cell=cell, has_plot=has_speedup(pd.DataFrame(view.summary.rows)),
-        display_columns=display_columns, history_cols=HISTORY_COLUMNS, regression_cols=REGRESSION_COLUMNS,
+        view=view,
+        db=db,
+        cell=cell,
+        has_plot=has_speedup(pd.DataFrame(view.summary.rows)),
+        display_columns=display_columns,
+        history_cols=HISTORY_COLUMNS,
+        regression_cols=REGRESSION_COLUMNS,
         links=lambda dag_id, run_id: ui_links(ui_base, dag_id, run_id, routed),
     )

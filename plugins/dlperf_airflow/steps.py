@@ -10,11 +10,13 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
+from dlperf_airflow.node_step import check_routed, routing_inventory
+from dlperf_airflow.runtimes import make_runtime
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.errors import ConfigError
 from dlperf_core.form import check_trigger, with_batch_override, with_compile_override
@@ -35,9 +37,6 @@ from dlperf_core.storage import (
 )
 from dlperf_core.storage.spool import ResultSpool, store_or_spool
 from dlperf_core.suite import Suite, load_suite
-
-from dlperf_airflow.node_step import check_routed, routing_inventory
-from dlperf_airflow.runtimes import make_runtime
 
 log = logging.getLogger("dlperf")
 
@@ -115,12 +114,18 @@ def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None 
     runs = plan_suite(suite, inventory, settings.filters, allow_empty=bool(searches))
     if (routing := routing_inventory(dlperf_home())) is not None:
         check_routed(inventory, routing, str(settings.inventory_path))
-        local = sorted({n.name for s in searches for n in inventory.first(s.case.nodes) if n.docker_url.startswith("unix:")})
+        local = sorted(
+            {n.name for s in searches for n in inventory.first(s.case.nodes) if n.docker_url.startswith("unix:")}
+        )
         if searches and settings.runtime == "docker" and local:
-            raise ConfigError("max_batch_search", [
-                f"nodes {', '.join(local)} are reached through their own Docker socket (per-node workers), but a "
-                "max batch search runs from the central worker: give those nodes a tcp:// docker_url (with TLS), "
-                "or leave the search out of this trigger"])
+            raise ConfigError(
+                "max_batch_search",
+                [
+                    f"nodes {', '.join(local)} are reached through their own Docker socket (per-node workers), but a "
+                    "max batch search runs from the central worker: give those nodes a tcp:// docker_url (with TLS), "
+                    "or leave the search out of this trigger"
+                ],
+            )
     store = ResultStore(default_db_url())
     store.ensure_schema()  # Alembic upgrade to head: a new database is created, an old one migrated
     store.upsert_run(
@@ -130,7 +135,7 @@ def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None 
             suite=suite.name,
             trigger=trigger,
             runtime=settings.runtime,
-            started_at=datetime.now(timezone.utc),
+            started_at=datetime.now(UTC),
             finished_at=None,
             status="running",
             triggered_by=triggered_by,
@@ -138,10 +143,14 @@ def plan_step(params: dict, ids: RunIds, trigger: str, triggered_by: str | None 
     )
     log.info(
         "planned %d case runs and %d max batch searches from %s on the %s runtime",
-        len(runs), len(searches), suite.source, settings.runtime,
+        len(runs),
+        len(searches),
+        suite.source,
+        settings.runtime,
     )
-    chosen = RunSettings(str(settings.suite_path), settings.runtime, str(settings.inventory_path),
-                         suite.timeout_s, suite.watchdog_s)
+    chosen = RunSettings(
+        str(settings.suite_path), settings.runtime, str(settings.inventory_path), suite.timeout_s, suite.watchdog_s
+    )
     return Plan(
         chosen,
         cases=[PlannedRun.of(r, chosen) for r in runs],
@@ -175,11 +184,17 @@ def preflight_step(plan: list[dict]) -> dict:
     from dlperf_airflow.preflight import check_nodes
 
     docker = any(p.runtime == "docker" for p in planned)
-    images = sorted({get_adapter(r.case.framework).image(r.case, inventory.first(r.case.nodes)) for r in runs}) if docker else []
+    images = (
+        sorted({get_adapter(r.case.framework).image(r.case, inventory.first(r.case.nodes)) for r in runs})
+        if docker
+        else []
+    )
     health = check_nodes(Inventory(name=inventory.name, nodes=used), images)
     sick = [h.reason for h in health.values() if not h.ok]
-    return {"status": f"checked: {len(health) - len(sick)} ok, {len(sick)} failed", "nodes": {
-        name: h.to_dict() for name, h in health.items()}}
+    return {
+        "status": f"checked: {len(health) - len(sick)} ok, {len(sick)} failed",
+        "nodes": {name: h.to_dict() for name, h in health.items()},
+    }
 
 
 def execute_step(item: dict, ids: RunIds, preflight: dict | None = None) -> dict:
@@ -188,7 +203,7 @@ def execute_step(item: dict, ids: RunIds, preflight: dict | None = None) -> dict
     ``preflight`` is not started: it is a failed outcome "preflight: <node>: <problem>"."""
     planned = PlannedRun.from_dict(item)
     run = planned.run
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     if preflight and preflight.get("nodes"):
         from dlperf_core.preflight import NodeHealth, case_blocker
 
@@ -196,14 +211,14 @@ def execute_step(item: dict, ids: RunIds, preflight: dict | None = None) -> dict
         names = [n.name for n in load_inventory(planned.inventory).first(run.case.nodes)]
         if blocker := case_blocker(names, health):
             log.warning("%s not started: %s", planned.label, blocker)
-            return ExecutedRun(planned, CaseOutcome(started, datetime.now(timezone.utc), [], blocker)).to_dict()
+            return ExecutedRun(planned, CaseOutcome(started, datetime.now(UTC), [], blocker)).to_dict()
     try:
         inventory = load_inventory(planned.inventory)
         runtime = make_runtime(planned.runtime, inventory)
         job = build_job(run, inventory, runtime, ids, timeout_s=planned.timeout_s, watchdog_s=planned.watchdog_s)
         outcome = runtime.execute(job)
     except Exception as exc:  # the runtime itself failed (engine unreachable, ...): a failed run, not a crash
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         outcome = CaseOutcome(started, now, [], f"runtime error: {type(exc).__name__}: {exc}")
     return ExecutedRun(planned, outcome).to_dict()
 
@@ -228,20 +243,38 @@ def store_probe_step(executed: dict, ids: RunIds) -> Measurement:
     case = run.case
     verdict, result = judge_probe(case, outcome)
     ok = verdict.status == "ok" and result is not None
-    sizes = tuple(ProbeSizeRecord(s.size_bytes, s.time_us, s.algbw_gbs, s.busbw_gbs) for s in result.sizes) if ok else ()
+    sizes = (
+        tuple(ProbeSizeRecord(s.size_bytes, s.time_us, s.algbw_gbs, s.busbw_gbs) for s in result.sizes) if ok else ()
+    )
     store = ResultStore(default_db_url())
-    store.upsert_probe(ProbeRecord(
-        dag_id=ids.dag_id, run_id=ids.run_id, probe_key=case.key, nodes=case.nodes, gpus_per_node=case.gpus_per_node,
-        repeat=run.repeat, status=verdict.status, reason=verdict.reason,
-        ranks=result.ranks if result else None, backend=result.backend if result else None,
-        dtype=result.dtype if result else None, avg_busbw_gbs=result.avg_busbw_gbs if ok else None,
-        log_path=outcome.log_path, environment_id=done.planned.environment_id,
-        started_at=outcome.started_at, finished_at=outcome.finished_at, sizes=sizes,
-    ))
+    store.upsert_probe(
+        ProbeRecord(
+            dag_id=ids.dag_id,
+            run_id=ids.run_id,
+            probe_key=case.key,
+            nodes=case.nodes,
+            gpus_per_node=case.gpus_per_node,
+            repeat=run.repeat,
+            status=verdict.status,
+            reason=verdict.reason,
+            ranks=result.ranks if result else None,
+            backend=result.backend if result else None,
+            dtype=result.dtype if result else None,
+            avg_busbw_gbs=result.avg_busbw_gbs if ok else None,
+            log_path=outcome.log_path,
+            environment_id=done.planned.environment_id,
+            started_at=outcome.started_at,
+            finished_at=outcome.finished_at,
+            sizes=sizes,
+        )
+    )
     store.dispose()
     largest = result.largest if ok else None
-    figure = (f"bus bandwidth {largest.busbw_gbs:.3f} GB/s at {largest.size_bytes} bytes" if largest
-              else ("one rank: no fabric to measure" if ok else verdict.reason))
+    figure = (
+        f"bus bandwidth {largest.busbw_gbs:.3f} GB/s at {largest.size_bytes} bytes"
+        if largest
+        else ("one rank: no fabric to measure" if ok else verdict.reason)
+    )
     progress(f"[{run.index + 1}/{run.total}] {case.key} repeat {run.repeat}: {verdict.status}, {figure}")
     return verdict
 
@@ -258,7 +291,9 @@ def store_step(executed: dict, ids: RunIds) -> Measurement:
     verdict = judge(case, outcome, gpu_model=_gpu_model(store, environment_id))
     spool = ResultSpool(store.url)
     spool.drain(store)  # results an earlier task spooled while the database was down go first
-    record = ResultRecord.from_run(ids.dag_id, ids.run_id, case, run.repeat, verdict, outcome, environment_id=environment_id)
+    record = ResultRecord.from_run(
+        ids.dag_id, ids.run_id, case, run.repeat, verdict, outcome, environment_id=environment_id
+    )
     spooled = store_or_spool(store, record, spool)
     if spooled is not None:
         log.warning("results database unavailable: this result is kept in %s until it can be written", spooled)
@@ -280,7 +315,7 @@ def finish_step(ids: RunIds) -> dict:
     from dlperf_core.verdict import verdict_of_run  # the rule: dlperf_core.verdict.judge_run
 
     verdict = verdict_of_run(store, ids.dag_id, ids.run_id)
-    store.finish_run(ids.dag_id, ids.run_id, verdict.status, datetime.now(timezone.utc))
+    store.finish_run(ids.dag_id, ids.run_id, verdict.status, datetime.now(UTC))
     if verdict.message is not None:
         raise RuntimeError(verdict.message)
     return verdict.summary()

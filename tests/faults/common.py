@@ -15,8 +15,12 @@ DATA = Path(__file__).resolve().parent / "data"
 def run_cli(tmp_path: Path, db_url: str, *args: str, timeout: float = 900, **env: str) -> subprocess.CompletedProcess:
     """`dlperf run ARGS` (a real dag.test()) with its own AIRFLOW_HOME, logs and results DB."""
     return subprocess.run(
-        [*DLPERF, "run", *args], cwd=REPO, env=cli_env(tmp_path, db_url, **env),
-        capture_output=True, text=True, timeout=timeout,
+        [*DLPERF, "run", *args],
+        cwd=REPO,
+        env=cli_env(tmp_path, db_url, **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -26,7 +30,9 @@ def containers_of_run(run_id: str) -> list[str]:
         return []
     out = subprocess.run(
         ["docker", "ps", "-a", "--filter", f"label=dlperf.run_id={run_id}", "--format", "{{.Names}}"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return out.split()
 

@@ -61,6 +61,9 @@ class PrivatePostgres:
         self._run([self.pg_ctl, "-D", str(self.data), "-m", "fast", "-w", "stop"])
 
     def destroy(self) -> None:
-        subprocess.run([*self.as_user, self.pg_ctl, "-D", str(self.data), "-m", "immediate", "stop"],
-                       capture_output=True, check=False)
+        subprocess.run(
+            [*self.as_user, self.pg_ctl, "-D", str(self.data), "-m", "immediate", "stop"],
+            capture_output=True,
+            check=False,
+        )
         shutil.rmtree(self.folder, ignore_errors=True)

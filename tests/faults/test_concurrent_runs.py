@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,9 +18,8 @@ from sqlalchemy import make_url, text
 from dlperf_airflow import steps
 from dlperf_core.model import RunIds
 from dlperf_core.storage import ResultStore
-from helpers import REPO, cli_env
-
 from faults.common import DATA
+from helpers import REPO, cli_env
 
 pytestmark = pytest.mark.postgres
 SECRET = "dlperf-fault-Secret-4711"  # a password the PostgreSQL server (trust auth) accepts and ignores
@@ -71,7 +70,8 @@ print("RESULT " + json.dumps(out))
 
 def test_nightly_and_manual_runs_keep_apart_and_rerun_adds_nothing(tmp_path, pg_url, fault):
     rec = fault(
-        "fault", "manual trigger while the nightly runs; re-run of the nightly",
+        "fault",
+        "manual trigger while the nightly runs; re-run of the nightly",
         "a SCHEDULED DagRun (nightly), a MANUAL DagRun, then the nightly DagRun again (same run id), all into one "
         "results DB; the DB URL carries a password",
         "one-slot pool + max_active_runs=1 + run_case in the pool; rows kept apart by run id; re-run adds no row; "
@@ -80,12 +80,23 @@ def test_nightly_and_manual_runs_keep_apart_and_rerun_adds_nothing(tmp_path, pg_
     secret_url = make_url(pg_url).set(password=SECRET).render_as_string(hide_password=False)
     conf = {"suite": str(DATA / "tiny-local.yaml"), "runtime": "local"}
     env = cli_env(tmp_path, secret_url)
-    done = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(conf)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1200)
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps(conf)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     info = json.loads(done.stdout.split("RESULT ", 1)[1].splitlines()[0])
-    assert info["exclusivity"] == {"max_active_runs": 1, "pool": "dlperf_cluster", "pool_slots": 1, "pool_size": 1,
-                                   "max_active_tis_per_dagrun": 1}
+    assert info["exclusivity"] == {
+        "max_active_runs": 1,
+        "pool": "dlperf_cluster",
+        "pool_slots": 1,
+        "pool_size": 1,
+        "max_active_tis_per_dagrun": 1,
+    }
     nightly, manual, rerun = info["nightly"], info["manual"], info["rerun"]
     assert nightly["run_type"].endswith("scheduled") and manual["run_type"].endswith("manual"), info
     assert nightly["run_id"] != manual["run_id"] and rerun["run_id"] == nightly["run_id"]
@@ -104,8 +115,11 @@ def test_nightly_and_manual_runs_keep_apart_and_rerun_adds_nothing(tmp_path, pg_
     rec.containers_leaked = 0  # local runtime
 
     texts = [done.stdout, done.stderr]
-    texts += [p.read_text(errors="replace") for p in Path(tmp_path).rglob("*") if p.is_file() and p.suffix != ".db"
-              and p.stat().st_size < 50_000_000]
+    texts += [
+        p.read_text(errors="replace")
+        for p in Path(tmp_path).rglob("*")
+        if p.is_file() and p.suffix != ".db" and p.stat().st_size < 50_000_000
+    ]
     leaked = sum(t.count(SECRET) for t in texts)
     assert leaked == 0, "the database password appears in output or logs"
     rec.observed = (
@@ -117,7 +131,8 @@ def test_nightly_and_manual_runs_keep_apart_and_rerun_adds_nothing(tmp_path, pg_
 
 def test_store_result_retried_twice_adds_one_row(sqlite_url, monkeypatch, tmp_path, fault):
     rec = fault(
-        "fault", "task retry of store_result",
+        "fault",
+        "task retry of store_result",
         "store_step run three times on the same executed case run (as Airflow retries do)",
         "one row, same id each time",
     )
@@ -125,9 +140,17 @@ def test_store_result_retried_twice_adds_one_row(sqlite_url, monkeypatch, tmp_pa
     monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
     ids = RunIds(dag_id="dlperf_benchmark", run_id="manual__retry")
     (item,) = steps.plan_step({"suite": str(DATA / "tiny-local.yaml"), "runtime": "local"}, ids, "manual")["cases"]
-    now = datetime.now(timezone.utc).isoformat()
-    executed = {**item, "outcome": {"started_at": now, "finished_at": now, "nodes": [], "failure": "node0 was killed (exit code 137)",
-                                    "log_path": None}}
+    now = datetime.now(UTC).isoformat()
+    executed = {
+        **item,
+        "outcome": {
+            "started_at": now,
+            "finished_at": now,
+            "nodes": [],
+            "failure": "node0 was killed (exit code 137)",
+            "log_path": None,
+        },
+    }
     store = ResultStore(sqlite_url)
     ids_seen = set()
     for _ in range(3):

@@ -13,7 +13,6 @@ from dlperf_airflow import steps
 from dlperf_core.model import RunIds
 from dlperf_core.storage import ResultStore
 from dlperf_core.storage.spool import ResultSpool
-
 from faults.private_pg import PrivatePostgres
 
 HERE = Path(__file__).resolve().parent
@@ -35,7 +34,8 @@ def private_pg():
 
 def test_results_survive_postgres_going_down_mid_run(private_pg, tmp_path, monkeypatch, fault):
     rec = fault(
-        "fault", "PostgreSQL down while results are written",
+        "fault",
+        "PostgreSQL down while results are written",
         "private PostgreSQL stopped (pg_ctl stop -m fast) after 2 of 4 store_result steps, started again later",
         "writes retried with backoff, then spooled (JSON, fsync+rename); finish_run drains the spool once the "
         "database is back; every result appears exactly once",

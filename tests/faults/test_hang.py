@@ -10,16 +10,16 @@ import uuid
 import pytest
 
 from dlperf_core.storage import ResultStore
-from helpers import run_id_of
-
 from faults.common import DATA, processes_left, run_cli, wait_until_visible
+from helpers import run_id_of
 
 pytestmark = pytest.mark.postgres
 
 
 def test_silent_training_is_stopped_by_the_watchdog(tmp_path, pg_url, fault):
     rec = fault(
-        "fault", "training hangs with no output",
+        "fault",
+        "training hangs with no output",
         "a real training that prints its parameters and then nothing (--print-freq 1000000, 100000 iterations); "
         "suite watchdog_s 20, timeout_s 300; local runtime through dag.test",
         "the watchdog stops it after ~20 s of silence; repeat failed with that reason; no process of it left "

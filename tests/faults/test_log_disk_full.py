@@ -4,14 +4,13 @@ database and the results already in it are untouched. A real 256 KiB tmpfs is th
 from __future__ import annotations
 
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore
-from helpers import run_id_of
-
 from faults.common import DATA, run_cli
+from helpers import run_id_of
 
 pytestmark = pytest.mark.postgres
 
@@ -21,7 +20,9 @@ def full_log_disk(tmp_path):
     """tmp_path/logs as a 256 KiB tmpfs, filled up to the last byte."""
     mount = tmp_path / "logs"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root/CAP_SYS_ADMIN): {done.stderr.strip()}")
     try:
@@ -37,18 +38,41 @@ def full_log_disk(tmp_path):
 
 
 def earlier_result() -> ResultRecord:
-    t = datetime(2026, 1, 1, 2, 0, tzinfo=timezone.utc)
-    run = BenchmarkRunRecord(dag_id="dlperf_benchmark", run_id="scheduled__earlier", suite="s", trigger="scheduled",
-                             runtime="local", started_at=t, finished_at=t, status="success")
-    return ResultRecord(dag_id=run.dag_id, run_id=run.run_id, case_key="pytorch_reference/resnet50_v1.5/fp32/b4/1n1g",
-                        framework="pytorch_reference", model="resnet50_v1.5", precision="fp32", batch_size_per_device=4,
-                        nodes=1, gpus_per_node=1, repeat=0, status="ok", throughput=12.5, iterations=5,
-                        started_at=t, finished_at=t, benchmark_run=run)
+    t = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+    run = BenchmarkRunRecord(
+        dag_id="dlperf_benchmark",
+        run_id="scheduled__earlier",
+        suite="s",
+        trigger="scheduled",
+        runtime="local",
+        started_at=t,
+        finished_at=t,
+        status="success",
+    )
+    return ResultRecord(
+        dag_id=run.dag_id,
+        run_id=run.run_id,
+        case_key="pytorch_reference/resnet50_v1.5/fp32/b4/1n1g",
+        framework="pytorch_reference",
+        model="resnet50_v1.5",
+        precision="fp32",
+        batch_size_per_device=4,
+        nodes=1,
+        gpus_per_node=1,
+        repeat=0,
+        status="ok",
+        throughput=12.5,
+        iterations=5,
+        started_at=t,
+        finished_at=t,
+        benchmark_run=run,
+    )
 
 
 def test_full_log_disk_fails_the_repeat_and_keeps_the_database(tmp_path, pg_url, full_log_disk, fault):
     rec = fault(
-        "fault", "log disk fills",
+        "fault",
+        "log disk fills",
         "DLPERF_LOG_DIR on a 256 KiB tmpfs filled to the last byte; one local-runtime case through dag.test",
         "the repeat is failed with a reason naming the full disk (ENOSPC); earlier results unchanged",
     )

@@ -34,8 +34,9 @@ CONFIG_SUFFIXES = {".env", ".example", ".cfg", ".ini", ".yaml", ".yml", ".toml",
 
 def repository_files() -> list[Path]:
     """Tracked files plus new ones not ignored: what a commit would contain."""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout
     return [REPO / p for p in out.decode().split("\0") if p and (REPO / p).is_file()]
 
 
@@ -73,9 +74,13 @@ def test_scanner_catches_planted_secrets():
 
 
 def test_no_secret_in_the_repository(fault):
-    rec = fault("security", "no secret in the repository",
-                "scan of every tracked/new file: private keys, passwords in URLs, cloud/GitHub/Slack tokens, "
-                "password/secret/token settings with a value", "no finding (placeholders such as change-me only)")
+    rec = fault(
+        "security",
+        "no secret in the repository",
+        "scan of every tracked/new file: private keys, passwords in URLs, cloud/GitHub/Slack tokens, "
+        "password/secret/token settings with a value",
+        "no finding (placeholders such as change-me only)",
+    )
     files = repository_files()
     findings = []
     for path in files:
@@ -94,9 +99,12 @@ SECRET_ENV = re.compile(r"(PASSWORD|SECRET|TOKEN|PRIVATE|FERNET|API_KEY)", re.I)
 @pytest.mark.docker
 @pytest.mark.skipif(not docker_available(), reason="no Docker engine answers (make test starts one)")
 def test_no_secret_in_the_images(fault):
-    rec = fault("security", "no secret in the images",
-                "docker image inspect (Env, Labels) and docker history (build commands) of the images built here",
-                "no secret-like variable with a value, no password in a build step")
+    rec = fault(
+        "security",
+        "no secret in the images",
+        "docker image inspect (Env, Labels) and docker history (build commands) of the images built here",
+        "no secret-like variable with a value, no password in a build step",
+    )
     checked = []
     for image in IMAGES:
         inspect = subprocess.run(["docker", "image", "inspect", image], capture_output=True, text=True)
@@ -105,22 +113,30 @@ def test_no_secret_in_the_images(fault):
         config = json.loads(inspect.stdout)[0]["Config"]
         env = [e for e in config.get("Env") or [] if SECRET_ENV.search(e.split("=", 1)[0])]
         assert env == [], f"{image}: {env}"
-        history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", image],
-                                 capture_output=True, text=True, check=True).stdout
+        history = subprocess.run(
+            ["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", image],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         findings = secret_findings(REPO / "image-history.txt", history)
         assert findings == [], f"{image}: {findings}"
         checked.append(image)
     if not checked:
         pytest.skip("no dlperf image built (make images)")
-    rec.observed = f"{', '.join(checked)}: no secret-like variable, no secret in {len(history.splitlines())} build steps"
+    rec.observed = (
+        f"{', '.join(checked)}: no secret-like variable, no secret in {len(history.splitlines())} build steps"
+    )
 
 
 # ------------------------------------------------------------------ SQL binds its values
 
 SQL_CALLS = {"text", "execute", "exec_driver_sql", "executescript", "executemany"}
 SAFE_INTERPOLATIONS = {
-    ("dlperf_core/storage/engine.py", "mode"):
-        "SQLite BEGIN mode: write_transaction's own constant (IMMEDIATE) or DEFERRED, never input",
+    (
+        "dlperf_core/storage/engine.py",
+        "mode",
+    ): "SQLite BEGIN mode: write_transaction's own constant (IMMEDIATE) or DEFERRED, never input",
 }
 
 
@@ -159,8 +175,10 @@ def _constant_loop_names(tree: ast.Module) -> set[str]:
     return {
         node.target.id
         for node in ast.walk(tree)
-        if isinstance(node, ast.For) and isinstance(node.target, ast.Name)
-        and isinstance(node.iter, ast.Name) and node.iter.id.isupper()
+        if isinstance(node, ast.For)
+        and isinstance(node.target, ast.Name)
+        and isinstance(node.iter, ast.Name)
+        and node.iter.id.isupper()
     }
 
 
@@ -173,7 +191,11 @@ def unbound_sql(path: Path) -> list[str]:
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     for func in [tree, *functions]:
         quoted = _quoted_names(func) if func is not tree else set()
-        body = func.body if func is not tree else [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        body = (
+            func.body
+            if func is not tree
+            else [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        )
         for node in (n for stmt in body for n in ast.walk(stmt)):
             if not (isinstance(node, ast.Call) and _call_name(node) in SQL_CALLS and node.args):
                 continue
@@ -190,8 +212,10 @@ def unbound_sql(path: Path) -> list[str]:
                     if not isinstance(part, ast.FormattedValue):
                         continue
                     name = part.value.id if isinstance(part.value, ast.Name) else None
-                    ok = _constant(part.value) or name is not None and (
-                        name in quoted or name in constant_loops or (rel, name) in SAFE_INTERPOLATIONS
+                    ok = (
+                        _constant(part.value)
+                        or name is not None
+                        and (name in quoted or name in constant_loops or (rel, name) in SAFE_INTERPOLATIONS)
                     )
                     if not ok:
                         problems.append(f"{where}: f-string puts {ast.unparse(part.value)!r} into SQL")
@@ -203,9 +227,9 @@ def test_scanner_catches_formatted_sql(tmp_path):
     src = (
         "def f(conn, name, quote):\n"
         "    q = quote(name)\n"
-        "    conn.execute(text(f\"GRANT SELECT ON t TO {q}\"))\n"  # quoted identifier: fine
+        '    conn.execute(text(f"GRANT SELECT ON t TO {q}"))\n'  # quoted identifier: fine
         "    conn.execute(text(f\"SELECT * FROM t WHERE name = '{name}'\"))\n"  # a value: refused
-        "    conn.execute(text(\"SELECT * FROM t WHERE id = %s\" % name))\n"
+        '    conn.execute(text("SELECT * FROM t WHERE id = %s" % name))\n'
         "    conn.execute(TEMPLATE.format(night=A if q else B))\n"  # constants only: fine
         "    conn.execute(TEMPLATE.format(night=name))\n"
     )
@@ -222,10 +246,14 @@ def test_scanner_catches_formatted_sql(tmp_path):
 
 
 def test_every_sql_statement_binds_its_values(fault):
-    rec = fault("security", "every SQL statement binds its parameters",
-                "AST scan of dlperf_core, dlperf_cli, plugins, dags: text()/execute()/exec_driver_sql() whose SQL is "
-                "an f-string, % or .format()", "only quoted identifiers (DDL cannot bind them) or module constants "
-                "are formatted in; every value is a bound parameter or a SQLAlchemy expression")
+    rec = fault(
+        "security",
+        "every SQL statement binds its parameters",
+        "AST scan of dlperf_core, dlperf_cli, plugins, dags: text()/execute()/exec_driver_sql() whose SQL is "
+        "an f-string, % or .format()",
+        "only quoted identifiers (DDL cannot bind them) or module constants "
+        "are formatted in; every value is a bound parameter or a SQLAlchemy expression",
+    )
     files = [p for d in ("dlperf_core", "dlperf_cli", "plugins", "dags") for p in (REPO / d).rglob("*.py")]
     problems = [p for f in files for p in unbound_sql(f)]
     assert problems == [], problems
@@ -236,28 +264,47 @@ def test_every_sql_statement_binds_its_values(fault):
 
 
 def test_containers_are_never_privileged(fault):
-    rec = fault("security", "containers privileged only where needed (never)",
-                "ContainerSpec fields; the Docker host config built for a GPU + InfiniBand + memlock node; "
-                "a scan of the code for 'privileged'",
-                "no privileged flag anywhere; InfiniBand through the /dev/infiniband device and IPC_LOCK")
+    rec = fault(
+        "security",
+        "containers privileged only where needed (never)",
+        "ContainerSpec fields; the Docker host config built for a GPU + InfiniBand + memlock node; "
+        "a scan of the code for 'privileged'",
+        "no privileged flag anywhere; InfiniBand through the /dev/infiniband device and IPC_LOCK",
+    )
     docker = pytest.importorskip("docker")
     from dlperf_airflow.docker_runtime import host_config_for
     from dlperf_core.container import container_spec_for
-    from dlperf_core.model import ContainerSpec
     from dlperf_core.inventory import Node
+    from dlperf_core.model import ContainerSpec
 
     assert not [f.name for f in dataclasses.fields(ContainerSpec) if "privileged" in f.name.lower()]
-    node = Node(name="gpu0", address="10.0.0.10", gpus=8, accelerator="nvidia", docker_url="tcp://10.0.0.10:2376",
-                network="host", infiniband=True, memlock=True)
+    node = Node(
+        name="gpu0",
+        address="10.0.0.10",
+        gpus=8,
+        accelerator="nvidia",
+        docker_url="tcp://10.0.0.10:2376",
+        network="host",
+        infiniband=True,
+        memlock=True,
+    )
     spec = container_spec_for(node, name="c", image="i", command=("true",), environment={}, labels={})
     config = host_config_for(docker.APIClient(base_url="tcp://127.0.0.1:9", version="1.41"), spec)  # no daemon used
     assert not config.get("Privileged")
-    assert config["Devices"] == [{"PathOnHost": "/dev/infiniband", "PathInContainer": "/dev/infiniband",
-                                  "CgroupPermissions": "rwm"}]
+    assert config["Devices"] == [
+        {"PathOnHost": "/dev/infiniband", "PathInContainer": "/dev/infiniband", "CgroupPermissions": "rwm"}
+    ]
     assert config["CapAdd"] == ["IPC_LOCK"]
-    code = [p for d in ("dlperf_core", "plugins", "dags", "docker") for p in (REPO / d).rglob("*") if p.is_file()
-            and p.suffix in (".py", ".yaml", ".yml", "") and "privileged" in p.read_text(errors="ignore").lower()
-            .replace("nosuperuser", "")]
+    code = [
+        p
+        for d in ("dlperf_core", "plugins", "dags", "docker")
+        for p in (REPO / d).rglob("*")
+        if p.is_file()
+        and p.suffix in (".py", ".yaml", ".yml", "")
+        and "privileged" in p.read_text(errors="ignore").lower().replace("nosuperuser", "")
+    ]
     assert code == [], f"'privileged' appears in {code}"
-    rec.observed = (f"host config for an 8-GPU InfiniBand node: Privileged unset, Devices /dev/infiniband (rwm), "
-                    f"CapAdd {config['CapAdd']}, GPUs by device request; 'privileged' nowhere in the code")
+    rec.observed = (
+        f"host config for an 8-GPU InfiniBand node: Privileged unset, Devices /dev/infiniband (rwm), "
+        f"CapAdd {config['CapAdd']}, GPUs by device request; 'privileged' nowhere in the code"
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore
 from dlperf_core.storage.spool import (
@@ -16,15 +16,27 @@ from dlperf_core.storage.spool import (
     store_or_spool,
 )
 
-T0 = datetime(2026, 1, 1, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 
 
 def result(repeat: int, **kw) -> ResultRecord:
     run = BenchmarkRunRecord(dag_id="d", run_id="r", suite="s", trigger="manual", runtime="local", started_at=T0)
     values = dict(
-        dag_id="d", run_id="r", case_key="fw/m/fp32/b8/1n1g", framework="fw", model="m", precision="fp32",
-        batch_size_per_device=8, nodes=1, gpus_per_node=1, repeat=repeat, status="ok", throughput=100.0 + repeat,
-        started_at=T0, finished_at=T0, benchmark_run=run,
+        dag_id="d",
+        run_id="r",
+        case_key="fw/m/fp32/b8/1n1g",
+        framework="fw",
+        model="m",
+        precision="fp32",
+        batch_size_per_device=8,
+        nodes=1,
+        gpus_per_node=1,
+        repeat=repeat,
+        status="ok",
+        throughput=100.0 + repeat,
+        started_at=T0,
+        finished_at=T0,
+        benchmark_run=run,
     )
     values.update(kw)
     return ResultRecord(**values)
