@@ -15,6 +15,7 @@ import yaml
 
 from _common import bare_run as bare_host
 from _common import dlperf_run, machine, median_cv, throughput_of_log
+from dlperf_core.storage import ResultStore
 
 IMAGE = "dlperf/pytorch-reference:cpu"
 
@@ -42,8 +43,6 @@ def bare_docker(args: list[str]) -> float:
     )
     return throughput_of_log(out.stdout, WARMUP, MEASURED)
 
-
-from dlperf_core.storage import ResultStore
 
 # One thread per process: on this 2-core machine two OpenMP threads are at the mercy of any other process
 # (run-to-run CV of 15% with 2 threads), one thread is steady. Both paths get exactly the same arguments.

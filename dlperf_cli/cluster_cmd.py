@@ -202,11 +202,11 @@ def sync_cluster(inventory: Inventory, *, prune: bool = False) -> list[SyncChang
             for conn in session.query(Connection).filter(managed).all():
                 if conn.conn_id not in wanted_conns:
                     session.delete(conn)
-                    changes.append(SyncChange("connection", conn.conn_id, "removed"))
+                    changes.append(SyncChange("connection", str(conn.conn_id), "removed"))
             for pool in session.query(Pool).filter(Pool.pool.startswith(PREFIX)).all():
                 if pool.pool not in wanted_pools:
                     session.delete(pool)
-                    changes.append(SyncChange("pool", pool.pool, "removed"))
+                    changes.append(SyncChange("pool", str(pool.pool), "removed"))
     return changes
 
 

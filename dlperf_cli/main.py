@@ -93,7 +93,7 @@ def results_database_line(args: argparse.Namespace) -> str | None:
 def _cmd_parse(args: argparse.Namespace) -> int:
     from dlperf_core.parsing import parse_file
 
-    out = []
+    out: list[dict] = []
     for path in args.logs:
         runs = parse_file(path, format=args.format, warmup=args.warmup, measured=args.measured, fit=not args.strict)
         out.extend(run.to_dict() for run in runs)
@@ -160,7 +160,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, sort_keys=True))
     for line in summary.lines(dry_run=args.dry_run):
         print(line, file=sys.stderr)
-    where = "nothing stored (--dry-run)" if args.dry_run else f"as run {run.run_id} in {_redact(store.url)}"
+    where = f"as run {run.run_id} in {_redact(store.url)}" if store is not None else "nothing stored (--dry-run)"
     print(f"imported {len(logs)} logs ({sum(summary.failed.values())} failed), {where}", file=sys.stderr)
     return 0
 

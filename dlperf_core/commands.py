@@ -32,6 +32,9 @@ class DryRunDocker:
     def execute(self, job):  # pragma: no cover - never executes
         raise RuntimeError("a dry run executes nothing")
 
+    def start_node(self, job, i, files=None, samples=None):  # pragma: no cover - never starts
+        raise RuntimeError("a dry run starts nothing")
+
     def cleanup(self, labels):  # pragma: no cover
         return []
 

@@ -206,8 +206,10 @@ def parse_topology(text: str) -> str | None:
     return "\n".join(line.rstrip() for line in matrix.strip("\n").splitlines() if line.strip())
 
 
-def parse_ibstat(text: str) -> tuple[InfinibandPort, ...]:
-    """Ports from ``ibstat`` (``CA 'mlx5_0'`` ... ``Port 1:`` ... ``State: Active``)."""
+def _ib_ports(text: str, device_line: str, port_line: str, fields: dict[str, str]) -> tuple[InfinibandPort, ...]:
+    """Ports from a listing that names a device (``device_line`` matches, group 1: its name), then each of its
+    ports (``port_line``, group 1: the number) and the port's fields (``fields``: a pattern, group 1 the value,
+    to its key: state, rate or link). A port without a state is left out."""
     ports: list[InfinibandPort] = []
     device = None
     port: dict | None = None
@@ -218,43 +220,32 @@ def parse_ibstat(text: str) -> tuple[InfinibandPort, ...]:
 
     for line in text.splitlines():
         stripped = line.strip()
-        if m := re.match(r"CA '([^']+)'", stripped):
+        if m := re.match(device_line, stripped):
             flush()
             device, port = m.group(1), None
-        elif m := re.match(r"Port (\d+):$", stripped):
+        elif m := re.match(port_line, stripped):
             flush()
             port = {"n": int(m.group(1))}
-        elif port is not None and (m := re.match(r"(State|Rate|Link layer):\s*(.+)", stripped)):
-            key = {"State": "state", "Rate": "rate", "Link layer": "link"}[m.group(1)]
-            port[key] = m.group(2).strip()
+        elif port is not None:
+            for pattern, key in fields.items():
+                if m := re.match(pattern, stripped):
+                    port[key] = m.group(1).strip()
+                    break
     flush()
     return tuple(ports)
+
+
+def parse_ibstat(text: str) -> tuple[InfinibandPort, ...]:
+    """Ports from ``ibstat`` (``CA 'mlx5_0'`` ... ``Port 1:`` ... ``State: Active``)."""
+    fields = {r"State:\s*(.+)": "state", r"Rate:\s*(.+)": "rate", r"Link layer:\s*(.+)": "link"}
+    return _ib_ports(text, r"CA '([^']+)'", r"Port (\d+):$", fields)
 
 
 def parse_ibv_devinfo(text: str) -> tuple[InfinibandPort, ...]:
-    """Ports from ``ibv_devinfo`` (``hca_id: mlx5_0`` ... ``port: 1`` ... ``state: PORT_ACTIVE (4)``)."""
-    ports = []
-    device = None
-    port: dict | None = None
-
-    def flush() -> None:
-        if device and port and "state" in port:
-            ports.append(InfinibandPort(device, port["n"], port["state"], None, port.get("link")))
-
-    for line in text.splitlines():
-        stripped = line.strip()
-        if m := re.match(r"hca_id:\s*(\S+)", stripped):
-            flush()
-            device, port = m.group(1), None
-        elif m := re.match(r"port:\s*(\d+)$", stripped):
-            flush()
-            port = {"n": int(m.group(1))}
-        elif port is not None and (m := re.match(r"state:\s*(\S+)", stripped)):
-            port["state"] = m.group(1)
-        elif port is not None and (m := re.match(r"link_layer:\s*(\S+)", stripped)):
-            port["link"] = m.group(1)
-    flush()
-    return tuple(ports)
+    """Ports from ``ibv_devinfo`` (``hca_id: mlx5_0`` ... ``port: 1`` ... ``state: PORT_ACTIVE (4)``); it gives no
+    rate."""
+    fields = {r"state:\s*(\S+)": "state", r"link_layer:\s*(\S+)": "link"}
+    return _ib_ports(text, r"hca_id:\s*(\S+)", r"port:\s*(\d+)$", fields)
 
 
 def parse_cpuinfo(text: str) -> tuple[str | None, int | None]:

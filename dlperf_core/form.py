@@ -104,7 +104,10 @@ def choices_for(suite: Suite, inventory: Inventory, suite_name: str | None = Non
     """What one suite offers on its inventory: its frameworks, models, precisions, batch sizes, and
     the topologies the inventory can hold (:func:`fitting_topologies`: one larger than the inventory is left
     out)."""
-    frameworks, models, precisions, batches = set(), set(), set(), set()
+    frameworks: set[str] = set()
+    models: set[str] = set()
+    precisions: set[str] = set()
+    batches: set[int] = set()
     for bench in suite.benchmarks:
         frameworks.add(bench.framework)
         models.add(bench.model)

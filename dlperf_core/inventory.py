@@ -142,7 +142,7 @@ class Node(BaseModel):
     log_dir: str | None = None  # host folder mounted read-write at /dlperf/logs for files a framework writes
     queue: str = "default"
     ssh: SshAccess | None = None
-    docker: DockerAccess = DockerAccess()
+    docker: DockerAccess = DockerAccess(conn_id=None)
     infiniband_devices: tuple[str, ...] = ()  # HCA names (/sys/class/infiniband/<name>) that must be up
     data_paths: tuple[str, ...] = ()  # host paths that must exist (datasets); mount sources are checked too
     min_free_disk_gb: float = Field(0, ge=0)  # on Docker's root dir and log_dir; 0 = only report

@@ -17,12 +17,15 @@ import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dlperf_core.inventory import Mount, Node
 from dlperf_core.sshkeys import ContainerFile
+
+if TYPE_CHECKING:
+    from dlperf_core.gpu_sampling import GpuSamples
 
 # Exit codes dlperf gives a node itself (the runtime's supervisor names them in a failure's reason)
 SSH_SETUP_EXIT = 97  # mpirun's node 0 could not reach a peer's sshd (dlperf_core.frameworks.mpi)
@@ -254,7 +257,11 @@ class NodeProcess(Protocol):
 
     node_name: str
     log_path: Path
-    oom_killed: bool  # the runtime saw the kernel's OOM killer end it (a container's memory limit)
+
+    @property
+    def oom_killed(self) -> bool:
+        """The runtime saw the kernel's OOM killer end it (a container's memory limit)."""
+        ...
 
     def poll(self) -> int | None:
         """Exit code, or None while running."""
@@ -269,17 +276,31 @@ class NodeProcess(Protocol):
 class Runtime(Protocol):
     """Where case jobs run: ``local`` processes or ``docker`` containers."""
 
-    name: str
-    python: str
-    workload_dir: str
+    @property
+    def name(self) -> str:
+        """``local`` or ``docker``."""
+        ...
+
+    @property
+    def python(self) -> str:
+        """The interpreter on the nodes: ``python3`` in a container, ``sys.executable`` locally."""
+        ...
+
+    @property
+    def workload_dir(self) -> str:
+        """The folder holding dlperf's reference workload on the nodes."""
+        ...
 
     def cpu_threads_per_process(self, processes: int) -> int | None: ...
 
     def execute(self, job: CaseJob) -> CaseOutcome: ...
 
-    def start_node(self, job: CaseJob, i: int, files: tuple | None = None) -> NodeProcess:
+    def start_node(
+        self, job: CaseJob, i: int, files: tuple | None = None, samples: GpuSamples | None = None
+    ) -> NodeProcess:
         """Start only launch ``i`` of ``job`` (a node's own share, :mod:`dlperf_core.runtime.gang`);
-        ``files`` replace the container's ssh files (None: the job's own)."""
+        ``files`` replace the container's ssh files (None: the job's own); ``samples`` collect the node's GPU
+        memory and power while it runs, where the runtime samples per node (docker)."""
         ...
 
     def cleanup(self, labels: dict[str, str]) -> list[str]: ...

@@ -561,18 +561,18 @@ def decide_run(
                 row.night,
                 row.run_id,
                 float(row.median_throughput),  # type: ignore[arg-type]
-                environments.get(row.environment_id),
+                environments.get(row.environment_id) if row.environment_id is not None else None,
                 row.environment_id,
-            )  # type: ignore[arg-type]
+            )
             for row in good_nights(history.get(case.case_key, ()), case.case_key, policy)
         ]
         tonight = Night(
             night,
             run_id,
             float(case.median_throughput),  # type: ignore[arg-type]
-            environments.get(case.environment_id),
+            environments.get(case.environment_id) if case.environment_id is not None else None,
             case.environment_id,
-        )  # type: ignore[arg-type]
+        )
         open_ = open_regressions.get(case.case_key)
         if open_ is not None and open_.run_id == run_id:
             open_ = None  # this very run opened it: the run is being judged again

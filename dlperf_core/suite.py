@@ -60,11 +60,10 @@ def _compile_modes(value: Any) -> Any:
 
 def _batches_at(value: BatchSizes, precision: str) -> tuple[int, ...]:
     """The batch sizes a ``batch_size_per_device`` field gives at ``precision``."""
-    if isinstance(value, dict):
-        value = value.get(precision)  # type: ignore[call-overload]
-    if value is None:
+    found = {str(k): v for k, v in value.items()}.get(precision) if isinstance(value, dict) else value
+    if found is None:
         return ()
-    return (value,) if isinstance(value, int) else tuple(value)
+    return (found,) if isinstance(found, int) else tuple(found)
 
 
 class FabricProbe(BaseModel):

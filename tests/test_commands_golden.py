@@ -113,7 +113,7 @@ def _seed_local_run_flags() -> dict[str, str]:
 def test_oneflow_matches_the_seed_local_run_script(cluster):
     seed = _seed_local_run_flags()
     assert seed["model"] == '"resnet50"' or seed["model"].strip('"') == "resnet50"
-    for rank, launch in enumerate(launches(case("oneflow", "4n8g"), cluster)):
+    for launch in launches(case("oneflow", "4n8g"), cluster):
         ours = dict(a[2:].split("=", 1) for a in launch.argv if a.startswith("--"))
         # same flags, except where the seed's paths were placeholders for its own machine
         assert set(seed) == set(ours), set(seed) ^ set(ours)

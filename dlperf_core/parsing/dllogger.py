@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import cast
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
@@ -122,11 +123,11 @@ def _rows(text: str) -> tuple[list[_Row], _Row | None]:
     rx = _TAGGED_LINE if find_literal(text, "<std", "<") >= 0 else _ASCII_LINE if text.isascii() else _LINE
     complete = text.rfind("\n") + 1  # a match never spans lines: the complete ones end here
     rows: list[_Row] = rx.findall(text, 0, complete)
-    cut = None
+    cut: _Row | None = None
     if complete < len(text):
         m = rx.search(text, complete)
         if m is not None:
-            cut = m.groups("")
+            cut = cast(_Row, m.groups(""))  # the line regexes have the row's ten groups
             rows.append(cut)
     return rows, cut
 

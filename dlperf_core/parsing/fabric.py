@@ -90,7 +90,7 @@ def parse_probe(text: str) -> ProbeResult:
         return failed("no probe output")
     if _SINGLE in text[header.start() : header.start() + 300]:
         return ProbeResult("ok", None, ranks, backend, dtype)
-    sizes = []
+    sizes: list[ProbeSize] = []
     for m in _ROW.finditer(text, header.end()):
         size, _count, _type, _op, time_us, algbw, busbw = m.groups()
         values = [_num(v) for v in (time_us, algbw, busbw)]

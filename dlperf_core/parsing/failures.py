@@ -98,9 +98,9 @@ def error_line(text: str) -> str | None:
     unrecognized arguments: --no-such-flag``."""
     tail = text[-ERROR_TAIL_CHARS:]
     for pattern in (_USAGE_ERROR, _EXCEPTION):
-        found = None
-        for found in pattern.finditer(tail):
-            pass
+        found: re.Match[str] | None = None
+        for match in pattern.finditer(tail):  # the last one
+            found = match
         if found is not None:
             line = found.group(1).strip()
             return line if len(line) <= ERROR_LINE_MAX else line[: ERROR_LINE_MAX - 3] + "..."
@@ -112,7 +112,7 @@ def loss_failure(records: Sequence[IterationRecord]) -> str | None:
     if isinstance(records, RecordColumns):
         isfinite = math.isfinite
         try:  # the sum of finite losses is finite unless it overflows; a NaN or inf makes it one
-            if isfinite(sum(records.loss)):
+            if isfinite(sum(records.loss)):  # type: ignore[arg-type]  # a None raises TypeError: caught below
                 return None
         except (TypeError, OverflowError):  # a loss is None (or no float at all): look one by one
             pass

@@ -318,7 +318,7 @@ def parse(text: str, file: str, options: ParseOptions) -> list[ParsedRun]:
     reached = max(records.iteration, default=0)
     if planned:
         progress.append(("iterations", reached, planned))
-    finished = bool(planned) and reached >= planned
+    finished = reached >= planned if planned else False
     reason = truncation(text, finished=finished, progress=progress, fit=options.fit)
     if reason is None and records:
         reason = BATCH_UNKNOWN if batch is None else DEVICES_UNKNOWN if gpus is None else None

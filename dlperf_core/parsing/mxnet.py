@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import accumulate, compress, repeat
 from operator import eq, lt
+from typing import cast
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
@@ -383,10 +384,9 @@ def _times(minutes: list[str | None], seconds: list[str | None], fractions: list
     bases = {m: _minute_seconds(m) for m in set(minutes) if m is not None}
     if None in minutes or None in bases.values() or max(map(int, set(seconds)), default=0) > 60:  # type: ignore[arg-type]
         return [_time(bases.get(m) if m is not None else None, s, f) for m, s, f in zip(minutes, seconds, fractions)]
-    return [
-        bases[m] + int(s) + (int(f) / 10 ** len(f) if f else 0.0)  # type: ignore[arg-type,index]
-        for m, s, f in zip(minutes, seconds, fractions)
-    ]
+    # here every line has a minute and a second (int(None) would have raised) and every minute is a date
+    known, stamped, whole = cast("dict[str, float]", bases), cast("list[str]", minutes), cast("list[str]", seconds)
+    return [known[m] + int(s) + (int(f) / 10 ** len(f) if f else 0.0) for m, s, f in zip(stamped, whole, fractions)]
 
 
 def _time(base: float | None, sec: str | None, frac: str | None) -> float | None:
@@ -419,10 +419,11 @@ def _losses(rests: list[str]) -> list[float | None]:
 def _kept_lines(reading: _Reading, run: _Run) -> tuple[int | None, list[int], set[int]]:
     """(kept rank: the lowest that printed, its Speed lines, the ranks that printed Speed lines)."""
     ranks = reading.rank[run.first : run.stop]
-    named = set(ranks)
-    named.discard(None)
+    printed = set(ranks)
+    printed.discard(None)
+    named = cast("set[int]", printed)  # None discarded
     keep = min(named) if named else None
-    return keep, list(compress(range(run.first, run.stop), map(eq, ranks, repeat(keep)))), named  # type: ignore[arg-type]
+    return keep, list(compress(range(run.first, run.stop), map(eq, ranks, repeat(keep)))), named
 
 
 def _conclude(

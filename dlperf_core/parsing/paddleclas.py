@@ -79,6 +79,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain, compress, count, pairwise, repeat
 from operator import add, itemgetter, le, lt, ne, sub, truediv
+from typing import Any, TypeVar, cast
 
 from dlperf_core.parsing.failures import conclude, loss_failure, stopped_short, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions, RecordColumns
@@ -195,7 +196,7 @@ def _stamp(line: str, cache: dict[str, float | None] | None = None) -> tuple[flo
     return t, fractional
 
 
-def _times_and_epochs(heads: list[str]) -> tuple[list[float | None], list[str], set[str]]:
+def _times_and_epochs(heads: list[str]) -> tuple[list[float | None], list[str | None], set[str | None]]:
     """The time and the epoch (as printed) of each ``_LINE`` line from its head "<stamp> INFO: epoch:E", and
     the distinct epochs. The time is ``_stamp`` of the line, computed once per distinct head (the stamp is
     followed by a space): the stamp's minute (computed once per distinct minute) plus its seconds."""
@@ -263,17 +264,41 @@ class _Steps:
         """The distinct epochs printed."""
         return set(self.epoch)
 
-    def columns(self) -> list[Sequence | None]:  # type: ignore[type-arg]
+    def columns(self) -> list[Sequence[Any] | None]:
         """The columns, in field order."""
         return [self.rank, self.epoch, self.step, self.time, self.loss, self.ips, self.elapse]
 
     def rows(self, start: int, stop: int) -> _Steps:
         """Rows start..stop-1."""
-        return _Steps(*(c[start:stop] if c is not None else None for c in self.columns()))
+        return _Steps(
+            self.rank[start:stop] if self.rank is not None else None,
+            self.epoch[start:stop],
+            self.step[start:stop],
+            self.time[start:stop],
+            self.loss[start:stop],
+            self.ips[start:stop],
+            self.elapse[start:stop],
+        )
 
     def pick(self, keep: list[int]) -> _Steps:
         """The rows numbered in ``keep``."""
-        return _Steps(*([c[i] for i in keep] if c is not None else None for c in self.columns()))
+        return _Steps(
+            _at_rows(self.rank, keep) if self.rank is not None else None,
+            _at_rows(self.epoch, keep),
+            _at_rows(self.step, keep),
+            _at_rows(self.time, keep),
+            _at_rows(self.loss, keep),
+            _at_rows(self.ips, keep),
+            _at_rows(self.elapse, keep),
+        )
+
+
+_T = TypeVar("_T")
+
+
+def _at_rows(column: Sequence[_T], keep: list[int]) -> list[_T]:
+    """The values of ``column`` at the rows numbered in ``keep``."""
+    return [column[i] for i in keep]
 
 
 @dataclass
@@ -439,30 +464,29 @@ def _split(text: str) -> tuple[list[_Run], _Steps, _FastElapse]:
     rx = _LINE_PREFIXED if prefixed else _LINE
     parts: list[str | None] = rx.split(text)  # gap, the line's groups, gap, ..., gap
     width = rx.groups + 1
-    gaps = parts[::width]
+    gaps = cast("list[str]", parts[::width])  # (a gap is text, never None)
     between = list(compress(count(), gaps))  # the gaps holding lines
     if prefixed and any(
-        text.count(marker) != sum(gaps[k].count(marker) for k in between)  # type: ignore[union-attr]
-        for marker in (_BANNER, _LAUNCH)
+        text.count(marker) != sum(gaps[k].count(marker) for k in between) for marker in (_BANNER, _LAUNCH)
     ):  # a banner or launcher block in a _LINE line's prefix
         parts, gaps, between = [text], [text], [0]  # (never seen): every line is read by the rules
     columns = [parts[j::width] for j in range(1, width)]
     ranks = [int(r) if r is not None else None for r in columns.pop(0)] if prefixed else None
-    heads, step, loss, ips = columns
-    time, epoch, epochs = _times_and_epochs(heads)  # type: ignore[arg-type]
+    heads, step, loss, ips = cast("list[list[str]]", columns)  # (these groups always take part: never None)
+    time, epoch, epochs = _times_and_epochs(heads)
     fast = _Steps(
         ranks,
         epoch,
         list(map(int, step)),
         time,
         _floats(loss),
-        _floats(ips),  # type: ignore[arg-type]
+        _floats(ips),
         range(len(step)),
     )
     fast.epochs = epochs  # known already
     reader = _Reader(text, prefixed)
     for k in between:
-        reader.gap(k, gaps[k])  # type: ignore[arg-type]
+        reader.gap(k, gaps[k])
     reader.run.end, reader.run.last = len(text), len(fast)
     return reader.runs, fast, _FastElapse(text, prefixed, len(fast))
 
@@ -494,19 +518,18 @@ def _run_steps(run: _Run, fast: _Steps) -> _Steps:
     """The run's train-step lines: its _LINE lines and, in their places, the others."""
     if not run.slow:
         return fast if (run.first, run.last) == (0, len(fast)) else fast.rows(run.first, run.last)
-    columns = fast.columns()
-    if columns[0] is None:
-        columns[0] = [None] * len(fast)
-    out: list[list] = [[] for _ in columns]  # type: ignore[type-arg]
+    # (only the rank column may be None: every line's rank is None then)
+    columns = [c if c is not None else [None] * len(fast) for c in fast.columns()]
+    out: list[list[Any]] = [[] for _ in columns]
     at = run.first
     for k, s in run.slow:
         for column, new, value in zip(columns, out, (s.rank, s.epoch, s.step, s.time, s.loss, s.ips, s.elapse)):
             if k > at:
-                new.extend(column[at:k])  # type: ignore[index]
+                new.extend(column[at:k])
             new.append(value)
         at = k
     for column, new in zip(columns, out):
-        new.extend(column[at : run.last])  # type: ignore[index]
+        new.extend(column[at : run.last])
     return _Steps(*out)
 
 
@@ -534,7 +557,8 @@ def _per_card_batch(steps: _Steps, fast_elapse: _FastElapse) -> tuple[float, flo
             text = fast_elapse(text)
         elapse = _float(text)
         if elapse and 0 < ips * elapse < math.inf:
-            decimals = len(text) - text.index(".") - 1 if "." in text else 0  # type: ignore[arg-type,operator]
+            assert text is not None  # (a number was read from it)
+            decimals = len(text) - text.index(".") - 1 if "." in text else 0
             return ips * elapse, ips * 0.5 * 10.0 ** -min(decimals, 12) + 1e-6
     return None
 
@@ -564,7 +588,7 @@ def _gpus(run: _Run, steps: _Steps, fast_elapse: _FastElapse, hint: int | None, 
     return hint if hint and hint > 0 else gpus_from_name(file)
 
 
-def _keep_rank(items: list, ranks: set[int | None]) -> list:  # type: ignore[type-arg]
+def _keep_rank(items: list[_Pass], ranks: set[int | None]) -> list[_Pass]:
     """The lowest rank's items (and unprefixed ones) when several ranks printed."""
     numbered = {r for r in ranks if r is not None}
     if len(numbered) <= 1:
@@ -640,7 +664,7 @@ def _chained_rates(steps: list[int], ips: list[float | None], u0: float, gpus: i
             else:
                 rates = [1.0 / (v - w) * gpus for w, v in pairwise(u)]
         else:
-            u = chain((u0,), map(truediv, map(sub, steps[1:], repeat(RESET_STEP - 1)), ips))  # type: ignore[arg-type]
+            u = chain((u0,), map(truediv, map(sub, steps[1:], repeat(RESET_STEP - 1)), ips))
             rates = [(b - a) / (v - w) * gpus for (a, b), (w, v) in zip(pairwise(steps), pairwise(u))]
     except (TypeError, ZeroDivisionError):
         return None
@@ -660,11 +684,11 @@ def _epoch_rates(
     rates, prev = _rates_in_order(steps[:k], ips[:k], first, gpus, None)
     complete = None not in rates
     if k < len(steps):
-        chained = None
+        chained: Sequence[float | None] | None = None
         if prev is not None and prev[0] == steps[k - 1]:  # the chain goes on from the record before
             chained = _chained_rates(steps[k - 1 :], ips[k:], prev[1], gpus)
         if chained is None:
-            chained = _rates_in_order(steps[k:], ips[k:], first, gpus, prev)[0]  # type: ignore[assignment]
+            chained = _rates_in_order(steps[k:], ips[k:], first, gpus, prev)[0]
             complete = complete and None not in chained
         rates += chained
     return rates, complete
@@ -705,17 +729,14 @@ def _rated(records: RecordColumns, all_rated: bool) -> RecordColumns:
         return RecordColumns(records.iteration, [None] * len(rates), rates, records.loss, records.rank, records.epoch)
     keep = [i for i, r in enumerate(rates) if r is not None]
 
-    def pick(column: Sequence | None) -> list | None:  # type: ignore[type-arg]
-        return [column[i] for i in keep] if column is not None else None
-
     return RecordColumns(
-        pick(records.iteration),
+        _at_rows(records.iteration, keep),
         [None] * len(keep),
-        pick(rates),  # type: ignore[arg-type]
-        pick(records.loss),
-        pick(records.rank),
-        pick(records.epoch),
-    )  # type: ignore[arg-type]
+        _at_rows(rates, keep),
+        _at_rows(records.loss, keep),
+        _at_rows(records.rank, keep) if records.rank is not None else None,
+        _at_rows(records.epoch, keep) if records.epoch is not None else None,
+    )
 
 
 def _untimed(records: list[IterationRecord] | RecordColumns) -> RecordColumns:
@@ -761,12 +782,12 @@ def _published(steps: _Steps, gpus: int | None) -> float | None:
     skip = PUBLISHED_SKIP_MULTINODE if gpus > 8 else PUBLISHED_SKIP
     values = steps.ips[skip:]
     try:
-        total = sum(values)  # type: ignore[arg-type]
+        total: float = sum(values)  # type: ignore[arg-type]  # a None raises TypeError: caught below
     except TypeError:  # a missing ips
         total = math.nan
     if not math.isfinite(total):  # some ips is missing or not finite: the finite ones
-        values = [x for x in values if x is not None and math.isfinite(x)]
-        total = sum(values)  # type: ignore[arg-type]
+        finite = [x for x in values if x is not None and math.isfinite(x)]
+        return sum(finite) / len(finite) * gpus if finite else None
     return total / len(values) * gpus if values else None
 
 

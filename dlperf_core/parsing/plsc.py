@@ -85,6 +85,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import accumulate, compress, repeat
 from operator import lt, ne, sub
+from typing import TypeVar
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
@@ -481,13 +482,13 @@ def _is_pause(line: str) -> bool:
     return what is not None and what[0] == _PAUSE
 
 
-def _ints(texts: list[str]) -> list[int]:
+def _ints(texts: Sequence[str]) -> list[int]:
     """``int`` of each text (few distinct values in many lines: each converted once)."""
     values = {x: int(x) for x in set(texts)}
     return list(map(values.__getitem__, texts))
 
 
-def _floats(texts: list[str | None]) -> list[float | None]:
+def _floats(texts: Sequence[str | None]) -> list[float | None]:
     """``to_float`` of each text."""
     try:
         return list(map(float, texts))  # type: ignore[arg-type]
@@ -519,7 +520,7 @@ def _minutes_seconds(minutes: set[str]) -> dict[str, float | None]:
 
 
 def _times(
-    minutes: list[str | None], seconds: list[str | None], fractions: list[str | None]
+    minutes: Sequence[str | None], seconds: Sequence[str | None], fractions: Sequence[str | None]
 ) -> tuple[list[float | None], list[bool]]:
     """Unix seconds (UTC) of each timestamp and whether it has sub-second digits ((None, False): none, or no
     real date), as ``values.stamp_seconds``: the whole second, then plus float("0." + fraction)."""
@@ -642,7 +643,10 @@ def _kept(lines: _Lines, first: int, stop: int) -> range | list[int]:
     return out
 
 
-def _pick(column: list, kept: range | list[int]) -> list:
+_T = TypeVar("_T")
+
+
+def _pick(column: Sequence[_T], kept: range | list[int]) -> Sequence[_T]:
     return column[kept.start : kept.stop] if isinstance(kept, range) else [column[i] for i in kept]
 
 
@@ -656,8 +660,13 @@ def _parse_run(chunk: str, run: _Run, lines: _Lines, file: str, options: ParseOp
     global_batch = total or (world * batch if world and batch else None)
     kept = _kept(lines, run.first, run.stop)
 
-    its, ranks, epochs, losses = (_pick(c, kept) for c in (lines.step, lines.rank, lines.epoch, lines.loss))
-    times, precise = _times(*(_pick(c, kept) for c in (lines.minute, lines.second, lines.fraction)))
+    its, ranks, epochs, losses = (
+        _pick(lines.step, kept),
+        _pick(lines.rank, kept),
+        _pick(lines.epoch, kept),
+        _pick(lines.loss, kept),
+    )
+    times, precise = _times(_pick(lines.minute, kept), _pick(lines.second, kept), _pick(lines.fraction, kept))
     rates = _pick(lines.rate, kept)
     samples = _pick(lines.samples, kept)
     if samples.count(None) < len(samples):  # ips over avg_samples -> the whole job
@@ -709,7 +718,11 @@ def _parse_run(chunk: str, run: _Run, lines: _Lines, file: str, options: ParseOp
 
 
 def _interval_rates(
-    its: list[int], times: list[float | None], rates: list[float | None], pauses: list[int], global_batch: int | None
+    its: Sequence[int],
+    times: Sequence[float | None],
+    rates: Sequence[float | None],
+    pauses: Sequence[int],
+    global_batch: int | None,
 ) -> list[float | None]:
     """Each record's rate over the interval since the record before it (None for the first and for an
     interval holding a validation or a save): from the timestamps with ``global_batch`` (None for a span
@@ -719,9 +732,9 @@ def _interval_rates(
         out += rates[1:]
     else:
         out += [
-            global_batch * (b - a) / dt if dt > 0 else None  # type: ignore[operator]
+            global_batch * (b - a) / dt if dt > 0 else None
             for a, b, dt in zip(its, its[1:], map(sub, times[1:], times))
-        ]  # type: ignore[arg-type]
+        ]
     if pauses and pauses[0] != pauses[-1]:  # (never decreasing)
         for i in compress(range(1, len(its)), map(ne, pauses[1:], pauses)):
             out[i] = None

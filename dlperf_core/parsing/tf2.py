@@ -94,7 +94,8 @@ class _Ranks:
     right (a line not seen before is read from at most _RANK_REACH characters back)."""
 
     def __init__(self, text: str) -> None:
-        self.text, self.upto, self.rank = text, -1, None  # read up to, last rank found
+        self.text, self.upto = text, -1  # read up to
+        self.rank: int | None = None  # last rank found
 
     def at(self, pos: int) -> int | None:
         text = self.text

@@ -51,7 +51,7 @@ def _write(path: Path, text: str) -> Path:
 
 def draw_plots(data: ReportData, plot_dir: Path) -> list[Plot]:
     """Every plot of the report, written into ``plot_dir``."""
-    plots: list[Plot] = []
+    plots: list[Plot | None] = []  # a plot function returns None when it has nothing to draw
     summary = data.summary
     if not summary.empty:
         summary = summary.assign(variant=summary["variant"].fillna(""))

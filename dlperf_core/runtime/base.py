@@ -76,7 +76,7 @@ def supervise(
         failed = [(p, c) for p, c in zip(procs, codes) if c not in (None, 0)]
         if failed:
             p, code = failed[0]
-            return describe_exit(p.node_name, code, p.oom_killed)  # type: ignore[arg-type]
+            return describe_exit(p.node_name, code, p.oom_killed)
         if all(c == 0 for i, c in enumerate(codes) if i not in services):
             return None
         ended = [procs[i] for i in services if codes[i] is not None]

@@ -104,6 +104,12 @@ class PeerProcess:
             return PEER_LOST_EXIT
         return None
 
+    def kill(self) -> None:
+        """Each node stops its own container when it sees the failure."""
+
+    def close(self) -> None:
+        """Nothing of the peer's is held here."""
+
 
 class _Poster:
     """Posts this node's state (with its public keys) and re-posts it every ``beat_s`` (``tick``)."""
@@ -126,12 +132,6 @@ class _Poster:
     def tick(self) -> None:
         if time.monotonic() - self._sent >= self._beat_s:
             self._send()
-
-    def kill(self) -> None:
-        """Each node stops its own container when it sees the failure."""
-
-    def close(self) -> None:
-        pass
 
 
 class _Published:

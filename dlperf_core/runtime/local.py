@@ -103,8 +103,11 @@ class LocalRuntime:
     def cpu_threads_per_process(self, processes: int) -> int:
         return max(1, (os.cpu_count() or 1) // max(1, processes))
 
-    def start_node(self, job: CaseJob, i: int, files: tuple | None = None) -> LocalProcess:
-        """Start launch ``i`` of ``job`` as a process group (``files``: container-only, unused here)."""
+    def start_node(
+        self, job: CaseJob, i: int, files: tuple | None = None, samples: GpuSamples | None = None
+    ) -> LocalProcess:
+        """Start launch ``i`` of ``job`` as a process group (``files``: container-only, unused here;
+        ``samples``: unused, :meth:`execute` samples this machine's GPUs once for every node)."""
         launch = job.launches[i]
         env = {**launch.env, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
         argv = with_memory_limit(launch.argv, launch.node.device_memory_mb)

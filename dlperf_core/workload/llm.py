@@ -29,7 +29,7 @@ from torch import nn
 
 if __package__ in (None, ""):  # imported from a script next to it (the workload folder copied alone)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from llm_config import SIZES, LlmConfig, flops_per_token, num_parameters  # type: ignore[import-not-found, no-redef]
+    from llm_config import SIZES, LlmConfig, flops_per_token, num_parameters  # type: ignore[import-not-found]
 else:
     from .llm_config import SIZES, LlmConfig, flops_per_token, num_parameters
 
@@ -102,6 +102,9 @@ class Block(nn.Module):
 
 class Llm(nn.Module):
     """Token ids (batch, seq) -> next-token logits (batch, seq, vocab)."""
+
+    cos: torch.Tensor  # the rotary tables: buffers (register_buffer), not attributes
+    sin: torch.Tensor
 
     def __init__(self, cfg: LlmConfig) -> None:
         super().__init__()

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from airflow.providers.docker.hooks.docker import DockerHook
-from docker import TLSConfig
 from docker.errors import APIError, ImageNotFound, NotFound
+from docker.tls import TLSConfig
 from docker.types import DeviceRequest, Mount, Ulimit
 
 from dlperf_core.errors import ConfigError
@@ -93,10 +93,12 @@ class DockerEndpoint:
     def for_node(cls, node: Node, *, use_connection: bool = True) -> DockerEndpoint:
         conn = _connection_or_none(node.docker_conn_id) if use_connection else None
         extra = conn.extra_dejson if conn is not None else {}
-        tls_files = [extra.get(k) for k in ("tls_ca_cert", "tls_client_cert", "tls_client_key")]
+        ca_cert, client_cert, client_key = (extra.get(k) for k in ("tls_ca_cert", "tls_client_cert", "tls_client_key"))
         tls = None
-        if all(tls_files):
-            tls = DockerHook.construct_tls_config(*tls_files, verify=_flag(extra.get("tls_verify")))
+        if ca_cert and client_cert and client_key:
+            tls = DockerHook.construct_tls_config(
+                ca_cert, client_cert, client_key, verify=_flag(extra.get("tls_verify"))
+            )
         elif node.docker.tls is not None:
             t = node.docker.tls
             tls = DockerHook.construct_tls_config(t.ca_cert, t.client_cert, t.client_key, verify=t.verify)

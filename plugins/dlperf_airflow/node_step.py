@@ -196,7 +196,7 @@ def collect_step(item: dict, results: dict[str, dict | None], ids: RunIds) -> di
     planned = PlannedRun.from_dict(item)
     run = planned.run
     names = [n.name for n in load_inventory(planned.inventory).first(run.case.nodes)]
-    shares = {n: (NodeShare.from_dict(results[n]) if results.get(n) and "rank" in results[n] else None) for n in names}
+    shares = {n: (NodeShare.from_dict(r) if (r := results.get(n)) and "rank" in r else None) for n in names}
     failure = case_failure(shares)
     got = [s for s in shares.values() if s is not None]
     now = datetime.now(UTC)
@@ -224,8 +224,8 @@ def collect_step(item: dict, results: dict[str, dict | None], ids: RunIds) -> di
 def _environment(planned: PlannedRun, names: list[str], results: dict[str, dict | None]) -> int | None:
     """Store the environment the nodes probed (as ``capture_environment`` does centrally); None if incomplete."""
     run = planned.run
-    probes = [(results.get(n) or {}).get("probe") for n in names]
-    if planned.runtime != "docker" or not all(probes):
+    probes = [p for n in names if (p := (results.get(n) or {}).get("probe"))]
+    if planned.runtime != "docker" or len(probes) < len(names):
         return planned.environment_id
     from dlperf_core.storage import ResultStore, default_db_url
 

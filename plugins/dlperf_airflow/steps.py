@@ -76,11 +76,10 @@ def resolve_settings(params: dict) -> tuple[Settings, Suite, Inventory]:
     runtime = suite.runtime if runtime == "suite" else runtime
     if runtime not in ("local", "docker"):
         raise ConfigError("trigger form", [f"runtime: unknown runtime {runtime!r}; use local or docker"])
+    inv_path = suite.inventory_path() if runtime == suite.runtime else None  # the suite's own, if it names one
     if params.get("inventory"):
         inv_path = _resolve(params["inventory"])
-    elif suite.inventory and runtime == suite.runtime:
-        inv_path = suite.inventory_path()
-    else:
+    elif inv_path is None:
         inv_path = _resolve(DOCKER_INVENTORY if runtime == "docker" else LOCAL_INVENTORY)
     inventory = load_inventory(inv_path)
     if runtime == "docker":  # a Docker socket on TCP without TLS is root on the node: refused unless insecure
@@ -242,9 +241,10 @@ def store_probe_step(executed: dict, ids: RunIds) -> Measurement:
     run, outcome = done.run, done.outcome
     case = run.case
     verdict, result = judge_probe(case, outcome)
-    ok = verdict.status == "ok" and result is not None
+    good = result if verdict.status == "ok" else None  # the table of an ok probe
+    ok = good is not None
     sizes = (
-        tuple(ProbeSizeRecord(s.size_bytes, s.time_us, s.algbw_gbs, s.busbw_gbs) for s in result.sizes) if ok else ()
+        tuple(ProbeSizeRecord(s.size_bytes, s.time_us, s.algbw_gbs, s.busbw_gbs) for s in good.sizes) if good else ()
     )
     store = ResultStore(default_db_url())
     store.upsert_probe(
@@ -260,7 +260,7 @@ def store_probe_step(executed: dict, ids: RunIds) -> Measurement:
             ranks=result.ranks if result else None,
             backend=result.backend if result else None,
             dtype=result.dtype if result else None,
-            avg_busbw_gbs=result.avg_busbw_gbs if ok else None,
+            avg_busbw_gbs=good.avg_busbw_gbs if good else None,
             log_path=outcome.log_path,
             environment_id=done.planned.environment_id,
             started_at=outcome.started_at,
@@ -269,7 +269,7 @@ def store_probe_step(executed: dict, ids: RunIds) -> Measurement:
         )
     )
     store.dispose()
-    largest = result.largest if ok else None
+    largest = good.largest if good else None
     figure = (
         f"bus bandwidth {largest.busbw_gbs:.3f} GB/s at {largest.size_bytes} bytes"
         if largest
