@@ -22,26 +22,26 @@ def machine() -> str:
     return f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
 
 
+def bare_command(args: list[str], nproc: int = 1) -> list[str]:
+    """The workload launched with torchrun alone (standalone, ``nproc`` processes), no dlperf around it."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    return [*torchrun, "--nproc_per_node", str(nproc), str(WORKLOAD), *args]
+
+
+def bare_env() -> dict[str, str]:
+    """The environment of a bare launch: this one, with gloo on the loopback interface."""
+    return {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
+
+
 def bare_run(args: list[str], nproc: int = 1, threads: int | None = None) -> float:
     """The training loop launched bare (torchrun, no dlperf around it); throughput by dlperf's parser."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "bare.log"
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            str(nproc),
-            str(WORKLOAD),
-            *args,
-        ]
+        cmd = bare_command(args, nproc)
         if threads:
             cmd += ["--threads", str(threads)]
         with open(log, "wb") as out:
-            subprocess.run(
-                cmd, stdout=out, stderr=subprocess.STDOUT, check=True, env={**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
-            )
+            subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=True, env=bare_env())
         warmup = int(args[args.index("--warmup-iterations") + 1])
         measured = int(args[args.index("--iterations") + 1])
         return throughput_of_log(log.read_text(), warmup, measured)

@@ -17,11 +17,9 @@ training span is what launching through torchrun costs anyway; the difference is
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -29,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from _common import REPO, WORKLOAD, dlperf_run, machine
+from _common import REPO, bare_command, bare_env, dlperf_run, machine
 from dlperf_core.storage import ResultStore
 
 SMOKE_ARGS = [
@@ -62,20 +60,8 @@ def bare_launch_cost(runs: int) -> list[float]:
     """Wall time minus training span of the smoke 1n1g command launched bare with torchrun."""
     costs = []
     for _ in range(runs):
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "1",
-            str(WORKLOAD),
-            *SMOKE_ARGS,
-        ]
         t0 = time.perf_counter()
-        out = subprocess.run(
-            cmd, capture_output=True, text=True, check=True, env={**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
-        )
+        out = subprocess.run(bare_command(SMOKE_ARGS), capture_output=True, text=True, check=True, env=bare_env())
         wall = time.perf_counter() - t0
         stamps = dll_times(out.stdout)
         costs.append(wall - (stamps[-1] - stamps[0]).total_seconds())

@@ -28,6 +28,7 @@ leaf would turn a failed run green): ``finish_run`` stays the task that does.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task, task_group
 
@@ -64,6 +65,21 @@ TOPOLOGIES = list(CHOICES.topologies)
 # Node routing ($DLPERF_CLUSTER_INVENTORY): one task per node of the deployment's inventory, on that node's
 # Celery queue and one-slot pool, for every case run (dlperf_airflow.node_step); else one run_case per case run.
 ROUTING = routing_inventory(steps.dlperf_home())
+
+
+def _multi_select(choices: list[str], title: str, description: str, **extra: Any) -> Param:
+    """A "Filters" field of the trigger form: any of ``choices`` (a list; empty or null = all of them)."""
+    return Param(
+        [],
+        type=["array", "null"],
+        items={"type": "string", "enum": choices},
+        uniqueItems=True,
+        examples=choices,
+        title=title,
+        description=description,
+        section="Filters",
+        **extra,
+    )
 
 
 def _ids() -> RunIds:
@@ -114,47 +130,15 @@ def _ids() -> RunIds:
             description="Node inventory file; empty = the suite's, or the runtime's default.",
             section="What to run",
         ),
-        "frameworks": Param(
-            [],
-            type=["array", "null"],
-            items={"type": "string", "enum": FRAMEWORKS},
-            uniqueItems=True,
-            examples=FRAMEWORKS,
-            title="Frameworks",
-            description="Empty = every framework in the suite.",
-            section="Filters",
-        ),
-        "models": Param(
-            [],
-            type=["array", "null"],
-            items={"type": "string", "enum": MODELS},
-            uniqueItems=True,
-            examples=MODELS,
-            title="Models",
-            description="Empty = every model in the suite.",
-            section="Filters",
-        ),
-        "precisions": Param(
-            [],
-            type=["array", "null"],
-            items={"type": "string", "enum": PRECISIONS},
-            uniqueItems=True,
-            examples=PRECISIONS,
-            title="Precisions",
-            description="Empty = every precision in the suite.",
-            section="Filters",
-        ),
-        "topologies": Param(
-            [],
-            type=["array", "null"],
-            items={"type": "string", "enum": TOPOLOGIES},
-            uniqueItems=True,
-            examples=TOPOLOGIES,
-            values_display={t: topology_label(t) for t in TOPOLOGIES},
-            title="Topologies",
-            description="Nodes x devices per node; only topologies that fit a suite's inventory are listed. "
+        "frameworks": _multi_select(FRAMEWORKS, "Frameworks", "Empty = every framework in the suite."),
+        "models": _multi_select(MODELS, "Models", "Empty = every model in the suite."),
+        "precisions": _multi_select(PRECISIONS, "Precisions", "Empty = every precision in the suite."),
+        "topologies": _multi_select(
+            TOPOLOGIES,
+            "Topologies",
+            "Nodes x devices per node; only topologies that fit a suite's inventory are listed. "
             "Empty = every topology in the suite.",
-            section="Filters",
+            values_display={t: topology_label(t) for t in TOPOLOGIES},
         ),
         "repeats": Param(
             0,
@@ -306,6 +290,7 @@ def dlperf_benchmark():
         ctx = get_current_context()
         ctx["dlperf_case"] = steps.item_label(item)  # type: ignore[typeddict-unknown-key]
         ti = ctx["ti"]
+        assert ROUTING is not None  # the case_run group exists only under node routing
         results = {
             node.name: ti.xcom_pull(task_ids=in_case_run(node_task_id(node.name)), map_indexes=ti.map_index)
             for node in ROUTING.nodes
@@ -314,6 +299,7 @@ def dlperf_benchmark():
 
     @task_group(group_id=CASE_RUN_GROUP)
     def case_run(item: dict, health: dict):
+        assert ROUTING is not None
         shares = [on_node(node)(item=item, health=health) for node in ROUTING.nodes]
         executed = collect_case(item)
         shares >> executed

@@ -13,6 +13,19 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DAG_ID = "dlperf_benchmark"
 
 
+def airflow_settings(airflow_home: Path) -> dict[str, str]:
+    """The embedded Airflow's configuration (environment variables): this checkout's DAGs and plugins, no
+    examples, an SQLite metadata database in ``airflow_home``, quiet logs."""
+    return {
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+    }
+
+
 def prepare_environment(home: Path | None = None) -> Path:
     """Point Airflow at the repository's dags/ and plugins/ and a private AIRFLOW_HOME (unless set):
     ``home``, else ``$DLPERF_HOME/.dlperf/airflow`` (:mod:`dlperf_core.home`), whatever the current directory.
@@ -22,15 +35,7 @@ def prepare_environment(home: Path | None = None) -> Path:
     airflow_home = Path(os.environ.get("AIRFLOW_HOME") or (home or state_dir("airflow"))).resolve()
     airflow_home.mkdir(parents=True, exist_ok=True)
     os.environ["AIRFLOW_HOME"] = str(airflow_home)
-    defaults = {
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-    }
-    for key, value in defaults.items():
+    for key, value in airflow_settings(airflow_home).items():
         os.environ.setdefault(key, value)
     os.environ["DLPERF_HOME"] = str(dlperf_home())  # absolute: a task in another folder resolves the same
     plugins = str(REPO_ROOT / "plugins")

@@ -8,7 +8,7 @@
 # The build context is the repo root (see /.dockerignore); docker/ca/ca-certificates.crt (gitignored) holds
 # the host CA bundle, through which the package registries are reached from inside a build.
 # A recipe is skipped when its image exists with the same `dlperf.inputs-hash` label (a hash of the recipe
-# folder, the shared CA bundle and the base image id), so a second run takes seconds.
+# folder, the shared CA bundle and setup script, and the base image id), so a second run takes seconds.
 #
 # Usage: scripts/build-cpu-images.sh [--force] [RECIPE...]     (default: every docker/*/image.env)
 # Environment: CA_BUNDLE (default /etc/ssl/certs/ca-certificates.crt)
@@ -30,6 +30,8 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 CA_BUNDLE="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 say() { echo "[build-cpu-images] $*" >&2; }
+# shellcheck source=scripts/image-inputs.sh
+. "$REPO/scripts/image-inputs.sh"
 die() { say "ERROR: $*"; exit 1; }
 
 if [ "${#RECIPES[@]}" -eq 0 ]; then
@@ -59,14 +61,8 @@ for recipe in "${RECIPES[@]}"; do
   base="dlperf/debian-base:$suite"
   t0=$(date +%s)
   DEBIAN_SUITE="$suite" "$REPO/docker/base/build-base.sh" --name "$base"
-  inputs_hash="$(
-    {
-      echo "base=$(docker image inspect --format '{{.Id}}' "$base")"
-      find "$dir" docker/ca .dockerignore -type f -not -path '*/__pycache__/*' -not -name '*.py[co]' -print0 \
-        | LC_ALL=C sort -z | xargs -0 sha256sum
-    } | sha256sum | cut -c1-16
-  )"
-  current="$(docker image inspect --format '{{ index .Config.Labels "dlperf.inputs-hash" }}' "$TAG" 2>/dev/null || true)"
+  inputs_hash="$(inputs_hash "$base" "" "$dir" docker/ca docker/base/python-cpu.sh .dockerignore)"
+  current="$(built_from "$TAG")"
   if [ "$FORCE" -eq 0 ] && [ "$current" = "$inputs_hash" ]; then
     say "$TAG is up to date (inputs $inputs_hash); skipping"
     continue
@@ -76,8 +72,8 @@ for recipe in "${RECIPES[@]}"; do
   no_cache=()
   [ "$FORCE" -eq 1 ] && no_cache=(--no-cache)
   docker build --pull=false --force-rm "${no_cache[@]}" -t "$TAG" -f "$dir/Dockerfile" \
-    --build-arg "BASE_IMAGE=$base" --build-arg "INPUTS_HASH=$inputs_hash" \
-    --build-arg "BUILD_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)" .
+    --build-arg "BASE_IMAGE=$base" --label "dlperf.inputs-hash=$inputs_hash" \
+    --label "org.opencontainers.image.created=$(date -u +%Y-%m-%dT%H:%M:%SZ)" .
   new_id="$(docker image inspect --format '{{.Id}}' "$TAG")"
   if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
     docker image rm "$old_id" >/dev/null 2>&1 || say "(kept the previous $TAG ${old_id:7:12}: still in use)"

@@ -108,17 +108,12 @@ fi
 say "wheels folder ($(cd "$WHEELS" && echo *)): $(since "$t") s"
 
 # 4. Reference image, unless up to date.
-base_id="$(docker image inspect --format '{{.Id}}' "$BASE_IMAGE")"
-inputs_hash="$(
-  {
-    echo "base=$base_id"
-    echo "args=INSTALL_TORCH=$INSTALL_TORCH PIP_PACKAGES=$PIP_PACKAGES"
-    # Content of every file that goes into the image (names included), sorted for stability.
-    find "$DOCKERFILE" .dockerignore "$WHEELS" dlperf_core/workload -type f \
-         -not -path '*/__pycache__/*' -not -name '*.py[co]' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-  } | sha256sum | cut -c1-16
-)"
-current="$(docker image inspect --format '{{ index .Config.Labels "dlperf.inputs-hash" }}' "$TAG" 2>/dev/null || true)"
+# shellcheck source=scripts/image-inputs.sh
+. "$REPO/scripts/image-inputs.sh"
+# every file that goes into the image, and the build arguments
+inputs_hash="$(inputs_hash "$BASE_IMAGE" "args=INSTALL_TORCH=$INSTALL_TORCH PIP_PACKAGES=$PIP_PACKAGES" \
+  "$DOCKERFILE" .dockerignore "$WHEELS" dlperf_core/workload)"
+current="$(built_from "$TAG")"
 if [ "$FORCE" -eq 0 ] && [ "$current" = "$inputs_hash" ]; then
   say "$TAG is up to date (inputs $inputs_hash); skipping (use --force to rebuild)"
 else
@@ -128,8 +123,9 @@ else
     --build-arg "BASE_IMAGE=$BASE_IMAGE"
     --build-arg "INSTALL_TORCH=$INSTALL_TORCH"
     --build-arg "PIP_PACKAGES=$PIP_PACKAGES"
-    --build-arg "INPUTS_HASH=$inputs_hash"
-    --build-arg "BUILD_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    --label "dlperf.inputs-hash=$inputs_hash"
+    --label "org.opencontainers.image.base.name=$BASE_IMAGE"
+    --label "org.opencontainers.image.created=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   )
   [ "$FORCE" -eq 1 ] && build_args+=(--no-cache)
   # No buildx on these machines: the classic builder is used (its deprecation notice is harmless).

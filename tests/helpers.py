@@ -1,16 +1,23 @@
-"""Helpers for tests that drive the real CLI, Airflow and Docker."""
+"""Helpers shared by the tests: driving the real CLI, Airflow and Docker, and rows for the results database."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dlperf_core.storage import BenchmarkRunRecord, ResultRecord
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("DLPERF_SHARED", REPO.parent / "shared"))  # seeds, reallogs, reference notes
 DLPERF = [sys.executable, "-m", "dlperf_cli.main"]
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)  # when the records of run_record/result_record start by default
 
 
 def cli_env(tmp_path: Path, db_url: str, **extra: str) -> dict[str, str]:
@@ -47,8 +54,6 @@ def dlperf_containers(all_states: bool = True) -> list[str]:
 
 def run_id_of(output: str) -> str:
     """The DAG run id `dlperf run` reports on its last line."""
-    import re
-
     found = re.findall(r"^DAG run (\S+): ", output, flags=re.M)
     assert found, output[-2000:]
     return found[-1]
@@ -64,3 +69,63 @@ def docker_marks(image: str) -> list:
         pytest.mark.skipif(not docker_available(), reason="no Docker engine answers (make test starts one)"),
         pytest.mark.skipif(docker_available() and not image_present(image), reason=f"{image} not built (make images)"),
     ]
+
+
+# --------------------------------------------------------------------------- rows of the results database
+
+
+def run_record(**overrides: Any) -> BenchmarkRunRecord:
+    """A benchmark run record: run "r1" of DAG "dag", suite "smoke" by the CLI on docker, started at T0 and still
+    running; ``overrides`` replace any field."""
+    from dlperf_core.storage import BenchmarkRunRecord
+
+    fields = dict(dag_id="dag", run_id="r1", suite="smoke", trigger="cli", runtime="docker", started_at=T0)
+    return BenchmarkRunRecord(**(fields | overrides))
+
+
+CASE_KEY = re.compile(
+    r"(?P<framework>[^/]+)/(?P<model>[^/]+)/(?P<precision>[^/]+)/b(?P<batch>\d+)/(?P<nodes>\d+)n(?P<gpus>\d+)g"
+)
+
+
+def result_record(**overrides: Any) -> ResultRecord:
+    """An ok result record: repeat 0 of pt/resnet50/fp32/b8/1n1g at 100 samples/s, started at T0, in run "r1" of
+    DAG "dag" (or in ``benchmark_run``'s run when that is given); ``overrides`` replace any field.
+
+    A ``case_key`` of the form framework/model/precision/bB/NnGg[+options] sets those fields too (where not given
+    as well); without a case key, the key is made of those fields."""
+    from dlperf_core.storage import ResultRecord
+
+    fields: dict[str, Any] = dict(
+        dag_id="dag",
+        run_id="r1",
+        framework="pt",
+        model="resnet50",
+        precision="fp32",
+        batch_size_per_device=8,
+        nodes=1,
+        gpus_per_node=1,
+        repeat=0,
+        status="ok",
+        throughput=100.0,
+        started_at=T0,
+    )
+    run = overrides.get("benchmark_run")
+    if run is not None:
+        fields.update(dag_id=run.dag_id, run_id=run.run_id)
+    parsed = CASE_KEY.match(overrides.get("case_key", ""))
+    if parsed:
+        fields.update(
+            framework=parsed["framework"],
+            model=parsed["model"],
+            precision=parsed["precision"],
+            batch_size_per_device=int(parsed["batch"]),
+            nodes=int(parsed["nodes"]),
+            gpus_per_node=int(parsed["gpus"]),
+        )
+    fields.update(overrides)
+    fields.setdefault(
+        "case_key",
+        "{framework}/{model}/{precision}/b{batch_size_per_device}/{nodes}n{gpus_per_node}g".format(**fields),
+    )
+    return ResultRecord(**fields)

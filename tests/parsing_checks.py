@@ -6,6 +6,7 @@ import json
 import math
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 from dlperf_core.parsing import LogFormat, ParsedRun, parse_log
@@ -55,3 +56,11 @@ def parse_with(
     for run in runs:
         check_run(run, fmt.name)
     return runs
+
+
+def print_table(capsys: pytest.CaptureFixture[str], header: str, rows: list[str]) -> None:
+    """Prints a comparison table (a header line, then one line a row) past pytest's capture, so that it shows
+    with or without -s."""
+    with capsys.disabled():
+        print("\n" + header)
+        print("\n".join(rows))

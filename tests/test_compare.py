@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dlperf_core.compare import compare_runs, format_table
-from helpers import DLPERF, REPO, cli_env
+from helpers import DLPERF, REPO, cli_env, result_record
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -70,28 +70,14 @@ def test_untestable_cases_say_why():
 
 @pytest.mark.postgres
 def test_cli_compare_on_postgres(tmp_path, pg_url):
-    from dlperf_core.storage import ResultRecord, ResultStore
+    from dlperf_core.storage import ResultStore
 
     store = ResultStore(pg_url)
     store.ensure_schema()
     for run_id, values in (("night-1", [1000.0, 1003.0, 997.0]), ("night-2", [940.0, 944.0, 938.0])):
         store.upsert_results(
             [
-                ResultRecord(
-                    dag_id="d",
-                    run_id=run_id,
-                    case_key="pt/r50/amp/b256/1n8g",
-                    framework="pt",
-                    model="r50",
-                    precision="amp",
-                    batch_size_per_device=256,
-                    nodes=1,
-                    gpus_per_node=8,
-                    repeat=i,
-                    status="ok",
-                    throughput=v,
-                    started_at=T0,
-                )
+                result_record(run_id=run_id, case_key="pt/r50/amp/b256/1n8g", repeat=i, throughput=v, started_at=T0)
                 for i, v in enumerate(values)
             ]
         )

@@ -14,9 +14,9 @@ from dlperf_core.form import with_compile_override
 from dlperf_core.frameworks import LaunchContext, get_adapter
 from dlperf_core.inventory import load_inventory
 from dlperf_core.plan import check_suite, plan_suite
-from dlperf_core.storage import ResultStore
 from dlperf_core.suite import parse_suite
-from helpers import DLPERF, REPO, cli_env, run_id_of
+from e2e_helpers import run_suite
+from helpers import REPO
 
 LOCAL = load_inventory(REPO / "inventories" / "local.yaml")
 
@@ -136,17 +136,8 @@ def test_eager_and_compiled_end_to_end_on_cpu(tmp_path, pg_url):
         "  - {framework: pytorch_reference, model: resnet50_v1.5, batch_size_per_device: 4, compile: [false, true],\n"
         "     extra_args: [--image-size, '32', --width, '8', --num-classes, '10', --device, cpu]}\n"
     )
-    out = subprocess.run(
-        [*DLPERF, "run", str(path), "--inventory", str(REPO / "inventories" / "local.yaml")],
-        cwd=REPO,
-        env=cli_env(tmp_path, pg_url),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    store = ResultStore(pg_url)
-    rows = store.results(run_id=run_id_of(out.stdout)).sort_values("case_key")
+    run = run_suite(tmp_path, pg_url, path, "--inventory", str(REPO / "inventories" / "local.yaml"), timeout=1200)
+    rows = run.results().sort_values("case_key")
     assert list(rows["case_key"]) == [
         "pytorch_reference/resnet50_v1.5/fp32/b4/1n1g",
         "pytorch_reference/resnet50_v1.5/fp32/b4/1n1g+compile",
@@ -156,10 +147,10 @@ def test_eager_and_compiled_end_to_end_on_cpu(tmp_path, pg_url):
     assert rows["mfu"].isna().all() and rows["energy_per_sample_j"].isna().all()  # CPU: unknown, not 0
     log = open(rows.iloc[1]["log_path"]).read()
     assert "compile : True" in log
-    summary = store.summary(run_id=run_id_of(out.stdout))
+    summary = run.store.summary(run_id=run.run_id)
     assert sorted(summary["speedup"]) == [1.0, 1.0]  # each against its own 1n1g
-    assert "### pytorch_reference resnet50_v1.5 fp32 (compiled) batch 4 (median of repeats)" in out.stdout
-    assert "### pytorch_reference resnet50_v1.5 fp32 batch 4 (median of repeats)" in out.stdout
+    assert "### pytorch_reference resnet50_v1.5 fp32 (compiled) batch 4 (median of repeats)" in run.stdout
+    assert "### pytorch_reference resnet50_v1.5 fp32 batch 4 (median of repeats)" in run.stdout
 
 
 def test_gpu_single_suite_is_ready_for_one_local_gpu():

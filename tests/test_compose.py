@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from e2e_helpers import docker_output
 from helpers import REPO, docker_available, image_present
 
 AIRFLOW_IMAGE = os.environ.get("DLPERF_AIRFLOW_IMAGE", "dlperf/airflow:3.3.2")
@@ -190,12 +191,7 @@ def test_image_runs_airflow_like_the_official_one(airflow_image):
         assert out.stdout.strip().splitlines()[-1] == "3.3.2"
     who = _run(airflow_image, "id", "-u")
     assert who.returncode == 0 and who.stdout.strip() == "50000"  # non-root
-    labels = subprocess.run(
-        ["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", airflow_image],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    labels = docker_output("image", "inspect", "--format", "{{json .Config.Labels}}", airflow_image)
     assert "dlperf.inputs-hash" in labels
 
 

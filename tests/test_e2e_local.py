@@ -5,37 +5,27 @@ import subprocess
 
 import pytest
 
-from dlperf_core.storage import ResultStore
-from helpers import DLPERF, REPO, cli_env, run_id_of
+from e2e_helpers import run_suite
+from helpers import DLPERF, REPO, cli_env
 
 pytestmark = pytest.mark.postgres
 
 
 def test_local_runtime_smoke_suite_lands_in_postgres(tmp_path, pg_url):
-    out = subprocess.run(
-        [*DLPERF, "run", "suites/smoke.yaml", "--runtime", "local", "--repeats", "1"],
-        cwd=REPO,
-        env=cli_env(tmp_path, pg_url),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
-    assert "| node_num | gpu_num_per_node | batch_size_per_device |" in out.stdout
-    store = ResultStore(pg_url)
-    run_id = run_id_of(out.stdout)
-    rows = store.results(run_id=run_id)
+    run = run_suite(tmp_path, pg_url, "suites/smoke.yaml", "--runtime", "local", "--repeats", "1", timeout=900)
+    assert "| node_num | gpu_num_per_node | batch_size_per_device |" in run.stdout
+    rows = run.results()
     assert len(rows) == 3 and set(rows["status"]) == {"ok"}
     assert all(math.isfinite(t) and t > 0 for t in rows["throughput"])
     assert all(r > 0 for r in rows["reported_throughput"])
     assert all((tmp_path / "logs").rglob("node0.log"))
-    summary = store.summary(run_id=run_id)
+    summary = run.store.summary(run_id=run.run_id)
     assert sorted(zip(summary["nodes"], summary["gpus_per_node"])) == [(1, 1), (1, 2), (2, 1)]
     one = summary[(summary["nodes"] == 1) & (summary["gpus_per_node"] == 1)].iloc[0]
     assert one["speedup"] == pytest.approx(1.0)
     assert summary["speedup"].notna().all()
     # the figures in the printed table are the ones stored
-    assert f"{one['median_throughput']:.2f}" in out.stdout
+    assert f"{one['median_throughput']:.2f}" in run.stdout
 
 
 def test_bad_suite_is_refused_before_anything_runs(tmp_path, pg_url):

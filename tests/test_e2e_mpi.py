@@ -6,27 +6,17 @@ keys into both containers, starts node 1's sshd first, node 0 checks ssh to it w
 mpirun starts one rank in each container; the case's containers are removed afterwards.
 """
 
-import subprocess
 from pathlib import Path
 
-from dlperf_core.storage import ResultStore
-from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_marks, run_id_of
+from e2e_helpers import run_suite
+from helpers import dlperf_containers, docker_marks
 
 IMAGE = "dlperf/pytorch-reference:cpu"
 pytestmark = docker_marks(IMAGE)
 
 
 def test_mpirun_across_two_container_nodes(tmp_path, pg_url):
-    proc = subprocess.run(
-        [*DLPERF, "run", "tests/data/mpi-suite.yaml"],
-        cwd=REPO,
-        env=cli_env(tmp_path, pg_url),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    rows = ResultStore(pg_url).results(run_id=run_id_of(proc.stdout))
+    rows = run_suite(tmp_path, pg_url, "tests/data/mpi-suite.yaml", timeout=1200).results()
     assert sorted(rows["case_key"]) == [
         "pytorch_reference_mpi/resnet50_v1.5/fp32/b4/1n2g",
         "pytorch_reference_mpi/resnet50_v1.5/fp32/b4/2n1g",

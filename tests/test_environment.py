@@ -212,28 +212,27 @@ def test_environment_is_stored_once_per_content_hash(pg_url, local_probe_output)
     store.dispose()
 
 
+# A case as the DAG's capture step gets it in an item.
+STEP_CASE = {
+    "framework": "pytorch_reference",
+    "model": "resnet50_v1.5",
+    "precision": "fp32",
+    "batch_size_per_device": 8,
+    "nodes": 1,
+    "gpus_per_node": 1,
+    "warmup_iterations": 1,
+    "measured_iterations": 2,
+}
+
+
 @pytest.mark.postgres
 def test_capture_step_tags_every_item(pg_url, monkeypatch):
     from dlperf_airflow.environment_step import capture_step
     from dlperf_core.model import RunIds
 
     monkeypatch.setenv("DLPERF_DB_URL", pg_url)
-    case = {
-        "framework": "pytorch_reference",
-        "model": "resnet50_v1.5",
-        "precision": "fp32",
-        "batch_size_per_device": 8,
-        "nodes": 1,
-        "gpus_per_node": 1,
-        "warmup_iterations": 1,
-        "measured_iterations": 2,
-    }
-    items = [
-        {"runtime": "local", "inventory": "inventories/local.yaml", "run": {"case": case, "repeat": r}}
-        for r in range(2)
-    ] + [
-        {"runtime": "local", "inventory": "inventories/local.yaml", "run": {"case": {**case, "nodes": 2}, "repeat": 0}}
-    ]
+    runs = [{"case": STEP_CASE, "repeat": r} for r in range(2)] + [{"case": {**STEP_CASE, "nodes": 2}, "repeat": 0}]
+    items = [{"runtime": "local", "inventory": "inventories/local.yaml", "run": run} for run in runs]
     tagged = capture_step(items, RunIds("dag", "run"))
     env_ids = {item["environment_id"] for item in tagged}
     assert len(tagged) == 3 and len(env_ids) == 1 and None not in env_ids  # one machine, one environment
@@ -250,19 +249,7 @@ def test_capture_step_never_raises(monkeypatch):
     item = {
         "runtime": "docker",
         "inventory": "/nonexistent/inventory.yaml",
-        "run": {
-            "case": {
-                "framework": "pytorch_reference",
-                "model": "m",
-                "precision": "fp32",
-                "batch_size_per_device": 8,
-                "nodes": 1,
-                "gpus_per_node": 1,
-                "warmup_iterations": 1,
-                "measured_iterations": 2,
-            },
-            "repeat": 0,
-        },
+        "run": {"case": {**STEP_CASE, "model": "m"}, "repeat": 0},
     }
     assert capture_step([item], RunIds("dag", "run")) == [{**item, "environment_id": None}]
 

@@ -11,13 +11,21 @@ from dlperf_core.model import Case, CaseRun, RunIds
 from dlperf_core.plan import check_fits
 
 REPO = Path(__file__).resolve().parents[1]
+GPU = load_inventory(REPO / "inventories/example-cluster.yaml")  # the GPU nodes
+CPU = load_inventory(REPO / "inventories/docker-local.yaml")  # the CPU stand-in nodes
 CASE = Case("pytorch_reference", "resnet50_v1.5", "amp", 256, 2, 8, 20, 100, extra_args=("--device", "cuda"))
+PLAIN = LaunchContext(python="python3", workload_dir="/w")
+
+
+def on_one_gpu_node(adapter, case, ctx=PLAIN):
+    """The launches of ``case`` on the first GPU node, and the image they run in there."""
+    nodes = GPU.first(1)
+    return adapter.launches(case, nodes, ctx), adapter.image(case, nodes)
 
 
 def test_reference_launch_is_one_torchrun_per_node():
-    inv = load_inventory(REPO / "inventories/example-cluster.yaml")
     ctx = LaunchContext(python="python3", workload_dir="/opt/dlperf/workload", master_port=29600)
-    launches = get_adapter("pytorch_reference").launches(CASE, inv.first(2), ctx)
+    launches = get_adapter("pytorch_reference").launches(CASE, GPU.first(2), ctx)
     assert [l.node.name for l in launches] == ["gpu-node-0", "gpu-node-1"]
     assert " ".join(launches[1].argv) == (
         "python3 -m torch.distributed.run --nnodes 2 --nproc_per_node 8 --node_rank 1 "
@@ -34,9 +42,8 @@ class FakeRuntime:
 
 
 def test_gpu_node_container_spec_has_gpus_infiniband_host_network_memlock(tmp_path):
-    inv = load_inventory(REPO / "inventories/example-cluster.yaml")
     job = build_job(
-        CaseRun(CASE, 3, 7, 10), inv, FakeRuntime(), RunIds("d", "r1"), timeout_s=60, watchdog_s=10, log_root=tmp_path
+        CaseRun(CASE, 3, 7, 10), GPU, FakeRuntime(), RunIds("d", "r1"), timeout_s=60, watchdog_s=10, log_root=tmp_path
     )
     assert len(job.containers) == 2
     spec = job.containers[0]
@@ -54,10 +61,9 @@ def test_gpu_node_container_spec_has_gpus_infiniband_host_network_memlock(tmp_pa
 
 
 def test_cpu_standin_nodes_use_their_network_and_hostnames(tmp_path):
-    inv = load_inventory(REPO / "inventories/docker-local.yaml")
     case = Case("pytorch_reference", "resnet50_v1.5", "fp32", 8, 2, 1, 3, 10)
     job = build_job(
-        CaseRun(case, 0), inv, FakeRuntime(), RunIds("d", "r"), timeout_s=60, watchdog_s=None, log_root=tmp_path
+        CaseRun(case, 0), CPU, FakeRuntime(), RunIds("d", "r"), timeout_s=60, watchdog_s=None, log_root=tmp_path
     )
     a, b = job.containers
     assert (a.network, a.hostname, b.hostname) == ("dlperf-net", "node0", "node1")
@@ -70,12 +76,11 @@ def test_cpu_standin_nodes_use_their_network_and_hostnames(tmp_path):
 def test_ngc_mxnet_cpu_launch_is_mpirun_of_dist_sync_workers():
     """CPU nodes: the CPU image, mpirun as on GPUs, each rank a ps-lite worker (mpi-dmlc.sh), DLE's flags with
     the job's total batch, synthetic data and a Speed line every batch."""
-    inv = load_inventory(REPO / "inventories/docker-local.yaml")
     case = Case("ngc_mxnet", "resnet50_v1.5", "fp32", 8, 2, 1, 5, 20, extra_args=("--image-shape", "3,64,64"))
     adapter = get_adapter("ngc_mxnet")
     ctx = LaunchContext(python="python3", workload_dir="/w", master_port=29555, cpu_threads_per_process=1)
-    head, peer = adapter.launches(case, inv.first(2), ctx)
-    assert adapter.image(case, inv.first(2)) == "dlperf/ngc-mxnet:cpu"
+    head, peer = adapter.launches(case, CPU.first(2), ctx)
+    assert adapter.image(case, CPU.first(2)) == "dlperf/ngc-mxnet:cpu"
     assert peer.role == "sshd" and peer.node.name == "node1" and peer.argv[0] == "/usr/sbin/sshd"
     assert head.env == {
         "PYTHONUNBUFFERED": "1",
@@ -99,16 +104,14 @@ def test_ngc_mxnet_cpu_launch_is_mpirun_of_dist_sync_workers():
 
 
 def test_ngc_mxnet_cpu_single_node_options_and_gpu_branch_untouched():
-    inv = load_inventory(REPO / "inventories/docker-local.yaml")
     adapter = get_adapter("ngc_mxnet")
     case = Case("ngc_mxnet", "resnet50_v1.5", "amp", 4, 1, 2, 3, 10, options=(("display_batches", 5),))
-    (launch,) = adapter.launches(case, inv.first(1), LaunchContext(python="python3", workload_dir="/w"))
+    (launch,) = adapter.launches(case, CPU.first(1), PLAIN)
     line = launch.argv[2].splitlines()[-1]
     assert "-np 2 -H node0:2 " in line and "plm_rsh_args" not in line and "OMP_NUM_THREADS" not in launch.env
     assert "--batch-size 8 --dtype float16 " in line and "--disp-batches 5 " in line  # the driver refuses fp16
-    gpu = load_inventory(REPO / "inventories/example-cluster.yaml")
-    (gpu_launch, *_) = adapter.launches(case, gpu.first(1), LaunchContext(python="python3", workload_dir="/w"))
-    assert adapter.image(case, gpu.first(1)) == "dlperf/ngc-mxnet:19.07"
+    (gpu_launch, *_), image = on_one_gpu_node(adapter, case)
+    assert image == "dlperf/ngc-mxnet:19.07"
     assert "--kv-store horovod" in gpu_launch.argv[2] and "mpi-dmlc.sh" not in gpu_launch.argv[2]
 
 
@@ -116,12 +119,11 @@ def test_ngc_mxnet_cpu_single_node_options_and_gpu_branch_untouched():
 def test_paddle_plsc_cpu_launch_is_paddle3_launcher_with_plsc_engine():
     """CPU nodes: the CPU image, paddle.distributed.launch on every node with PaddlePaddle 3's flags (node 0
     the master), one process per "GPU", PLSC 2.4's train.py + config, batch and max_train_step as -o flags."""
-    inv = load_inventory(REPO / "inventories/docker-local.yaml")
     case = Case("paddle_plsc", "arcface_resnet50", "fp32", 8, 2, 1, 5, 20, extra_args=("-o", "Model.class_num=100"))
     adapter = get_adapter("paddle_plsc")
     ctx = LaunchContext(python="python3", workload_dir="/w", master_port=29555, cpu_threads_per_process=1)
-    launches = adapter.launches(case, inv.first(2), ctx)
-    assert adapter.image(case, inv.first(2)) == "dlperf/paddle:cpu"
+    launches = adapter.launches(case, CPU.first(2), ctx)
+    assert adapter.image(case, CPU.first(2)) == "dlperf/paddle:cpu"
     assert [x.node_rank for x in launches] == [0, 1] and all(x.role == "launcher" for x in launches)
     for rank, launch in enumerate(launches):
         assert launch.env == {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
@@ -151,21 +153,18 @@ def test_paddle_plsc_cpu_launch_is_paddle3_launcher_with_plsc_engine():
 def test_paddle_plsc_cpu_single_node_amp_refused_and_gpu_branch_untouched():
     import pytest
 
-    inv = load_inventory(REPO / "inventories/docker-local.yaml")
     adapter = get_adapter("paddle_plsc")
-    ctx = LaunchContext(python="python3", workload_dir="/w")
-    (launch,) = adapter.launches(Case("paddle_plsc", "arcface_resnet50", "fp32", 4, 1, 2, 3, 10), inv.first(1), ctx)
+    (launch,) = adapter.launches(Case("paddle_plsc", "arcface_resnet50", "fp32", 4, 1, 2, 3, 10), CPU.first(1), PLAIN)
     assert "--nproc_per_node=2" in launch.argv and "--nnodes=1" in launch.argv and "OMP_NUM_THREADS" not in launch.env
     amp = Case("paddle_plsc", "arcface_resnet50", "amp", 4, 1, 2, 3, 10)
     # PaddlePaddle's CPU AMP is a no-op: not a real amp row, so planning refuses it before anything runs
-    assert "trains fp32 only, not amp" in adapter.refuses(amp, inv.first(1))
+    assert "trains fp32 only, not amp" in adapter.refuses(amp, CPU.first(1))
     with pytest.raises(ConfigError, match="paddle_plsc on CPU nodes .* trains fp32 only, not amp"):
-        check_fits([(amp, 1)], inv, "suite.yaml")
-    assert adapter.refuses(replace(amp, image="my/paddle:amp-cpu"), inv.first(1)) is None  # the suite's image wins
-    gpu = load_inventory(REPO / "inventories/example-cluster.yaml")
-    assert adapter.refuses(amp, gpu.first(1)) is None
-    (gpu_launch, *_) = adapter.launches(amp, gpu.first(1), ctx)
-    assert adapter.image(amp, gpu.first(1)) == "dlperf/paddle-plsc:1.8.5"
+        check_fits([(amp, 1)], CPU, "suite.yaml")
+    assert adapter.refuses(replace(amp, image="my/paddle:amp-cpu"), CPU.first(1)) is None  # the suite's image wins
+    assert adapter.refuses(amp, GPU.first(1)) is None
+    (gpu_launch, *_), image = on_one_gpu_node(adapter, amp)
+    assert image == "dlperf/paddle-plsc:1.8.5"
     assert any(a.startswith("--selected_gpus=") for a in gpu_launch.argv) and "--max_restart=0" not in gpu_launch.argv
 
 
@@ -173,14 +172,13 @@ def test_paddle_plsc_cpu_single_node_amp_refused_and_gpu_branch_untouched():
 
 
 def test_oneflow_cpu_launch_is_one_oneflow_launcher_per_node():
-    inv = load_inventory(REPO / "inventories/docker-local.yaml")
     case = Case("oneflow", "resnet50_v1.5", "fp32", 4, 2, 2, 5, 10, extra_args=("--image_size", "32"))
     ctx = LaunchContext(
         python="python3", workload_dir="/opt/dlperf/workload", master_port=29611, cpu_threads_per_process=1
     )
     adapter = get_adapter("oneflow")
-    launches = adapter.launches(case, inv.first(2), ctx)
-    assert adapter.image(case, inv.first(2)) == "dlperf/oneflow:cpu"
+    launches = adapter.launches(case, CPU.first(2), ctx)
+    assert adapter.image(case, CPU.first(2)) == "dlperf/oneflow:cpu"
     assert [(l.node.name, l.node_rank, l.role) for l in launches] == [
         ("node0", 0, "launcher"),
         ("node1", 1, "launcher"),
@@ -199,13 +197,12 @@ def test_oneflow_cpu_launch_is_one_oneflow_launcher_per_node():
 
 
 def test_oneflow_cpu_print_interval_follows_the_window():
-    inv = load_inventory(REPO / "inventories/docker-local.yaml")
     ctx = LaunchContext(python="python3", workload_dir="/opt/dlperf/workload")
     adapter = get_adapter("oneflow")
 
     def every(warmup, measured):
         case = Case("oneflow", "resnet50_v1.5", "fp32", 4, 1, 1, warmup, measured)
-        (launch,) = adapter.launches(case, inv.first(1), ctx)
+        (launch,) = adapter.launches(case, CPU.first(1), ctx)
         assert "OMP_NUM_THREADS" not in launch.env
         return [a for a in launch.argv if a.startswith("--loss_print_every_n_iter=")]
 
@@ -215,12 +212,10 @@ def test_oneflow_cpu_print_interval_follows_the_window():
 
 
 def test_oneflow_gpu_nodes_keep_the_gpu_image_and_seed_command():
-    inv = load_inventory(REPO / "inventories/example-cluster.yaml")
     case = Case("oneflow", "resnet50_v1.5", "fp32", 128, 1, 8, 20, 180)
     ctx = LaunchContext(python="python3", workload_dir="/opt/dlperf/workload")
-    adapter = get_adapter("oneflow")
-    (launch,) = adapter.launches(case, inv.first(1), ctx)
-    assert adapter.image(case, inv.first(1)) == "dlperf/oneflow:0.1.8"
+    (launch,), image = on_one_gpu_node(get_adapter("oneflow"), case, ctx)
+    assert image == "dlperf/oneflow:0.1.8"
     assert launch.argv[:2] == ("python3", "/workspace/cnns/of_cnn_train_val.py")
     assert "--train_data_dir=/data/ofrecord/train" in launch.argv
 
@@ -229,7 +224,6 @@ def test_oneflow_gpu_nodes_keep_the_gpu_image_and_seed_command():
 def test_mindspore_cpu_standalone_and_mpirun_launches():
     """CPU nodes: the CPU image; 1 device runs train.py directly, more under mpirun with the dynamic
     cluster's scheduler address (node 0, the case's port); the seed's flags with CPU and no dataset path."""
-    inv = load_inventory(REPO / "inventories/docker-local.yaml")
     adapter = get_adapter("mindspore")
     ctx = LaunchContext(python="python3", workload_dir="/w", master_port=29577, cpu_threads_per_process=1)
     one = Case(
@@ -244,8 +238,8 @@ def test_mindspore_cpu_standalone_and_mpirun_launches():
         extra_args=("--image_size", "64"),
         options=(("data_sink_steps", 5),),
     )
-    (launch,) = adapter.launches(one, inv.first(1), ctx)
-    assert adapter.image(one, inv.first(1)) == "dlperf/mindspore:cpu"
+    (launch,) = adapter.launches(one, CPU.first(1), ctx)
+    assert adapter.image(one, CPU.first(1)) == "dlperf/mindspore:cpu"
     assert launch.env == {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     assert launch.argv == (
         "bash",
@@ -255,7 +249,7 @@ def test_mindspore_cpu_standalone_and_mpirun_launches():
         "--train_steps=20 --data_sink_steps=5 --dtype=fp32 --image_size 64",
     )
     two = Case("mindspore", "resnet50_v1.5", "amp", 4, 2, 1, 3, 7)
-    head, peer = adapter.launches(two, inv.first(2), ctx)
+    head, peer = adapter.launches(two, CPU.first(2), ctx)
     assert peer.role == "sshd" and peer.node.name == "node1"
     assert head.env == {
         "PYTHONUNBUFFERED": "1",
@@ -274,10 +268,8 @@ def test_mindspore_cpu_standalone_and_mpirun_launches():
 
 
 def test_mindspore_gpu_branch_untouched_by_cpu():
-    gpu = load_inventory(REPO / "inventories/example-cluster.yaml")
-    adapter = get_adapter("mindspore")
     case = Case("mindspore", "resnet50_v1.5", "fp32", 128, 1, 1, 100, 100)
-    (launch,) = adapter.launches(case, gpu.first(1), LaunchContext(python="python3", workload_dir="/w"))
-    assert adapter.image(case, gpu.first(1)) == "dlperf/mindspore:1.1.0"
+    (launch,), image = on_one_gpu_node(get_adapter("mindspore"), case)
+    assert image == "dlperf/mindspore:1.1.0"
     assert "--device_target=GPU" in launch.argv[2] and "--dataset_path=/data/imagenet/train" in launch.argv[2]
     assert launch.env == {"PYTHONUNBUFFERED": "1"}

@@ -54,6 +54,19 @@ def dlperf_folder(root: Path) -> Path:
     return root
 
 
+def import_from_folder_a(tmp_path: Path, env: dict[str, str], db: str) -> tuple[Path, Path, Path]:
+    """`dlperf import` of a DLPerf folder, run in the new folder tmp_path/a, succeeds and names the results
+    database ``db``; returns that folder, another new one (tmp_path/b) and the imported DLPerf folder."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    folder = dlperf_folder(tmp_path / "rn50")
+    imported = dlperf(["import", str(folder)], a, env)
+    assert imported.returncode == 0, imported.stderr
+    assert start_line(imported) == f"dlperf: results database {db}"
+    return a, b, folder
+
+
 def run_ids(proc: subprocess.CompletedProcess[str]) -> set[str]:
     assert proc.returncode == 0, proc.stderr
     return {row["run_id"] for row in json.loads(proc.stdout)}
@@ -135,7 +148,7 @@ def test_embedded_airflow_home_follows_dlperf_home(tmp_path):
 
 def test_start_line_only_for_commands_that_use_results(monkeypatch, no_overrides):
     parse = build_parser().parse_args
-    monkeypatch.setenv("DLPERF_DB_URL", "postgresql+psycopg2://dlperf:s3cret@db:5432/dlperf")
+    monkeypatch.setenv("DLPERF_DB_URL", "postgresql+psycopg2://dlperf:secret@db:5432/dlperf")
     masked = "dlperf: results database postgresql+psycopg2://dlperf:***@db:5432/dlperf"
     for argv in (
         ["run", "suites/smoke.yaml"],
@@ -148,16 +161,16 @@ def test_start_line_only_for_commands_that_use_results(monkeypatch, no_overrides
         assert results_database_line(parse(argv)) == masked, argv
     for argv in (["parse", "x.log"], ["import", "f", "--dry-run"]):
         assert results_database_line(parse(argv)) is None, argv
-    line = results_database_line(parse(["results", "--db", "postgresql://a:p%40ss@h/d"]))
+    line = results_database_line(parse(["results", "--db", "postgresql://a:other@h/d"]))
     assert line == "dlperf: results database postgresql://a:***@h/d"  # --db wins, also masked
 
 
 def test_start_line_masks_the_password_on_stderr(tmp_path):
-    url = "postgresql+psycopg2://dlperf:s3cret-pw@127.0.0.1:1/dlperf"
+    url = "postgresql+psycopg2://dlperf:pw@127.0.0.1:1/dlperf"
     done = dlperf(["import", str(tmp_path)], tmp_path, clean_env(DLPERF_DB_URL=url))  # empty folder: exits 2
     assert done.returncode == 2
     assert start_line(done) == "dlperf: results database postgresql+psycopg2://dlperf:***@127.0.0.1:1/dlperf"
-    assert "s3cret-pw" not in done.stdout + done.stderr
+    assert ":pw@" not in done.stdout + done.stderr
 
 
 def test_the_repository_database_is_named_from_any_cwd(tmp_path):
@@ -180,15 +193,8 @@ def test_import_from_one_cwd_is_seen_from_another(tmp_path):
         shutil.copytree(REPO / part, checkout / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", checkout / "pyproject.toml")
     env = clean_env(PYTHONPATH=str(checkout))
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
-    folder = dlperf_folder(tmp_path / "rn50")
     db = f"sqlite:///{checkout / '.dlperf' / 'dlperf.db'}"
-
-    imported = dlperf(["import", str(folder)], a, env)
-    assert imported.returncode == 0, imported.stderr
-    assert start_line(imported) == f"dlperf: results database {db}"
+    a, b, folder = import_from_folder_a(tmp_path, env, db)
     run_id = f"import__{folder}"
     for cwd in (b, checkout):
         seen = dlperf(["results", "--all", "--json"], cwd, env)
@@ -201,15 +207,8 @@ def test_import_from_one_cwd_is_seen_from_another(tmp_path):
 def test_dlperf_home_moves_the_database_of_every_command(tmp_path):
     dlperf_home = tmp_path / "home"
     env = clean_env(DLPERF_HOME=str(dlperf_home))
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
-    folder = dlperf_folder(tmp_path / "rn50")
     db = f"sqlite:///{dlperf_home / '.dlperf' / 'dlperf.db'}"
-
-    imported = dlperf(["import", str(folder)], a, env)
-    assert imported.returncode == 0, imported.stderr
-    assert start_line(imported) == f"dlperf: results database {db}"
+    a, b, folder = import_from_folder_a(tmp_path, env, db)
     seen = dlperf(["results", "--all", "--json"], b, env)
     assert start_line(seen) == f"dlperf: results database {db}" and f"import__{folder}" in run_ids(seen)
     assert (dlperf_home / ".dlperf" / "dlperf.db").is_file()

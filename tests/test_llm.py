@@ -14,10 +14,10 @@ import torch
 from dlperf_core.efficiency import mfu, throughput_unit, training_flops_per_sample
 from dlperf_core.parsing import parse_log
 from dlperf_core.parsing.fabric import parse_probe
-from dlperf_core.storage import ResultStore
 from dlperf_core.workload.allreduce import bus_bandwidth, sizes
 from dlperf_core.workload.llm import SIZES, Llm, LlmConfig, flops_per_token, num_parameters
-from helpers import DLPERF, REPO, cli_env, docker_marks, run_id_of
+from e2e_helpers import run_suite
+from helpers import REPO, docker_marks
 
 SMALL = LlmConfig(vocab_size=100, d_model=32, n_layers=3, n_heads=2, ffn_hidden=48, seq_len=16)
 
@@ -124,21 +124,14 @@ def with_marks(marks):
 
 @with_marks(docker_marks("dlperf/pytorch-reference:cpu"))
 def test_tiny_transformer_and_probe_through_the_dag_into_postgres(tmp_path, pg_url):
-    out = subprocess.run(
-        [*DLPERF, "run", "suites/llm-cpu.yaml"],
-        cwd=REPO,
-        env=cli_env(tmp_path, pg_url),
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    run_id = run_id_of(out.stdout)
-    store = ResultStore(pg_url)
-    rows = store.results(run_id=run_id)
+    run = run_suite(tmp_path, pg_url, "suites/llm-cpu.yaml", timeout=1500)
+    store, run_id = run.store, run.run_id
+    rows = run.results()
     assert set(rows["model"]) == {"llm_tiny"} and set(rows["status"]) == {"ok"} and len(rows) == 6
     assert {(int(r.nodes), int(r.gpus_per_node)) for r in rows.itertuples()} == {(1, 1), (1, 2), (2, 1)}
-    assert (rows["throughput"] > 1000).all()  # tokens/s of the tiny model
+    # tokens/s, not sequences/s: dlperf's figure agrees with the workload's own train.total_tps (both tokens; a
+    # sequences/s figure would be seq_len = 64 times smaller). No speed threshold: the machine may be busy.
+    assert (rows["throughput"] > 0).all() and ((rows["throughput"] / rows["reported_throughput"] - 1).abs() < 0.5).all()
     assert rows["mfu"].isna().all() and rows["energy_per_sample_j"].isna().all()  # CPU: NULL, never 0
     probes = store.probes(run_id=run_id)
     assert len(probes) == 6 and set(probes["status"]) == {"ok"}
@@ -149,7 +142,7 @@ def test_tiny_transformer_and_probe_through_the_dag_into_postgres(tmp_path, pg_u
     assert (fabric["busbw_gbs"] > 0).all() and (fabric["n"] == 2).all()
     # two ranks: busbw = algbw x 2(n-1)/n = algbw
     assert all(math.isclose(b, a, rel_tol=1e-9) for b, a in zip(fabric["busbw_gbs"], fabric["algbw_gbs"]))
-    assert "tokens/s(pytorch_reference)" in out.stdout and "All-reduce bus bandwidth" in out.stdout
+    assert "tokens/s(pytorch_reference)" in run.stdout and "All-reduce bus bandwidth" in run.stdout
 
 
 def test_fabric_probe_is_planned_at_every_topology_and_launched_like_the_benchmarks():

@@ -15,9 +15,9 @@ from dlperf_core.maxbatch import MaxBatchSearch, Probe, conclude, next_batch, ru
 from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
 from dlperf_core.runtime.base import describe_exit
 from dlperf_core.runtime.local import with_memory_limit
-from dlperf_core.storage import ResultStore
 from dlperf_core.suite import parse_suite
-from helpers import DLPERF, REPO, cli_env, run_id_of
+from e2e_helpers import run_suite
+from helpers import REPO
 
 DATA = REPO / "tests" / "data" / "maxbatch"
 OOM = "node0 exited with code 1; log: out of memory"
@@ -163,17 +163,8 @@ def test_the_memory_limit_is_enforced_by_the_kernel():
 @pytest.mark.postgres
 def test_search_through_the_dag_finds_the_largest_batch_that_trains(tmp_path, pg_url):
     """Real trainings of the reference workload under a 1000 MB device; the OOM is the allocator's own."""
-    out = subprocess.run(
-        [*DLPERF, "run", str(DATA / "suite.yaml")],
-        cwd=REPO,
-        env=cli_env(tmp_path, pg_url),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
-    run_id = run_id_of(out.stdout)
-    store = ResultStore(pg_url)
+    run = run_suite(tmp_path, pg_url, DATA / "suite.yaml", timeout=900)
+    store, run_id = run.store, run.run_id
     (search,) = store.max_batch_searches(run_id=run_id).itertuples()
     assert search.search_key == "pytorch_reference/resnet50_v1.5/fp32/1n1g"
     assert search.status == "found", search.probes
@@ -185,7 +176,7 @@ def test_search_through_the_dag_finds_the_largest_batch_that_trains(tmp_path, pg
     oom_logs = list((tmp_path / "logs").rglob(f"*b{search.first_oom_batch}_1n1g/r*/node0.log"))
     assert oom_logs and "Cannot allocate memory" in oom_logs[0].read_text(errors="replace")
     assert store.results(run_id=run_id).empty  # probes are not measurements
-    assert f"| {search.max_batch} " in out.stdout.replace("  ", " ") or str(search.max_batch) in out.stdout
+    assert f"| {search.max_batch} " in run.stdout.replace("  ", " ") or str(search.max_batch) in run.stdout
     assert store.run_info("dlperf_benchmark", run_id)["status"] == "success"
 
 

@@ -24,6 +24,7 @@ import yaml
 
 from airflow_stack import AirflowStack, prepare_stack, start_stack
 from dlperf_core.storage import ResultStore
+from e2e_helpers import run_ok
 from helpers import DLPERF, REPO, dlperf_containers, docker_marks
 
 IMAGE = "dlperf/pytorch-reference:cpu"
@@ -205,15 +206,7 @@ print(json.dumps({
 def test_the_dag_renders_one_task_per_node_on_its_queue_and_pool(cluster, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(AIRFLOW_HOME=str(tmp_path / "airflow"), DLPERF_CLUSTER_INVENTORY=cluster, DLPERF_DB_URL="sqlite://")
-    out = subprocess.run(
-        [sys.executable, "-c", SHAPE.replace("REPO", str(REPO))],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_ok([sys.executable, "-c", SHAPE.replace("REPO", str(REPO))], env=env, timeout=300)
     shape = json.loads(out.stdout.strip().splitlines()[-1])
     assert shape["errors"] == {}
     tasks = shape["tasks"]

@@ -28,7 +28,7 @@ from dlperf_core.parsing import (
 )
 from dlperf_core.parsing.failures import loss_failure
 from helpers import SHARED  # noqa: E402  (seeds and reallogs, $DLPERF_SHARED)
-from parsing_checks import SETTINGS, check_all
+from parsing_checks import SETTINGS, check_all, print_table
 
 NGC = SHARED / "reallogs" / "ngc_pytorch"
 FMT = "ngc_pytorch_dllogger"
@@ -132,9 +132,7 @@ def test_real_log_table(capsys: pytest.CaptureFixture[str]) -> None:
             f"{name:30s} {published:9.1f} {run.reported_throughput:10.2f} {run.throughput:10.2f} "
             f"{100 * (run.throughput / published - 1):+6.2f}%"
         )
-    with capsys.disabled():
-        print("\nfile                           published   reported   our rule   diff")
-        print("\n".join(rows))
+    print_table(capsys, "file                           published   reported   our rule   diff", rows)
 
 
 @needs_logs

@@ -27,7 +27,7 @@ import pytest
 from dlperf_core.parsing import api, dllogger, formats, mindspore, oneflow
 from dlperf_core.parsing.records import LogFormat, ParsedRun
 from helpers import SHARED  # noqa: E402  (seeds and reallogs, $DLPERF_SHARED)
-from parsing_checks import parse_with
+from parsing_checks import parse_with, print_table
 
 MS, OF = mindspore.NAME, oneflow.NAME
 FMTS = {MS: mindspore.FORMAT, OF: oneflow.FORMAT}
@@ -239,9 +239,7 @@ def test_mindspore_seed_table(capsys: pytest.CaptureFixture[str]) -> None:
             f"{100 * (ours_full.throughput / published - 1):+7.3f}% {theirs_solo:10.2f} "
             f"{ours_solo.throughput:10.2f}"
         )
-    with capsys.disabled():
-        print("\nMindSpore case      published  DLPerf-all   ours-all    diff   DLPerf-r0    ours-r0")
-        print("\n".join(rows))
+    print_table(capsys, "MindSpore case      published  DLPerf-all   ours-all    diff   DLPerf-r0    ours-r0", rows)
 
 
 # ---------------------------------------------------------------------------------- MindSpore: devices
@@ -608,9 +606,7 @@ def test_oneflow_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert round(seed.reported_throughput, 3) == 385.096  # type: ignore[arg-type]
     rows.append(f"{'seed 10 lines':16s} {'-':>10s} {seed.reported_throughput:10.3f} {seed.throughput:10.3f}")
     assert len(rows) == len(OF_PUBLISHED) + 1
-    with capsys.disabled():
-        print("\nOneFlow case      published   reported   our rule    diff  speedup")
-        print("\n".join(rows))
+    print_table(capsys, "OneFlow case      published   reported   our rule    diff  speedup", rows)
 
 
 def ts_rates_2n8g() -> tuple[list[float], list[float]]:

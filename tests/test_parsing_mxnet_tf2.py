@@ -23,7 +23,7 @@ from dlperf_core.parsing import (
     tf2,
 )
 from helpers import SHARED  # noqa: E402  (seeds and reallogs, $DLPERF_SHARED)
-from parsing_checks import check_all
+from parsing_checks import check_all, print_table
 
 MX_DIR = SHARED / "reallogs" / "ngc_mxnet"
 MX, TF = mxnet.NAME, tf2.NAME
@@ -181,9 +181,9 @@ def test_mxnet_real_log_table(capsys: pytest.CaptureFixture[str]) -> None:
                 f"{name:30s} {run.gpus:4d} {pub:9.1f} {run.reported_throughput:9.2f} {ours:9.2f} "
                 f"{100 * (ours / pub - 1):+6.2f}%  {harmonic:9.2f} {100 * (harmonic / pub - 1):+6.2f}%"
             )
-    with capsys.disabled():
-        print("\nfile                           gpus published  reported  our rule   diff   harm.mean   diff")
-        print("\n".join(rows))
+    print_table(
+        capsys, "file                           gpus published  reported  our rule   diff   harm.mean   diff", rows
+    )
 
 
 @needs_logs

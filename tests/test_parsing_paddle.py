@@ -18,7 +18,7 @@ from dlperf_core.parsing import formats, paddleclas, plsc
 from dlperf_core.parsing.api import parse_log
 from dlperf_core.parsing.records import ParsedRun, ParseOptions
 from dlperf_core.parsing.window import WindowResult, measure
-from parsing_checks import parse_with
+from parsing_checks import parse_with, print_table
 
 SHARED = Path(os.environ.get("DLPERF_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 RESNET = SHARED / "reallogs" / "paddle_resnet50"
@@ -192,9 +192,9 @@ def test_real_resnet_table(capsys: pytest.CaptureFixture[str]) -> None:
             f"{100 * (run.throughput / published - 1):+6.2f}% {same.throughput:9.1f} "
             f"{100 * (same.throughput / published - 1):+6.2f}% {stamps.throughput:9.1f}"
         )
-    with capsys.disabled():
-        print("\nfile                         published  reported  our-rule   diff   pub-window  diff   1s-stamps")
-        print("\n".join(rows))
+    print_table(
+        capsys, "file                         published  reported  our-rule   diff   pub-window  diff   1s-stamps", rows
+    )
 
 
 @needs_resnet
@@ -523,9 +523,7 @@ def test_real_arcface_table(capsys: pytest.CaptureFixture[str]) -> None:
             f"{'/'.join(path.parts[-3:-1]):45s} {run.throughput:9.1f} {_kept_printed(text, run):9.1f} "
             f"{median:9.1f} {naive.throughput:9.1f}"
         )
-    with capsys.disabled():
-        print("\nlog                                            our-rule   printed    median     naive")
-        print("\n".join(rows))
+    print_table(capsys, "log                                            our-rule   printed    median     naive", rows)
 
 
 # ==================================================================================== PLSC: synthetic

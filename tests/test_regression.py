@@ -31,6 +31,7 @@ from dlperf_core.regression import (
     judge_series,
     robust_baseline,
 )
+from helpers import result_record, run_record
 
 START = date(2026, 1, 1)
 ENV_A = {f: None for f in INFRASTRUCTURE_FIELDS} | {"driver_version": "535.104.05", "image_digest": "sha256:a"}
@@ -164,17 +165,14 @@ def add_night(
     run_id: str | None = None,
 ) -> str:
     """One benchmark run on night ``i``: 3 ok repeats per configuration around its level."""
-    from dlperf_core.storage import BenchmarkRunRecord, ResultRecord
-
     rng = rng or random.Random(i)
     started = datetime(2026, 1, 1, 2, 0, tzinfo=UTC) + timedelta(days=i)
     run_id = run_id or f"{trigger}__2026-{i:03d}"
-    run = BenchmarkRunRecord(
+    run = run_record(
         dag_id="dlperf_benchmark",
         run_id=run_id,
         suite="nightly",
         trigger=trigger,
-        runtime="docker",
         started_at=started,
         finished_at=started + timedelta(hours=1),
         status="success",
@@ -184,26 +182,17 @@ def add_night(
     for fw, model, prec, batch, nodes, gpn, level in CONFIGS:
         key = f"{fw}/{model}/{prec}/b{batch}/{nodes}n{gpn}g"
         factor = (slow or {}).get(key, 1.0)
-        for repeat in range(3):
-            records.append(
-                ResultRecord(
-                    dag_id=run.dag_id,
-                    run_id=run_id,
-                    case_key=key,
-                    framework=fw,
-                    model=model,
-                    precision=prec,
-                    batch_size_per_device=batch,
-                    nodes=nodes,
-                    gpus_per_node=gpn,
-                    repeat=repeat,
-                    status="ok",
-                    throughput=level * factor * (1 + rng.gauss(0, 0.004)),
-                    started_at=started + timedelta(minutes=repeat),
-                    environment_id=env_id,
-                    benchmark_run=run,
-                )
+        records.extend(
+            result_record(
+                case_key=key,
+                repeat=repeat,
+                throughput=level * factor * (1 + rng.gauss(0, 0.004)),
+                started_at=started + timedelta(minutes=repeat),
+                environment_id=env_id,
+                benchmark_run=run,
             )
+            for repeat in range(3)
+        )
     store.upsert_results(records)
     return run_id
 
@@ -412,25 +401,17 @@ def test_labels_follow_the_rules():
     assert fabric_dropped(nights, FabricNight(date(2026, 1, 20), "t", 210.0)) is False  # faster is no culprit
     assert fabric_dropped(nights[:3], FabricNight(date(2026, 1, 20), "t", 150.0)) is None  # too little history
     assert fabric_dropped(nights, None) is None
-    slower = Verdict(
-        "new",
-        date(2026, 1, 20),
-        "t",
-        95.0,
-        environment_changed=True,
-        environment_changes=("image_digest: sha256:a -> sha256:b",),
-    )
-    assert label_regression(slower, True) == "fabric"
-    assert label_regression(slower, False) == "framework" == label_regression(slower, None)
-    driver = Verdict(
-        "new",
-        date(2026, 1, 20),
-        "t",
-        95.0,
-        environment_changed=True,
-        environment_changes=("driver_version: 550 -> 560",),
-    )
-    assert label_regression(driver, False) == "unexplained"
+
+    def slower(*environment_changes: str) -> Verdict:
+        """A new regression to 95 samples/s whose environment changed by ``environment_changes``."""
+        return Verdict(
+            "new", date(2026, 1, 20), "t", 95.0, environment_changed=True, environment_changes=environment_changes
+        )
+
+    image = slower("image_digest: sha256:a -> sha256:b")
+    assert label_regression(image, True) == "fabric"
+    assert label_regression(image, False) == "framework" == label_regression(image, None)
+    assert label_regression(slower("driver_version: 550 -> 560"), False) == "unexplained"
 
 
 # --------------------------------------------------------------------------- what a run decides (pure)

@@ -26,8 +26,8 @@ from dlperf_core.reporting import (
     seed_tables,
 )
 from dlperf_core.reporting.tables import seed_columns, side_by_side_frame
-from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore
-from helpers import DLPERF, REPO, cli_env
+from dlperf_core.storage import ResultStore
+from helpers import DLPERF, REPO, cli_env, result_record, run_record
 
 DAG = "dlperf_benchmark"
 NIGHT1 = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
@@ -58,12 +58,11 @@ def fill_store(url: str) -> dict[tuple, list[float]]:
     store.ensure_schema()
     latest: dict[tuple, list[float]] = {}
     for night, (run_id, started) in enumerate(NIGHTS.items()):
-        run = BenchmarkRunRecord(
+        run = run_record(
             dag_id=DAG,
             run_id=run_id,
             suite="resnet50-gpu",
             trigger="scheduled",
-            runtime="docker",
             started_at=started,
             finished_at=started + timedelta(hours=3),
             status="failed" if night else "success",
@@ -79,16 +78,8 @@ def fill_store(url: str) -> dict[tuple, list[float]]:
                     if night == 1 and value is not None:
                         latest.setdefault((framework, precision, batch, (nodes, gpn)), []).append(value)
                     rows.append(
-                        ResultRecord(
-                            dag_id=DAG,
-                            run_id=run_id,
+                        result_record(
                             case_key=case_key,
-                            framework=framework,
-                            model="resnet50_v1.5",
-                            precision=precision,
-                            batch_size_per_device=batch,
-                            nodes=nodes,
-                            gpus_per_node=gpn,
                             repeat=repeat,
                             status="failed" if failed else "ok",
                             reason="out of memory" if failed else None,
@@ -303,37 +294,22 @@ def test_cli_report_latest_html(sqlite_url, tmp_path):
     fill_store(url)
     out = tmp_path / "cli-report"
     env = cli_env(tmp_path, url)
-    done = subprocess.run(
-        [*DLPERF, "report", "--latest", "--format", "html", "--out", str(out)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+
+    def report(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*DLPERF, "report", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        )
+
+    done = report("--latest", "--format", "html", "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"report of {DAG} / {LATEST}: {out / 'report.html'}" in done.stderr
     assert (out / "report.html").stat().st_size > 100_000
     for png in (out / "plots").glob("*.png"):
         _png_ok(png.read_bytes())
-    first = subprocess.run(
-        [*DLPERF, "report", "--run", list(NIGHTS)[0], "--format", "json", "--out", str(tmp_path / "json")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    first = report("--run", list(NIGHTS)[0], "--format", "json", "--out", str(tmp_path / "json"))
     assert first.returncode == 0, first.stderr[-3000:]
     assert json.loads(first.stdout)["run"]["run_id"] == list(NIGHTS)[0]
-    bad = subprocess.run(
-        [*DLPERF, "report", "--run", "nope", "--out", str(tmp_path / "bad")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    bad = report("--run", "nope", "--out", str(tmp_path / "bad"))
     assert bad.returncode == 2 and "no run 'nope'" in bad.stderr
     assert not (tmp_path / "bad").exists()
 

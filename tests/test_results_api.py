@@ -22,69 +22,49 @@ from urllib.parse import unquote
 import pytest
 
 from dlperf_airflow.results_page import render_page, speedup_png
+from dlperf_cli.embedded import airflow_settings
 from dlperf_core.reporting import load_overview
-from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore
-from helpers import REPO
+from dlperf_core.storage import ResultStore
+from helpers import REPO, result_record, run_record
 
 DAG_ID = "dlperf_benchmark"
 T0 = datetime(2026, 11, 20, 2, 0, tzinfo=UTC)
 # median throughput per topology of the seeded run (two ok repeats each, one failed repeat at 2n1g)
-SEEDED = {"1n1g": (1, 1, [100.0, 102.0]), "1n2g": (1, 2, [190.0, 194.0]), "2n1g": (2, 1, [150.0, 154.0])}
+SEEDED = {"1n1g": [100.0, 102.0], "1n2g": [190.0, 194.0], "2n1g": [150.0, 154.0]}
 
 
 def seed(url: str, run_id: str = "manual__2026-11-20T02:00:00+00:00") -> ResultStore:
     """A finished benchmark run with 1n1g/1n2g/2n1g cases, two ok repeats each and one failed repeat."""
     store = ResultStore(url)
     store.ensure_schema()
-    store.upsert_run(
-        BenchmarkRunRecord(
-            dag_id=DAG_ID,
-            run_id=run_id,
-            suite="smoke",
-            trigger="manual",
-            runtime="local",
-            started_at=T0,
-            finished_at=T0 + timedelta(minutes=3),
-            status="failed",
-        )
+    finished = T0 + timedelta(minutes=3)
+    run = run_record(
+        dag_id=DAG_ID, run_id=run_id, trigger="manual", started_at=T0, finished_at=finished, status="failed"
     )
-    rows = []
-    for topo, (nodes, gpus, figures) in SEEDED.items():
-        for repeat, figure in enumerate(figures):
-            rows.append(
-                ResultRecord(
-                    dag_id=DAG_ID,
-                    run_id=run_id,
-                    case_key=f"pytorch_reference/resnet50_v1.5/fp32/b8/{topo}",
-                    framework="pytorch_reference",
-                    model="resnet50_v1.5",
-                    precision="fp32",
-                    batch_size_per_device=8,
-                    nodes=nodes,
-                    gpus_per_node=gpus,
-                    repeat=repeat,
-                    status="ok",
-                    throughput=figure,
-                    reported_throughput=figure * 0.97,
-                    iterations=10,
-                    started_at=T0 + timedelta(seconds=10 * repeat),
-                )
-            )
+    store.upsert_run(run)
+    case = "pytorch_reference/resnet50_v1.5/fp32/b8/"
+    rows = [
+        result_record(
+            case_key=case + topo,
+            repeat=repeat,
+            throughput=figure,
+            reported_throughput=figure * 0.97,
+            iterations=10,
+            started_at=T0 + timedelta(seconds=10 * repeat),
+            benchmark_run=run,
+        )
+        for topo, figures in SEEDED.items()
+        for repeat, figure in enumerate(figures)
+    ]
     rows.append(
-        ResultRecord(
-            dag_id=DAG_ID,
-            run_id=run_id,
-            case_key="pytorch_reference/resnet50_v1.5/fp32/b8/2n1g",
-            framework="pytorch_reference",
-            model="resnet50_v1.5",
-            precision="fp32",
-            batch_size_per_device=8,
-            nodes=2,
-            gpus_per_node=1,
+        result_record(
+            case_key=case + "2n1g",
             repeat=2,
             status="failed",
             reason="timeout after 600 s",
+            throughput=None,
             started_at=T0,
+            benchmark_run=run,
         )
     )
     store.upsert_results(rows)
@@ -107,7 +87,7 @@ def test_view_summary_plot_and_page(pg_url):
     view = load_overview(store)
     by_topo = {f"{r['nodes']}n{r['gpus_per_node']}g": r for r in view.summary.rows}
     assert set(by_topo) == set(SEEDED)
-    for topo, (_, _, figures) in SEEDED.items():
+    for topo, figures in SEEDED.items():
         assert by_topo[topo]["median_throughput"] == pytest.approx(sum(figures) / 2)
     assert by_topo["1n2g"]["speedup"] == pytest.approx(192.0 / 101.0)
     assert by_topo["2n1g"]["n_failed"] == 1
@@ -318,20 +298,19 @@ def airflow_env(tmp_path: Path, results_url: str, password: str) -> dict[str, st
     passwords = home / "passwords.json"
     passwords.write_text(json.dumps({"dlperf": password}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    return env | {
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "dlperf:viewer",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-        "AIRFLOW__API_AUTH__JWT_SECRET": "dlperf-test-secret-not-for-production",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-        "DLPERF_DB_URL": results_url,
-        "DLPERF_HOME": str(REPO),
-    }
+    return (
+        env
+        | airflow_settings(home)
+        | {  # the embedded Airflow's settings, plus a login
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "dlperf:viewer",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            "AIRFLOW__API_AUTH__JWT_SECRET": "dlperf-test-secret-not-for-production",
+            "DLPERF_DB_URL": results_url,
+            "DLPERF_HOME": str(REPO),
+        }
+    )
 
 
 def test_plugin_app_behind_airflow_auth(tmp_path, pg_url):

@@ -24,8 +24,8 @@ from dlperf_core.storage import (
     head_revision,
     upgrade,
 )
-from helpers import DLPERF, REPO, cli_env
-from test_storage import CASE_KEYS, T0, expected_summary, run_record, synthetic_results
+from helpers import DLPERF, REPO, T0, cli_env, run_record
+from test_storage import CASE_KEYS, TABLES, VIEWS, expected_summary, synthetic_results
 
 PROBE = '@@dlperf:hostname@@\n{host}\n@@dlperf:python@@\n{{"frameworks": {{"torch": "2.5.0"}}}}\n'
 
@@ -46,7 +46,7 @@ def runs_and_records(store: ResultStore):
     starts = {("dag", "r1"): (0, "scheduled"), ("dag", "r2"): (1, "scheduled"), ("other", "r1"): (2, "manual")}
     rng = random.Random(3)
     for (dag, run), (day, trigger) in starts.items():
-        store.upsert_run(run_record(run, dag_id=dag, trigger=trigger, started_at=T0 + timedelta(days=day)))
+        store.upsert_run(run_record(run_id=run, dag_id=dag, trigger=trigger, started_at=T0 + timedelta(days=day)))
     records = []
     for r in synthetic_results():
         day = starts[(r.dag_id, r.run_id)][0]
@@ -223,16 +223,8 @@ def test_analyst_role_reads_but_cannot_write(pg_url, pg_server, tmp_path):
     analyst = sa.create_engine(analyst_url)
     try:
         with analyst.connect() as conn:
-            for view in (
-                "case_summary",
-                "latest_summary",
-                "nightly_history",
-                "open_regressions",
-                "results",
-                "environments",
-                "later_table",
-            ):
-                conn.execute(sa.text(f"SELECT COUNT(*) FROM {view}")).scalar_one()
+            for name in (*VIEWS, *TABLES, "later_table"):
+                conn.execute(sa.text(f"SELECT COUNT(*) FROM {name}")).scalar_one()
         for statement in (
             "INSERT INTO benchmark_runs (dag_id, run_id, suite, trigger, runtime, started_at, status) "
             "VALUES ('x', 'y', 's', 'manual', 'local', now(), 'running')",

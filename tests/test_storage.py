@@ -7,7 +7,7 @@ import random
 import threading
 from collections.abc import Iterator
 from dataclasses import asdict, replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,6 @@ from sqlalchemy.exc import IntegrityError
 from dlperf_core.storage import (
     CASE_SUMMARY_COLUMNS,
     Base,
-    BenchmarkRunRecord,
     ResultRecord,
     ResultStore,
     current_revision,
@@ -31,8 +30,8 @@ from dlperf_core.storage import (
     upgrade,
 )
 from dlperf_core.storage.migrate import VERSION_TABLE
+from helpers import T0, result_record, run_record
 
-T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 CASE_KEYS = [
     "dag_id",
     "run_id",
@@ -47,6 +46,18 @@ CASE_KEYS = [
     "gpus_per_node",
 ]
 BASELINE_KEYS = ["dag_id", "run_id", "framework", "model", "precision", "batch_size_per_device", "variant"]
+# every view and table of the head schema, in an order that drops them one after the other
+VIEWS = ("fabric_history", "fabric_summary", "open_regressions", "nightly_history", "latest_summary", "case_summary")
+TABLES = (
+    "fabric_probe_sizes",
+    "fabric_probes",
+    "max_batch_searches",
+    "regressions",
+    "results",
+    "environments",
+    "benchmark_runs",
+    "dlperf_alembic_version",
+)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -57,25 +68,9 @@ def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            for view in (
-                "fabric_history",
-                "fabric_summary",
-                "open_regressions",
-                "nightly_history",
-                "latest_summary",
-                "case_summary",
-            ):
+            for view in VIEWS:
                 conn.exec_driver_sql(f"DROP VIEW IF EXISTS {view}")
-            for table in (
-                "fabric_probe_sizes",
-                "fabric_probes",
-                "max_batch_searches",
-                "regressions",
-                "results",
-                "environments",
-                "benchmark_runs",
-                "dlperf_alembic_version",
-            ):
+            for table in TABLES:
                 conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
     finally:
         engine.dispose()
@@ -88,34 +83,6 @@ def store(db_url: str) -> Iterator[ResultStore]:
     result_store.ensure_schema()
     yield result_store
     result_store.dispose()
-
-
-def run_record(run_id: str = "r1", dag_id: str = "dag", **changes: object) -> BenchmarkRunRecord:
-    """A benchmark run record with defaults."""
-    record = BenchmarkRunRecord(
-        dag_id=dag_id, run_id=run_id, suite="smoke", trigger="cli", runtime="docker", started_at=T0
-    )
-    return replace(record, **changes)  # type: ignore[arg-type]
-
-
-def result_record(case: str = "pt/resnet50/fp32/b8/1n1g", repeat: int = 0, **changes: object) -> ResultRecord:
-    """An ok result record with defaults (1 node x 1 GPU)."""
-    record = ResultRecord(
-        dag_id="dag",
-        run_id="r1",
-        case_key=case,
-        framework="pt",
-        model="resnet50",
-        precision="fp32",
-        batch_size_per_device=8,
-        nodes=1,
-        gpus_per_node=1,
-        repeat=repeat,
-        status="ok",
-        throughput=100.0,
-        started_at=T0,
-    )
-    return replace(record, **changes)  # type: ignore[arg-type]
 
 
 def count(store: ResultStore, table: str) -> int:
@@ -220,7 +187,7 @@ def test_upsert_result_is_idempotent(store: ResultStore) -> None:
 
 
 def test_upsert_result_creates_described_run_but_keeps_existing(store: ResultStore) -> None:
-    described = run_record("r2", suite="nightly", trigger="scheduled")
+    described = run_record(run_id="r2", suite="nightly", trigger="scheduled")
     store.upsert_result(result_record(run_id="r2", benchmark_run=described))
     store.upsert_result(result_record(run_id="r2", repeat=1, benchmark_run=replace(described, suite="other")))
     with store.engine.connect() as conn:
@@ -289,7 +256,7 @@ def synthetic_results(seed: int = 7) -> list[ResultRecord]:
             gpu = ok and prec == "amp" and repeat != 1  # some repeats on a GPU of the peak table, some not
             records.append(
                 result_record(
-                    case=key,
+                    case_key=key,
                     repeat=repeat,
                     dag_id=dag,
                     run_id=run,
@@ -398,9 +365,9 @@ def test_summary_matches_pandas(store: ResultStore) -> None:
 
 def test_summary_median_even_and_odd(store: ResultStore) -> None:
     for repeat, value in enumerate([4.0, 1.0, 3.0, 2.0]):  # even: (2 + 3) / 2
-        store.upsert_result(result_record(case="a", repeat=repeat, throughput=value))
+        store.upsert_result(result_record(case_key="a", repeat=repeat, throughput=value))
     for repeat, value in enumerate([9.0, 1.0, 5.0]):  # odd: 5
-        store.upsert_result(result_record(case="b", repeat=repeat, throughput=value, gpus_per_node=2))
+        store.upsert_result(result_record(case_key="b", repeat=repeat, throughput=value, gpus_per_node=2))
     got = store.summary().set_index("case_key")
     assert got.loc["a", "median_throughput"] == pytest.approx(2.5)
     assert got.loc["b", "median_throughput"] == pytest.approx(5.0)
@@ -411,11 +378,11 @@ def test_summary_median_even_and_odd(store: ResultStore) -> None:
 def test_summary_filters_and_latest(store: ResultStore) -> None:
     assert store.latest_run_id() is None
     assert store.summary(latest=True).empty
-    store.upsert_run(run_record("r1", started_at=T0))
-    store.upsert_run(run_record("r2", started_at=T0 + timedelta(days=1)))
+    store.upsert_run(run_record(run_id="r1", started_at=T0))
+    store.upsert_run(run_record(run_id="r2", started_at=T0 + timedelta(days=1)))
     store.upsert_result(result_record(run_id="r1"))
     store.upsert_result(result_record(run_id="r2", throughput=7.0))
-    store.upsert_result(result_record(run_id="r2", case="x", model="bert", throughput=8.0))
+    store.upsert_result(result_record(run_id="r2", case_key="x", model="bert", throughput=8.0))
 
     assert store.latest_run_id() == "r2"
     assert set(store.summary()["run_id"]) == {"r1", "r2"}

@@ -3,7 +3,8 @@ SQLite results database (the run's status, its summary and the message the DAG r
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
@@ -15,6 +16,7 @@ from dlperf_core.verdict import (
     judge_run,
     max_batch_search,
 )
+from helpers import result_record, run_record
 
 KEY = "pytorch_reference/resnet50_v1.5/fp32/b8/1n2g"
 
@@ -85,18 +87,8 @@ def test_only_failed_searches_and_probes_fail_the_run():
 
 
 def _result(run, repeat: int, status: str, reason: str | None = None):
-    from dlperf_core.storage import ResultRecord
-
-    return ResultRecord(
-        dag_id=run.dag_id,
-        run_id=run.run_id,
+    return result_record(
         case_key=KEY,
-        framework="pytorch_reference",
-        model="resnet50_v1.5",
-        precision="fp32",
-        batch_size_per_device=8,
-        nodes=1,
-        gpus_per_node=2,
         repeat=repeat,
         status=status,
         reason=reason,
@@ -110,24 +102,17 @@ def _result(run, repeat: int, status: str, reason: str | None = None):
 def test_finish_run_closes_the_run_with_the_core_verdict(sqlite_url, monkeypatch, tmp_path, failed_repeat):
     from dlperf_airflow import steps
     from dlperf_core.model import RunIds
-    from dlperf_core.storage import BenchmarkRunRecord, ResultStore
+    from dlperf_core.storage import ResultStore
     from dlperf_core.verdict import verdict_of_run
 
     monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
     monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
     store = ResultStore(sqlite_url)
     store.ensure_schema()
-    run = BenchmarkRunRecord(
-        dag_id="dlperf_benchmark",
-        run_id="manual__1",
-        suite="smoke",
-        trigger="manual",
-        runtime="local",
-        started_at=datetime(2026, 1, 1, tzinfo=UTC),
-    )
+    run = run_record(dag_id="dlperf_benchmark", run_id="manual__1", trigger="manual", runtime="local")
     store.upsert_run(run)
     store.upsert_results([_result(run, 0, "ok"), _result(run, 1, "failed" if failed_repeat else "ok", "boom")])
-    other = BenchmarkRunRecord(**{**run.__dict__, "dag_id": "another_dag"})  # same run id, another DAG
+    other = replace(run, dag_id="another_dag")  # same run id, another DAG
     store.upsert_run(other)
     store.upsert_results([_result(other, 0, "failed", "not ours")])
     try:

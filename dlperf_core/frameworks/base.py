@@ -37,6 +37,12 @@ def on_cpu(nodes: tuple[Node, ...]) -> bool:
     return bool(nodes) and all(node.accelerator == "cpu" for node in nodes)
 
 
+def rendezvous_flags(rank: int, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[str]:
+    """The node rank and rendezvous master (node 0) flags of torchrun-style launchers (``torch.distributed.run``,
+    ``oneflow.distributed.launch``), for the launcher on node ``rank``."""
+    return ["--node_rank", str(rank), "--master_addr", nodes[0].reach_address, "--master_port", str(ctx.master_port)]
+
+
 class FrameworkAdapter(ABC):
     """A framework benchmark: models, precisions, image, per-node launch, log format."""
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu, rendezvous_flags
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
 
@@ -112,12 +112,7 @@ class OneflowResnet(FrameworkAdapter):
                     str(case.gpus_per_node),
                     "--nnodes",
                     str(case.nodes),
-                    "--node_rank",
-                    str(rank),
-                    "--master_addr",
-                    nodes[0].reach_address,
-                    "--master_port",
-                    str(ctx.master_port),
+                    *rendezvous_flags(rank, nodes, ctx),
                     *train,
                 ),
                 env=env,

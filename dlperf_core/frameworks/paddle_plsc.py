@@ -30,6 +30,12 @@ PLSC_CPU = "/workspace/plsc"  # docker/paddle-cpu: PLSC 2.4's train.py + the CPU
 PLSC_CPU_CONFIG = f"{PLSC_CPU}/configs/IResNet50_arcface_synthetic_cpu.yaml"
 
 
+def paddle_launch(*flags: str) -> list[str]:
+    """``python -m paddle.distributed.launch`` with the launcher's own ``flags``, its logs in /tmp/paddle-launch-log
+    (the script to launch and its arguments follow)."""
+    return ["python", "-m", "paddle.distributed.launch", *flags, "--log_dir=/tmp/paddle-launch-log"]
+
+
 class PaddlePlsc(FrameworkAdapter):
     name: ClassVar[str] = "paddle_plsc"
     models: ClassVar[frozenset[str]] = frozenset({"arcface_resnet50"})
@@ -55,13 +61,9 @@ class PaddlePlsc(FrameworkAdapter):
         out = []
         for rank, node in enumerate(nodes):
             argv = [
-                "python",
-                "-m",
-                "paddle.distributed.launch",
-                f"--cluster_node_ips={ips}",
-                f"--node_ip={node.reach_address}",
-                f"--selected_gpus={gpus}",
-                "--log_dir=/tmp/paddle-launch-log",
+                *paddle_launch(
+                    f"--cluster_node_ips={ips}", f"--node_ip={node.reach_address}", f"--selected_gpus={gpus}"
+                ),
                 f"{PLSC}/train.py",
                 "--model",
                 "ResNet50",
@@ -92,15 +94,13 @@ class PaddlePlsc(FrameworkAdapter):
             # the node's own IP (a hostname never matches: "master not ready" forever), so node 0 names
             # itself 127.0.0.1 and the others node 0's address; the trainers' endpoints are the nodes' IPs.
             argv = [
-                "python",
-                "-m",
-                "paddle.distributed.launch",
-                f"--master={'127.0.0.1' if rank == 0 else nodes[0].reach_address}:{ctx.master_port}",
-                f"--nnodes={len(nodes)}",
-                f"--rank={rank}",
-                f"--nproc_per_node={case.gpus_per_node}",
-                "--max_restart=0",
-                "--log_dir=/tmp/paddle-launch-log",
+                *paddle_launch(
+                    f"--master={'127.0.0.1' if rank == 0 else nodes[0].reach_address}:{ctx.master_port}",
+                    f"--nnodes={len(nodes)}",
+                    f"--rank={rank}",
+                    f"--nproc_per_node={case.gpus_per_node}",
+                    "--max_restart=0",
+                ),
                 f"{PLSC_CPU}/train.py",
                 "-c",
                 PLSC_CPU_CONFIG,

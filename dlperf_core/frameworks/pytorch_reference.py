@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, rendezvous_flags
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
@@ -30,12 +30,7 @@ def torchrun_launches(case: Case, nodes: tuple[Node, ...], ctx: LaunchContext, s
             str(case.nodes),
             "--nproc_per_node",
             str(case.gpus_per_node),
-            "--node_rank",
-            str(rank),
-            "--master_addr",
-            nodes[0].reach_address,
-            "--master_port",
-            str(ctx.master_port),
+            *rendezvous_flags(rank, nodes, ctx),
             *script,
         ]
         out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env={"PYTHONUNBUFFERED": "1"}))

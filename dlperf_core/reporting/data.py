@@ -17,17 +17,9 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import inspect, select
 
-from dlperf_core.storage import BenchmarkRun, ResultStore
+from dlperf_core.storage import CONFIGURATION_COLUMNS, BenchmarkRun, ResultStore
 
-CONFIG_COLUMNS: tuple[str, ...] = (
-    "framework",
-    "model",
-    "precision",
-    "batch_size_per_device",
-    "variant",
-    "nodes",
-    "gpus_per_node",
-)
+CONFIG_COLUMNS: tuple[str, ...] = CONFIGURATION_COLUMNS
 """Columns that name one configuration (a case without its run)."""
 
 
@@ -150,13 +142,7 @@ SUMMARY_COLUMNS = (
     "dag_id",
     "run_id",
     "case_key",
-    "framework",
-    "model",
-    "precision",
-    "batch_size_per_device",
-    "variant",
-    "nodes",
-    "gpus_per_node",
+    *CONFIG_COLUMNS,
     "total_gpus",
     "n",
     "n_failed",

@@ -1,24 +1,13 @@
 """dlperf results storage: SQLAlchemy models, Alembic migrations, the views (``case_summary``,
-``latest_summary``, ``nightly_history``, ``open_regressions``) and an idempotent
-:class:`ResultStore` (PostgreSQL or SQLite). No Airflow import here."""
+``latest_summary``, ``nightly_history``, ``open_regressions``, the fabric views) and an idempotent
+:class:`ResultStore` (PostgreSQL or SQLite). No Airflow import here.
+
+The package's public face is what callers need: the store, the records they hand it, the column lists of the
+views and the migration functions. The ORM classes and view definitions stay in
+:mod:`dlperf_core.storage.models` (import them from there)."""
 
 from dlperf_core.storage.migrate import current_revision, downgrade, head_revision, upgrade
-from dlperf_core.storage.models import (
-    CASE_SUMMARY_COLUMNS,
-    CONFIGURATION_COLUMNS,
-    Base,
-    BenchmarkRun,
-    FabricProbe,
-    FabricProbeSize,
-    MaxBatchSearchResult,
-    Regression,
-    Result,
-    StoredEnvironment,
-    case_summary,
-    latest_summary,
-    nightly_history,
-    open_regressions,
-)
+from dlperf_core.storage.models import CASE_SUMMARY_COLUMNS, CONFIGURATION_COLUMNS, Base, BenchmarkRun
 from dlperf_core.storage.records import (
     BenchmarkRunRecord,
     MaxBatchSearchRecord,
@@ -34,21 +23,11 @@ __all__ = [
     "Base",
     "BenchmarkRun",
     "BenchmarkRunRecord",
-    "FabricProbe",
-    "FabricProbeSize",
+    "MaxBatchSearchRecord",
     "ProbeRecord",
     "ProbeSizeRecord",
-    "MaxBatchSearchRecord",
-    "MaxBatchSearchResult",
-    "Regression",
-    "Result",
     "ResultRecord",
     "ResultStore",
-    "StoredEnvironment",
-    "case_summary",
-    "latest_summary",
-    "nightly_history",
-    "open_regressions",
     "current_revision",
     "default_db_url",
     "downgrade",

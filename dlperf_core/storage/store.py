@@ -116,6 +116,16 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _of_run(stmt: Select[Any], columns: Any, run_id: str | None, dag_id: str | None) -> Select[Any]:
+    """``stmt`` kept to the rows of ``run_id`` and of ``dag_id``, each when given (``columns``: the ``.c`` of
+    the table or view read, which has both)."""
+    if run_id is not None:
+        stmt = stmt.where(columns.run_id == run_id)
+    if dag_id is not None:
+        stmt = stmt.where(columns.dag_id == dag_id)
+    return stmt
+
+
 def _insert(conn: Connection, table: Any) -> Any:
     """The dialect INSERT (with ON CONFLICT support) for ``table`` on ``conn``."""
     name = conn.dialect.name
@@ -337,21 +347,13 @@ class ResultStore:
     def probes(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
         """Rows of ``fabric_probes`` (of one run if given), oldest first."""
         table = FabricProbe.__table__
-        stmt = select(table)
-        if run_id is not None:
-            stmt = stmt.where(table.c.run_id == run_id)
-        if dag_id is not None:
-            stmt = stmt.where(table.c.dag_id == dag_id)
+        stmt = _of_run(select(table), table.c, run_id, dag_id)
         return self._frame(stmt.order_by(table.c.started_at, table.c.id))
 
     def fabric_summary(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
         """``fabric_summary``: per run, probe and message size, the median bandwidths over the ok repeats."""
         view = fabric_summary.c
-        stmt = select(fabric_summary)
-        if run_id is not None:
-            stmt = stmt.where(view.run_id == run_id)
-        if dag_id is not None:
-            stmt = stmt.where(view.dag_id == dag_id)
+        stmt = _of_run(select(fabric_summary), view, run_id, dag_id)
         frame = self._frame(stmt.order_by(view.probe_key, view.size_bytes))
         for column in ("busbw_gbs", "algbw_gbs", "time_us"):
             frame[column] = frame[column].astype("float64")
@@ -381,11 +383,8 @@ class ResultStore:
 
     def max_batch_searches(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
         """Max batch size searches (of one run if given), oldest first; ``probes`` as lists of dicts."""
-        stmt = select(*MaxBatchSearchResult.__table__.columns)
-        if run_id is not None:
-            stmt = stmt.where(MaxBatchSearchResult.run_id == run_id)
-        if dag_id is not None:
-            stmt = stmt.where(MaxBatchSearchResult.dag_id == dag_id)
+        table = MaxBatchSearchResult.__table__
+        stmt = _of_run(select(*table.columns), table.c, run_id, dag_id)
         with self.engine.connect() as conn:
             rows = conn.execute(stmt.order_by(MaxBatchSearchResult.started_at, MaxBatchSearchResult.id)).all()
         columns = [c.name for c in MaxBatchSearchResult.__table__.columns]
@@ -423,11 +422,7 @@ class ResultStore:
             if found is None:
                 return pd.DataFrame(columns=[c.name for c in case_summary.columns])
             dag_id, run_id = found
-        if run_id is not None:
-            stmt = stmt.where(view.run_id == run_id)
-        if dag_id is not None:
-            stmt = stmt.where(view.dag_id == dag_id)
-        stmt = stmt.order_by(
+        stmt = _of_run(stmt, view, run_id, dag_id).order_by(
             view.dag_id,
             view.run_id,
             view.framework,
@@ -447,11 +442,7 @@ class ResultStore:
     def results(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
         """Rows of ``results`` (of ``run_id``/``dag_id`` if given), timestamps as UTC."""
         table = Result.__table__
-        stmt = select(table)
-        if run_id is not None:
-            stmt = stmt.where(table.c.run_id == run_id)
-        if dag_id is not None:
-            stmt = stmt.where(table.c.dag_id == dag_id)
+        stmt = _of_run(select(table), table.c, run_id, dag_id)
         stmt = stmt.order_by(*(table.c[k] for k in _RESULT_KEY))
         frame = self._frame(stmt)
         for column in _TIMESTAMP_COLUMNS:

@@ -34,9 +34,9 @@ import torch.distributed as dist
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from train import DistInfo, _positive_int, resolve_device, run_script  # type: ignore[import-not-found, no-redef]
+    import train as _train  # type: ignore[import-not-found]
 else:
-    from .train import DistInfo, _positive_int, resolve_device, run_script
+    from . import train as _train
 
 DTYPES = {"float32": (torch.float32, "float", 4), "bfloat16": (torch.bfloat16, "bfloat16", 2)}
 
@@ -57,18 +57,18 @@ def sizes(min_bytes: int, max_bytes: int) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="allreduce.py", description="nccl-tests-style all-reduce bandwidth probe.")
-    p.add_argument("--min-bytes", type=_positive_int, default=1 << 20, help="smallest message (1 MiB)")
-    p.add_argument("--max-bytes", type=_positive_int, default=1 << 30, help="largest message (1 GiB)")
+    p.add_argument("--min-bytes", type=_train._positive_int, default=1 << 20, help="smallest message (1 MiB)")
+    p.add_argument("--max-bytes", type=_train._positive_int, default=1 << 30, help="largest message (1 GiB)")
     p.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size (5)")
-    p.add_argument("--iters", type=_positive_int, default=20, help="timed all-reduces per size (20)")
+    p.add_argument("--iters", type=_train._positive_int, default=20, help="timed all-reduces per size (20)")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--threads", type=_positive_int, default=None, help="torch threads on CPU")
+    p.add_argument("--threads", type=_train._positive_int, default=None, help="torch threads on CPU")
     return p
 
 
-def run(args: argparse.Namespace, info: DistInfo) -> None:
-    device = resolve_device(args.device, info)
+def run(args: argparse.Namespace, info: _train.DistInfo) -> None:
+    device = _train.resolve_device(args.device, info)
     cuda = device.type == "cuda"
     if args.min_bytes > args.max_bytes:
         raise ValueError(f"--min-bytes {args.min_bytes} is larger than --max-bytes {args.max_bytes}")
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_script("allreduce.py", build_parser(), run, argv)
+    return _train.run_script("allreduce.py", build_parser(), run, argv)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -27,7 +28,7 @@ from torch import nn
 
 if __package__ in (None, ""):  # run as a script: make the sibling module importable
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from resnet import resnet50  # type: ignore[import-not-found, no-redef]
+    from resnet import resnet50  # type: ignore[import-not-found]
 else:
     from .resnet import resnet50
 
@@ -57,18 +58,41 @@ def _positive_float(text: str) -> float:
     return value
 
 
+# The arguments the training workloads (this one and train_llm.py) share, added in three places so that each
+# parser keeps its own order of options in --help; what differs between the two is a parameter.
+def add_precision_argument(p: argparse.ArgumentParser, amp: str) -> None:
+    """``--precision``; ``amp`` says what ``--precision amp`` does in this workload."""
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "tf32", "amp"),
+        default="fp32",
+        help=f"fp32: TF32 off; tf32: TF32 on; amp: {amp} (fp32)",
+    )
+
+
+def add_iteration_arguments(
+    p: argparse.ArgumentParser, warmup: int, iterations: int, warmup_help: str, iterations_help: str
+) -> None:
+    """``--warmup-iterations`` and ``--iterations`` with these defaults."""
+    p.add_argument("--warmup-iterations", type=_non_negative_int, default=warmup, help=warmup_help)
+    p.add_argument("--iterations", type=_positive_int, default=iterations, help=iterations_help)
+
+
+def add_run_arguments(p: argparse.ArgumentParser, seed_help: str | None) -> None:
+    """``--print-freq``, ``--seed``, ``--compile`` and ``--device``."""
+    p.add_argument("--print-freq", type=_positive_int, default=1, help="print every N iterations (1)")
+    p.add_argument("--seed", type=int, default=0, help=seed_help)
+    p.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CUDA if available")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="train.py",
         description="ResNet-50 v1.5 training benchmark on synthetic data (NGC DLLogger output).",
     )
     p.add_argument("--batch-size", type=_positive_int, default=256, help="per-device batch size (256)")
-    p.add_argument(
-        "--precision",
-        choices=("fp32", "tf32", "amp"),
-        default="fp32",
-        help="fp32: TF32 off; tf32: TF32 on; amp: autocast, see --amp-dtype (fp32)",
-    )
+    add_precision_argument(p, amp="autocast, see --amp-dtype")
     p.add_argument(
         "--amp-dtype",
         choices=("bf16", "fp16"),
@@ -81,10 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="fp16 only: fixed loss scale instead of the dynamic one",
     )
-    p.add_argument(
-        "--warmup-iterations", type=_non_negative_int, default=20, help="iterations run before the measured ones (20)"
+    add_iteration_arguments(
+        p, 20, 100, "iterations run before the measured ones (20)", "measured iterations after warm-up (100)"
     )
-    p.add_argument("--iterations", type=_positive_int, default=100, help="measured iterations after warm-up (100)")
     p.add_argument("--image-size", type=_positive_int, default=224, help="square input side (224)")
     p.add_argument("--width", type=_positive_int, default=64, help="ResNet base width; 64 is the real model")
     p.add_argument("--num-classes", type=_positive_int, default=1000, help="classifier outputs (1000)")
@@ -94,10 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="NHWC memory format (default: on for CUDA, off for CPU)",
     )
-    p.add_argument("--print-freq", type=_positive_int, default=1, help="print every N iterations (1)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (0)")
-    p.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CUDA if available")
+    add_run_arguments(p, seed_help="random seed (0)")
     p.add_argument(
         "--lr",
         type=_positive_float,
@@ -358,7 +378,8 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         # A CPU stand-in with a device memory limit (dlperf's local runtime): oneDNN reports a failed
         # allocation as "could not create a primitive", like any other failure; the native kernels raise
         # the allocator's "Cannot allocate memory", which is what the max batch search must see.
-        torch.backends.mkldnn.enabled = False
+        # (the stubs type this flag as its ContextProp descriptor; at runtime it is a bool)
+        torch.backends.mkldnn.enabled = False  # type: ignore[assignment]
     if cuda:
         torch.backends.cudnn.benchmark = True  # fixed input shape: autotune convolutions once
     channels_last = cuda if args.channels_last is None else args.channels_last
@@ -367,7 +388,8 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     # Same initial weights on every rank (DDP broadcasts rank 0's anyway).
     torch.manual_seed(args.seed)
     model: nn.Module = resnet50(args.width, args.num_classes, args.zero_init_residual)
-    model = model.to(device=device, memory_format=memory_format).train()
+    # Module.to takes memory_format (documented), but torch's overloads leave it out
+    model = model.to(device=device, memory_format=memory_format).train()  # type: ignore[call-overload]
     global_batch = args.batch_size * info.world_size
     lr = args.lr if args.lr is not None else 0.256 * global_batch / 256
     lr_warmup = args.warmup_iterations if args.lr_warmup_iterations is None else args.lr_warmup_iterations
@@ -378,11 +400,12 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         ddp = nn.parallel.DistributedDataParallel
         new_name = "forward_sync_buffers" in inspect.signature(ddp).parameters
         no_sync = "forward_sync_buffers" if new_name else "broadcast_buffers"
+        sync_off: dict[str, Any] = {no_sync: False}
         model = ddp(
             model,
             device_ids=[device.index] if cuda else None,
             gradient_as_bucket_view=True,
-            **{no_sync: False},
+            **sync_off,
         )
     if args.compile:
         model = torch.compile(model)  # type: ignore[assignment]

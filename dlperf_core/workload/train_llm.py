@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -34,76 +35,41 @@ from torch import nn
 
 if __package__ in (None, ""):  # run as a script: make the sibling modules importable
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from llm import SIZES, Llm, flops_per_token, num_parameters  # type: ignore[import-not-found, no-redef]
-    from train import (  # type: ignore[import-not-found, no-redef]
-        DistInfo,
-        DLLogger,
-        _cpu_cores,
-        _non_negative_int,
-        _positive_float,
-        _positive_int,
-        check_no_compilation_in_window,
-        compilations,
-        lr_at,
-        mean_over_ranks,
-        resolve_device,
-        run_script,
-        set_precision_flags,
-    )
+    import train as _train  # type: ignore[import-not-found]
+    from llm import SIZES, Llm, flops_per_token, num_parameters  # type: ignore[import-not-found]
 else:
+    from . import train as _train
     from .llm import SIZES, Llm, flops_per_token, num_parameters
-    from .train import (
-        DistInfo,
-        DLLogger,
-        _cpu_cores,
-        _non_negative_int,
-        _positive_float,
-        _positive_int,
-        check_no_compilation_in_window,
-        compilations,
-        lr_at,
-        mean_over_ranks,
-        resolve_device,
-        run_script,
-        set_precision_flags,
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="train_llm.py", description="Llama-style decoder pretraining on synthetic tokens.")
     p.add_argument("--size", choices=sorted(SIZES), default="tiny", help="model size (tiny)")
-    p.add_argument("--batch-size", type=_positive_int, default=8, help="sequences per device (8)")
-    p.add_argument("--seq-len", type=_positive_int, default=None, help="tokens per sequence (default: the size's)")
+    p.add_argument("--batch-size", type=_train._positive_int, default=8, help="sequences per device (8)")
     p.add_argument(
-        "--precision",
-        choices=("fp32", "tf32", "amp"),
-        default="fp32",
-        help="fp32: TF32 off; tf32: TF32 on; amp: bf16 autocast (fp32)",
+        "--seq-len", type=_train._positive_int, default=None, help="tokens per sequence (default: the size's)"
     )
-    p.add_argument(
-        "--warmup-iterations", type=_non_negative_int, default=10, help="iterations before the measured ones"
+    _train.add_precision_argument(p, amp="bf16 autocast")
+    _train.add_iteration_arguments(
+        p, 10, 50, "iterations before the measured ones", "measured iterations after warm-up"
     )
-    p.add_argument("--iterations", type=_positive_int, default=50, help="measured iterations after warm-up")
-    p.add_argument("--lr", type=_positive_float, default=3e-4, help="AdamW learning rate (3e-4)")
+    p.add_argument("--lr", type=_train._positive_float, default=3e-4, help="AdamW learning rate (3e-4)")
     p.add_argument("--weight-decay", type=float, default=0.1, help="AdamW weight decay of matrices (0.1)")
-    p.add_argument("--print-freq", type=_positive_int, default=1, help="print every N iterations (1)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: CUDA if available")
-    p.add_argument("--threads", type=_positive_int, default=None, help="torch intra-op threads on CPU")
+    _train.add_run_arguments(p, seed_help=None)
+    p.add_argument("--threads", type=_train._positive_int, default=None, help="torch intra-op threads on CPU")
     return p
 
 
-def run(args: argparse.Namespace, info: DistInfo) -> None:
-    device = resolve_device(args.device, info)
+def run(args: argparse.Namespace, info: _train.DistInfo) -> None:
+    device = _train.resolve_device(args.device, info)
     cuda = device.type == "cuda"
     if info.launched:
         dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     elif not cuda:
-        torch.set_num_threads(max(1, _cpu_cores() // info.local_world_size))
-    set_precision_flags(args.precision)
+        torch.set_num_threads(max(1, _train._cpu_cores() // info.local_world_size))
+    _train.set_precision_flags(args.precision)
     base = SIZES[args.size]
     cfg = base if args.seq_len is None else type(base)(**{**base.__dict__, "seq_len": args.seq_len})
 
@@ -113,7 +79,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     no_decay = [p for p in model.parameters() if p.ndim <= 1]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=lr_at(1, args.lr, args.warmup_iterations),
+        lr=_train.lr_at(1, args.lr, args.warmup_iterations),
         betas=(0.9, 0.95),
         fused=True if cuda else None,
     )
@@ -126,9 +92,8 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
             if "forward_sync_buffers" in inspect.signature(ddp).parameters
             else "broadcast_buffers"
         )
-        model = ddp(
-            model, device_ids=[device.index] if cuda else None, gradient_as_bucket_view=True, **{no_sync: False}
-        )
+        sync_off: dict[str, Any] = {no_sync: False}
+        model = ddp(model, device_ids=[device.index] if cuda else None, gradient_as_bucket_view=True, **sync_off)
     if args.compile:
         model = torch.compile(model)  # type: ignore[assignment]
 
@@ -148,7 +113,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         return loss.detach()
 
     tokens_per_step = info.world_size * args.batch_size * cfg.seq_len
-    logger = DLLogger(enabled=info.rank == 0)
+    logger = _train.DLLogger(enabled=info.rank == 0)
     logger.parameters(
         {
             "arch": f"llm_{args.size}",
@@ -181,14 +146,14 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         dist.barrier()
     last_time = measure_start = time.time()
     last_i, loss_value = 0, float("nan")
-    compiled_before_window = compilations() if args.warmup_iterations == 0 else None
+    compiled_before_window = _train.compilations() if args.warmup_iterations == 0 else None
     for i in range(1, total + 1):
         if i <= args.warmup_iterations + 1:
             for group in optimizer.param_groups:
-                group["lr"] = lr_at(i, args.lr, args.warmup_iterations)
+                group["lr"] = _train.lr_at(i, args.lr, args.warmup_iterations)
         loss = step()
         if i % args.print_freq == 0 or i == args.warmup_iterations or i == total:
-            loss_value = mean_over_ranks(loss, info, device)
+            loss_value = _train.mean_over_ranks(loss, info, device)
             now = time.time()
             tps = (i - last_i) * tokens_per_step / max(now - last_time, 1e-9)
             logger.log(
@@ -196,8 +161,8 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
             )
             last_time, last_i = now, i
             if i == args.warmup_iterations:
-                measure_start, compiled_before_window = now, compilations()
-    check_no_compilation_in_window(args.compile, compiled_before_window, args.warmup_iterations)
+                measure_start, compiled_before_window = now, _train.compilations()
+    _train.check_no_compilation_in_window(args.compile, compiled_before_window, args.warmup_iterations)
     elapsed = max(last_time - measure_start, 1e-9)
     logger.log(
         last_time,
@@ -207,7 +172,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_script("train_llm.py", build_parser(), run, argv)
+    return _train.run_script("train_llm.py", build_parser(), run, argv)
 
 
 if __name__ == "__main__":

@@ -41,15 +41,11 @@ docker image inspect "$BASE" >/dev/null 2>&1 \
 mkdir -p docker/airflow/ca
 cmp -s "$CA_BUNDLE" docker/airflow/ca/ca-certificates.crt || cp "$CA_BUNDLE" docker/airflow/ca/ca-certificates.crt
 
-inputs_hash="$(
-  {
-    echo "base=$(docker image inspect --format '{{.Id}}' "$BASE")"
-    find docker/airflow requirements.lock pyproject.toml README.md .dockerignore dlperf_core dlperf_cli plugins dags \
-         suites inventories -type f -not -path '*/__pycache__/*' -not -name '*.py[co]' -print0 \
-      | LC_ALL=C sort -z | xargs -0 sha256sum
-  } | sha256sum | cut -c1-16
-)"
-current="$(docker image inspect --format '{{ index .Config.Labels "dlperf.inputs-hash" }}' "$IMAGE" 2>/dev/null || true)"
+# shellcheck source=scripts/image-inputs.sh
+. "$REPO/scripts/image-inputs.sh"
+inputs_hash="$(inputs_hash "$BASE" "" docker/airflow requirements.lock pyproject.toml README.md .dockerignore \
+  dlperf_core dlperf_cli plugins dags suites inventories)"
+current="$(built_from "$IMAGE")"
 if [ "$FORCE" -eq 0 ] && [ "$current" = "$inputs_hash" ]; then
   say "$IMAGE is up to date (inputs $inputs_hash); skipping (use --force to rebuild)"
   exit 0
@@ -60,8 +56,9 @@ old_id="$(docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
 no_cache=()
 [ "$FORCE" -eq 1 ] && no_cache=(--no-cache)
 docker build --pull=false --force-rm "${no_cache[@]}" -t "$IMAGE" -f "$DOCKERFILE" \
-  --build-arg "BASE_IMAGE=$BASE" --build-arg "INPUTS_HASH=$inputs_hash" \
-  --build-arg "BUILD_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)" .
+  --build-arg "BASE_IMAGE=$BASE" --label "dlperf.inputs-hash=$inputs_hash" \
+  --label "org.opencontainers.image.base.name=$BASE" \
+  --label "org.opencontainers.image.created=$(date -u +%Y-%m-%dT%H:%M:%SZ)" .
 new_id="$(docker image inspect --format '{{.Id}}' "$IMAGE")"
 if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
   docker image rm "$old_id" >/dev/null 2>&1 || say "(kept the previous $IMAGE ${old_id:7:12}: still in use)"

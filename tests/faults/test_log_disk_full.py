@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore
+from dlperf_core.storage import ResultRecord, ResultStore
 from faults.common import DATA, run_cli
-from helpers import run_id_of
+from helpers import result_record, run_id_of, run_record
 
 pytestmark = pytest.mark.postgres
 
@@ -38,35 +38,13 @@ def full_log_disk(tmp_path):
 
 
 def earlier_result() -> ResultRecord:
+    """An ok result of an earlier, finished run."""
     t = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
-    run = BenchmarkRunRecord(
-        dag_id="dlperf_benchmark",
-        run_id="scheduled__earlier",
-        suite="s",
-        trigger="scheduled",
-        runtime="local",
-        started_at=t,
-        finished_at=t,
-        status="success",
+    run = run_record(
+        dag_id="dlperf_benchmark", run_id="scheduled__earlier", started_at=t, finished_at=t, status="success"
     )
-    return ResultRecord(
-        dag_id=run.dag_id,
-        run_id=run.run_id,
-        case_key="pytorch_reference/resnet50_v1.5/fp32/b4/1n1g",
-        framework="pytorch_reference",
-        model="resnet50_v1.5",
-        precision="fp32",
-        batch_size_per_device=4,
-        nodes=1,
-        gpus_per_node=1,
-        repeat=0,
-        status="ok",
-        throughput=12.5,
-        iterations=5,
-        started_at=t,
-        finished_at=t,
-        benchmark_run=run,
-    )
+    key = "pytorch_reference/resnet50_v1.5/fp32/b4/1n1g"
+    return result_record(case_key=key, throughput=12.5, iterations=5, started_at=t, finished_at=t, benchmark_run=run)
 
 
 def test_full_log_disk_fails_the_repeat_and_keeps_the_database(tmp_path, pg_url, full_log_disk, fault):

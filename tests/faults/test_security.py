@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, docker_available
+from e2e_helpers import docker_output
+from helpers import REPO, docker_available, image_present
 
 # ------------------------------------------------------------------ secrets in the repository
 
@@ -107,18 +108,12 @@ def test_no_secret_in_the_images(fault):
     )
     checked = []
     for image in IMAGES:
-        inspect = subprocess.run(["docker", "image", "inspect", image], capture_output=True, text=True)
-        if inspect.returncode != 0:
+        if not image_present(image):
             continue
-        config = json.loads(inspect.stdout)[0]["Config"]
+        config = json.loads(docker_output("image", "inspect", image))[0]["Config"]
         env = [e for e in config.get("Env") or [] if SECRET_ENV.search(e.split("=", 1)[0])]
         assert env == [], f"{image}: {env}"
-        history = subprocess.run(
-            ["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", image],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        history = docker_output("history", "--no-trunc", "--format", "{{.CreatedBy}}", image)
         findings = secret_findings(REPO / "image-history.txt", history)
         assert findings == [], f"{image}: {findings}"
         checked.append(image)

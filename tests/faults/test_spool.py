@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
 
-from dlperf_core.storage import BenchmarkRunRecord, ResultRecord, ResultStore
+from dlperf_core.storage import ResultRecord, ResultStore
 from dlperf_core.storage.spool import (
     ResultSpool,
     database_key,
@@ -15,31 +14,17 @@ from dlperf_core.storage.spool import (
     record_to_json,
     store_or_spool,
 )
+from helpers import T0, result_record, run_record
 
-T0 = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+RUN = run_record(dag_id="d", run_id="r", trigger="manual", runtime="local")
 
 
 def result(repeat: int, **kw) -> ResultRecord:
-    run = BenchmarkRunRecord(dag_id="d", run_id="r", suite="s", trigger="manual", runtime="local", started_at=T0)
-    values = dict(
-        dag_id="d",
-        run_id="r",
-        case_key="fw/m/fp32/b8/1n1g",
-        framework="fw",
-        model="m",
-        precision="fp32",
-        batch_size_per_device=8,
-        nodes=1,
-        gpus_per_node=1,
-        repeat=repeat,
-        status="ok",
-        throughput=100.0 + repeat,
-        started_at=T0,
-        finished_at=T0,
-        benchmark_run=run,
+    """Repeat ``repeat`` of case fw/m/fp32/b8/1n1g in run "r" of DAG "d", finished."""
+    fields = dict(
+        framework="fw", model="m", repeat=repeat, throughput=100.0 + repeat, finished_at=T0, benchmark_run=RUN
     )
-    values.update(kw)
-    return ResultRecord(**values)
+    return result_record(**(fields | kw))
 
 
 def test_record_round_trip():
