@@ -46,6 +46,10 @@ def variant_of(case_key: str) -> str:
     return case_key[i:] if i >= 0 else ""
 
 
+CASE_FIELDS = ("framework", "model", "precision", "batch_size_per_device", "nodes", "gpus_per_node")
+"""The fields of a case (:class:`dlperf_core.model.Case`) that a result row keeps under the same names."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ResultRecord:
     """One repeat of one case (row of ``results``), identified by
@@ -124,25 +128,11 @@ class ResultRecord:
             dag_id=dag_id,
             run_id=run_id,
             case_key=case.key,
-            framework=case.framework,
-            model=case.model,
-            precision=case.precision,
-            batch_size_per_device=case.batch_size_per_device,
-            nodes=case.nodes,
-            gpus_per_node=case.gpus_per_node,
-            repeat=repeat,
-            status=measurement.status,
-            reason=measurement.reason,
-            throughput=measurement.throughput,
-            reported_throughput=measurement.reported_throughput,
-            iterations=measurement.iterations,
-            window_first=measurement.window_first,
-            window_last=measurement.window_last,
-            window_fitted=window_fitted,
+            **{name: getattr(case, name) for name in CASE_FIELDS},
             compiled=case.compile,
-            mfu=measurement.mfu,
-            energy_per_sample_j=measurement.energy_per_sample_j,
-            gpu_power_mean_w=measurement.gpu_power_mean_w,
+            repeat=repeat,
+            **measurement.to_dict(),  # status, reason, throughput, window, MFU, energy: the columns of those names
+            window_fitted=window_fitted,
             log_path=outcome.log_path,
             started_at=outcome.started_at,
             finished_at=outcome.finished_at,
