@@ -191,14 +191,14 @@ def dlperf_benchmark():
 
     @task(**ON_THE_CLUSTER)
     def search_max_batch(search: dict, health: dict) -> dict:
-        from dlperf_airflow.maxbatch_step import search_label, search_step
+        from dlperf_airflow.maxbatch_step import search_step
 
-        get_current_context()["dlperf_case"] = search_label(search)  # type: ignore[typeddict-unknown-key]
+        get_current_context()["dlperf_case"] = steps.item_label(search)  # type: ignore[typeddict-unknown-key]
         verdict = search_step(search, _ids(), health)
         if verdict.status == "failed":
             from airflow.sdk.exceptions import AirflowFailException
 
-            raise AirflowFailException(f"{search_label(search)}: {verdict.reason}")
+            raise AirflowFailException(f"{steps.item_label(search)}: {verdict.reason}")
         return verdict.to_dict()
 
     @task

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from dlperf_core.environment import PROBE_SCRIPT, Environment, NodeProbe, capture_local, combine, parse_probe
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.inventory import Inventory, Node, load_inventory
-from dlperf_core.model import Case, ContainerSpec, RunIds
+from dlperf_core.model import CaseRun, ContainerSpec, RunIds
 from dlperf_core.storage import ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")
@@ -38,14 +38,10 @@ class EnvironmentKey:
     nodes: int
 
 
-def _case(item: dict) -> Case:
-    return Case.from_dict(item["run"]["case"])
-
-
 def environment_key(item: dict, inventory: Inventory | None) -> EnvironmentKey:
     """``inventory`` is None on the local runtime: every local "node" is this machine, and there is no
     image; on the docker runtime the image depends on the nodes (CPU nodes run the CPU image)."""
-    case = _case(item)
+    case = CaseRun.from_dict(item["run"]).case
     if inventory is None:
         return EnvironmentKey(case.framework, None, 1)
     image = get_adapter(case.framework).image(case, inventory.first(case.nodes))

@@ -11,7 +11,7 @@ import logging
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from dlperf_airflow.steps import SEARCH_INDEX_BASE, execute_step, progress
+from dlperf_airflow.steps import SEARCH_INDEX_BASE, execute_step, item_label, progress
 from dlperf_core.handoff import ExecutedRun, PlannedRun
 from dlperf_core.maxbatch import Probe, SearchVerdict, run_search
 from dlperf_core.measure import judge
@@ -19,10 +19,6 @@ from dlperf_core.model import CaseRun, RunIds
 from dlperf_core.storage import MaxBatchSearchRecord, ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")
-
-
-def search_label(item: dict) -> str:
-    return PlannedRun.from_dict(item).label
 
 
 def search_step(item: dict, ids: RunIds, preflight: dict | None = None) -> SearchVerdict:
@@ -40,7 +36,7 @@ def search_step(item: dict, ids: RunIds, preflight: dict | None = None) -> Searc
         measurement = judge(run.case, executed.outcome)
         result = Probe(batch, measurement.status, measurement.reason, measurement.throughput)
         shown = "out of memory" if result.out_of_memory else (result.reason or f"{result.throughput:.2f} samples/s")
-        progress(f"{search_label(item)}: batch {batch}: {result.status}, {shown}")
+        progress(f"{item_label(item)}: batch {batch}: {result.status}, {shown}")
         return result
 
     verdict = run_search(search, probe)
@@ -69,5 +65,5 @@ def search_step(item: dict, ids: RunIds, preflight: dict | None = None) -> Searc
             environment_id=planned.environment_id,
         )
     )
-    progress(f"{search_label(item)}: {verdict.summary}")
+    progress(f"{item_label(item)}: {verdict.summary}")
     return verdict

@@ -22,6 +22,8 @@ from dlperf_core.errors import ConfigError
 from dlperf_core.form import check_trigger, with_batch_override, with_compile_override
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
+from dlperf_core.home import dlperf_home
+from dlperf_core.home import resolve as _resolve  # relative suite and inventory paths: against DLPERF_HOME
 from dlperf_core.inventory import Inventory, check_docker_access, load_inventory
 from dlperf_core.jobs import build_job
 from dlperf_core.measure import Measurement, judge, judge_probe
@@ -43,20 +45,6 @@ log = logging.getLogger("dlperf")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCAL_INVENTORY = "inventories/local.yaml"
 DOCKER_INVENTORY = "inventories/docker-local.yaml"
-
-
-def dlperf_home() -> Path:
-    """Where relative suite and inventory paths are resolved: $DLPERF_HOME or the repository
-    (:func:`dlperf_core.home.dlperf_home`)."""
-    from dlperf_core.home import dlperf_home as core_home
-
-    return core_home()
-
-
-def _resolve(path: str) -> Path:
-    from dlperf_core.home import resolve
-
-    return resolve(path)
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,9 @@ def upgrade() -> None:
         _timestamp("created_at", now=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_benchmark_runs")),
         sa.UniqueConstraint("dag_id", "run_id", name=op.f("uq_benchmark_runs_dag_id_run_id")),
-        sa.CheckConstraint("status IN ('running', 'success', 'failed')", name=op.f("ck_benchmark_runs_status")),
+        sa.CheckConstraint(
+            "status IN ('running', 'success', 'failed')", name=op.f("ck_benchmark_runs_status")
+        ),
     )
     op.create_table(
         "results",

@@ -256,33 +256,11 @@ NIGHT_SQLITE = "DATE(b.started_at)"
 # ---------------------------------------------------------------------------- open_regressions
 
 REGRESSION_COLUMNS = (
-    "id",
-    "benchmark_run_id",
-    "dag_id",
-    "run_id",
-    "framework",
-    "model",
-    "precision",
-    "batch_size_per_device",
-    "nodes",
-    "gpus_per_node",
-    "case_key",
-    "night",
-    "median_throughput",
-    "baseline_median",
-    "baseline_mad",
-    "baseline_nights",
-    "change_pct",
-    "robust_z",
-    "direction",
-    "environment_changed",
-    "environment_changes",
-    "environment_id",
-    "status",
-    "last_seen_run_id",
-    "closed_at",
-    "closed_reason",
-    "created_at",
+    "id", "benchmark_run_id", "dag_id", "run_id", "framework", "model", "precision",
+    "batch_size_per_device", "nodes", "gpus_per_node", "case_key", "night", "median_throughput",
+    "baseline_median", "baseline_mad", "baseline_nights", "change_pct", "robust_z", "direction",
+    "environment_changed", "environment_changes", "environment_id", "status", "last_seen_run_id",
+    "closed_at", "closed_reason", "created_at",
 )
 
 OPEN_REGRESSIONS = f"""
@@ -375,8 +353,12 @@ def upgrade() -> None:
             ["id"],
             ondelete="SET NULL",
         )
-    op.create_index(op.f("ix_results_run_configuration"), "results", ["run_id", "dag_id", *CONFIGURATION_NAMES])
-    op.create_index(op.f("ix_results_configuration_started"), "results", [*CONFIGURATION_NAMES, "started_at"])
+    op.create_index(
+        op.f("ix_results_run_configuration"), "results", ["run_id", "dag_id", *CONFIGURATION_NAMES]
+    )
+    op.create_index(
+        op.f("ix_results_configuration_started"), "results", [*CONFIGURATION_NAMES, "started_at"]
+    )
     op.create_index(op.f("ix_results_environment_id"), "results", ["environment_id"])
     op.create_index(op.f("ix_results_benchmark_run_id"), "results", ["benchmark_run_id"])
 
@@ -417,9 +399,13 @@ def upgrade() -> None:
             name=op.f("fk_regressions_environment_id_environments"),
             ondelete="SET NULL",
         ),
-        sa.UniqueConstraint("benchmark_run_id", "case_key", name=op.f("uq_regressions_benchmark_run_id_case_key")),
+        sa.UniqueConstraint(
+            "benchmark_run_id", "case_key", name=op.f("uq_regressions_benchmark_run_id_case_key")
+        ),
         sa.CheckConstraint("status IN ('open', 'closed')", name=op.f("ck_regressions_status")),
-        sa.CheckConstraint("direction IN ('slower', 'faster')", name=op.f("ck_regressions_direction")),
+        sa.CheckConstraint(
+            "direction IN ('slower', 'faster')", name=op.f("ck_regressions_direction")
+        ),
     )
     op.create_index(
         op.f("ix_regressions_configuration_status"),

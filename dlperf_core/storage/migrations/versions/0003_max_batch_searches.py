@@ -52,21 +52,15 @@ def upgrade() -> None:
             "status IN ('found', 'limit_reached', 'none_fit', 'failed')", name=op.f("ck_max_batch_searches_status")
         ),
         sa.ForeignKeyConstraint(
-            ["benchmark_run_id"],
-            ["benchmark_runs.id"],
-            name=op.f("fk_max_batch_searches_benchmark_run_id_benchmark_runs"),
-            ondelete="CASCADE",
+            ["benchmark_run_id"], ["benchmark_runs.id"],
+            name=op.f("fk_max_batch_searches_benchmark_run_id_benchmark_runs"), ondelete="CASCADE",
         ),
         sa.ForeignKeyConstraint(
-            ["environment_id"],
-            ["environments.id"],
-            name=op.f("fk_max_batch_searches_environment_id_environments"),
-            ondelete="SET NULL",
+            ["environment_id"], ["environments.id"],
+            name=op.f("fk_max_batch_searches_environment_id_environments"), ondelete="SET NULL",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_max_batch_searches")),
-        sa.UniqueConstraint(
-            "dag_id", "run_id", "search_key", name=op.f("uq_max_batch_searches_dag_id_run_id_search_key")
-        ),
+        sa.UniqueConstraint("dag_id", "run_id", "search_key", name=op.f("uq_max_batch_searches_dag_id_run_id_search_key")),
     )
     op.create_index(op.f("ix_max_batch_searches_benchmark_run_id"), "max_batch_searches", ["benchmark_run_id"])
     op.create_index(

@@ -88,6 +88,7 @@ END $$
 """
 
 
+
 def _revision_0002():
     path = Path(__file__).with_name("0002_environments_regressions_views.py")
     spec = importlib.util.spec_from_file_location("dlperf_migration_0002", path)
@@ -107,11 +108,8 @@ def upgrade() -> None:
         op.execute(NIGHTLY_HISTORY_PG)
         op.execute(JIT_OFF)
     op.create_index(
-        "ix_results_failed",
-        "results",
-        ["benchmark_run_id"],
-        postgresql_where=sa.text("status = 'failed'"),
-        sqlite_where=sa.text("status = 'failed'"),
+        "ix_results_failed", "results", ["benchmark_run_id"],
+        postgresql_where=sa.text("status = 'failed'"), sqlite_where=sa.text("status = 'failed'"),
     )
 
 

@@ -44,9 +44,7 @@ VARIANT_OF_KEY = {
 }
 #: The backfill of the new column, per dialect (fixed text: no value is formatted into it at run time).
 VARIANT_BACKFILL = {
-    dialect: tuple(
-        f"UPDATE {table} SET variant = {expr} WHERE case_key LIKE '%+%'" for table in ("results", "regressions")
-    )
+    dialect: tuple(f"UPDATE {table} SET variant = {expr} WHERE case_key LIKE '%+%'" for table in ("results", "regressions"))
     for dialect, expr in VARIANT_OF_KEY.items()
 }
 
@@ -319,34 +317,11 @@ WHERE b."trigger" = 'scheduled'
 # ---------------------------------------------------------------------------- open_regressions
 
 REGRESSION_COLUMNS = (
-    "id",
-    "benchmark_run_id",
-    "dag_id",
-    "run_id",
-    "framework",
-    "model",
-    "precision",
-    "batch_size_per_device",
-    "nodes",
-    "gpus_per_node",
-    "case_key",
-    "night",
-    "median_throughput",
-    "baseline_median",
-    "baseline_mad",
-    "baseline_nights",
-    "change_pct",
-    "robust_z",
-    "direction",
-    "environment_changed",
-    "environment_changes",
-    "environment_id",
-    "status",
-    "last_seen_run_id",
-    "closed_at",
-    "closed_reason",
-    "created_at",
-    "variant",
+    "id", "benchmark_run_id", "dag_id", "run_id", "framework", "model", "precision",
+    "batch_size_per_device", "nodes", "gpus_per_node", "case_key", "night", "median_throughput",
+    "baseline_median", "baseline_mad", "baseline_nights", "change_pct", "robust_z", "direction",
+    "environment_changed", "environment_changes", "environment_id", "status", "last_seen_run_id",
+    "closed_at", "closed_reason", "created_at", "variant",
 )
 
 OPEN_REGRESSIONS = f"""

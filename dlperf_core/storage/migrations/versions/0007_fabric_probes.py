@@ -147,22 +147,13 @@ def upgrade() -> None:
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
         sa.CheckConstraint("status IN ('ok', 'failed')", name=op.f("ck_fabric_probes_status")),
-        sa.ForeignKeyConstraint(
-            ["benchmark_run_id"],
-            ["benchmark_runs.id"],
-            name=op.f("fk_fabric_probes_benchmark_run_id_benchmark_runs"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["environment_id"],
-            ["environments.id"],
-            name=op.f("fk_fabric_probes_environment_id_environments"),
-            ondelete="SET NULL",
-        ),
+        sa.ForeignKeyConstraint(["benchmark_run_id"], ["benchmark_runs.id"],
+                                name=op.f("fk_fabric_probes_benchmark_run_id_benchmark_runs"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(["environment_id"], ["environments.id"],
+                                name=op.f("fk_fabric_probes_environment_id_environments"), ondelete="SET NULL"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_fabric_probes")),
-        sa.UniqueConstraint(
-            "dag_id", "run_id", "probe_key", "repeat", name=op.f("uq_fabric_probes_dag_id_run_id_probe_key_repeat")
-        ),
+        sa.UniqueConstraint("dag_id", "run_id", "probe_key", "repeat",
+                            name=op.f("uq_fabric_probes_dag_id_run_id_probe_key_repeat")),
     )
     op.create_index("ix_fabric_probes_run", "fabric_probes", ["run_id", "dag_id"])
     op.create_index("ix_fabric_probes_topology_started", "fabric_probes", ["nodes", "gpus_per_node", "started_at"])
@@ -173,12 +164,8 @@ def upgrade() -> None:
         sa.Column("time_us", sa.Float(), nullable=False),
         sa.Column("algbw_gbs", sa.Float(), nullable=False),
         sa.Column("busbw_gbs", sa.Float(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["probe_id"],
-            ["fabric_probes.id"],
-            name=op.f("fk_fabric_probe_sizes_probe_id_fabric_probes"),
-            ondelete="CASCADE",
-        ),
+        sa.ForeignKeyConstraint(["probe_id"], ["fabric_probes.id"],
+                                name=op.f("fk_fabric_probe_sizes_probe_id_fabric_probes"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("probe_id", "size_bytes", name=op.f("pk_fabric_probe_sizes")),
     )
     op.execute("DROP VIEW IF EXISTS open_regressions")
