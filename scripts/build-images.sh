@@ -9,7 +9,11 @@
 # Step 4 is skipped when the image exists and carries the same `dlperf.inputs-hash` label (a hash of the
 # Dockerfile, .dockerignore, the workload files, the wheels folder, the base image id and the build args).
 #
-# Usage: scripts/build-images.sh [--force] [--force-base]
+# Usage: scripts/build-images.sh [--compose] [--force] [--force-base]
+#   --compose      only what docker-compose.yaml runs: the base, the reference image (the nightly's smoke suite
+#                  trains in it), dlperf's Airflow image, and PostgreSQL/Redis (scripts/build-service-images.sh:
+#                  pulled, or built from Debian's packages where no registry answers); not the framework CPU
+#                  images of `make demo-seeds` (9 GB)
 #   --force        rebuild the reference image (and the base, if it is the local one) even if up to date
 #   --force-base   rebuild the local base image (the reference image follows: its base changed)
 # Environment:
@@ -25,11 +29,13 @@ set -euo pipefail
 
 FORCE=0
 FORCE_BASE=0
+COMPOSE_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --compose) COMPOSE_ONLY=1 ;;
     --force) FORCE=1; FORCE_BASE=1 ;;
     --force-base) FORCE_BASE=1 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "build-images.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -159,10 +165,19 @@ if [ "$BUILD_AIRFLOW_IMAGE" = yes ] || { [ "$BUILD_AIRFLOW_IMAGE" = auto ] && [ 
   AIRFLOW_BASE_IMAGE="$LOCAL_BASE" "$REPO/docker/airflow/build.sh" "${airflow_args[@]}"
   say "airflow image: $(since "$t") s"
 fi
+# 5b. The PostgreSQL and Redis images of docker-compose.yaml (pulled, else built from Debian's packages).
+if [ "$BASE_IMAGE" = "$LOCAL_BASE" ]; then
+  t=$(now)
+  service_args=()
+  [ "$FORCE" -eq 1 ] && service_args+=(--force)
+  DLPERF_BASE_IMAGE="$LOCAL_BASE" "$REPO/scripts/build-service-images.sh" "${service_args[@]}"
+  say "postgres and redis images: $(since "$t") s"
+fi
 # 6. The seed frameworks' CPU images (docker/*/image.env: MindSpore, MXNet, Paddle, OneFlow), from the local
 #    Debian bases, same up-to-date rule: scripts/build-cpu-images.sh. BUILD_CPU_IMAGES=auto (default: only
 #    when the base is the local one) | yes | no.
 BUILD_CPU_IMAGES="${BUILD_CPU_IMAGES:-auto}"
+[ "$COMPOSE_ONLY" -eq 1 ] && BUILD_CPU_IMAGES=no
 if [ "$BUILD_CPU_IMAGES" = yes ] || { [ "$BUILD_CPU_IMAGES" = auto ] && [ "$BASE_IMAGE" = "$LOCAL_BASE" ]; }; then
   t=$(now)
   cpu_args=()

@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -218,6 +219,48 @@ def test_image_imports_the_dag_without_torch(airflow_image):
     assert cli.returncode == 0 and "--inventory" in cli.stdout
 
 
+ONE_CASE_SUITE = """
+name: one
+runtime: local
+repeats: 1
+warmup_iterations: 2
+measured_iterations: 5
+timeout_s: 300
+benchmarks:
+  - framework: pytorch_reference
+    model: resnet50_v1.5
+    precisions: [fp32]
+    batch_size_per_device: 4
+    topologies: [1n1g]
+    extra_args: [--image-size, "32", --width, "8", --device, cpu]
+"""
+
+
+@pytest.mark.docker
+def test_a_case_that_cannot_start_names_the_missing_module(airflow_image, tmp_path):
+    """The local runtime inside the Airflow image, which has no torch (what every night did before the
+    deployment's defaults said docker): the run fails, and the reason on the row and in the task's error is
+    the interpreter's own words, not just "no training lines"."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "one.yaml").write_text(ONE_CASE_SUITE)
+    suites.chmod(0o755)
+    (suites / "one.yaml").chmod(0o644)
+    out = subprocess.run(
+        ["docker", "run", "--rm", "-v", f"{suites}:/suites:ro", airflow_image, "dlperf", "run", "/suites/one.yaml"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode != 0
+    said = out.stdout + out.stderr
+    reason = "error: ModuleNotFoundError: No module named 'torch' (python -m torch.distributed.run)"
+    assert (
+        f"pytorch_reference/resnet50_v1.5/fp32/b4/1n1g r0: node0 exited with code 1; log: no training lines; {reason}"
+        in said
+    )
+
+
 # --------------------------------------------------------------------------- PostgreSQL init
 
 
@@ -267,3 +310,175 @@ def test_postgres_init_script_creates_dlperf_database_and_user(pg_server):
     finally:
         admin(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
         admin(f'DROP ROLE IF EXISTS "{user}"')
+
+
+# --------------------------------------------------------------------------- secrets and .env
+
+
+def _new_env(tmp_path: Path, *args: str) -> Path:
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+    out = subprocess.run(
+        ["bash", str(REPO / "scripts/new-env.sh"), *args], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    path = tmp_path / "new.env"
+    path.write_text(out.stdout)
+    return path
+
+
+def test_new_env_replaces_every_example_secret(tmp_path):
+    from cryptography.fernet import Fernet
+
+    text = _new_env(tmp_path, "DLPERF_PUBLISH_ADDR=127.0.0.9").read_text()
+    values = dict(re.findall(r"^([A-Z0-9_]+)=(.*)$", text, re.M))
+    assert "change-me" not in values.values()
+    assert all(len(values[name]) >= 32 for name in SECRETS)
+    assert len({values[name] for name in SECRETS}) == len(SECRETS)  # each its own
+    Fernet(values["AIRFLOW_FERNET_KEY"].encode())  # a real Fernet key
+    assert values["DLPERF_PUBLISH_ADDR"] == "127.0.0.9"
+    # the deployment's nightly defaults: the smoke suite on the docker runtime, single-host inventory
+    assert values["DLPERF_DEFAULT_RUNTIME"] == "docker"
+    assert values["DLPERF_DEFAULT_INVENTORY"] == "inventories/docker-local.yaml"
+    assert _new_env(tmp_path).read_text() != text  # new secrets every time
+
+
+def test_compose_passes_the_nightly_defaults_and_state_volumes(compose, tmp_path):
+    out = _config(compose, _new_env(tmp_path))
+    assert out.returncode == 0, out.stderr
+    services = yaml.safe_load(out.stdout)["services"]
+    for name in CORE_SERVICES - {"postgres", "redis"}:
+        env = services[name]["environment"]
+        assert env["DLPERF_DEFAULT_SUITE"] == "suites/smoke.yaml"
+        assert env["DLPERF_DEFAULT_RUNTIME"] == "docker"
+        volumes = [str(v.get("target") if isinstance(v, dict) else v.split(":")[1]) for v in services[name]["volumes"]]
+        assert "/opt/dlperf/.dlperf" in volumes, name  # reports and the spool outlive the containers
+    for name in CORE_SERVICES:  # nothing starts before check-env has passed
+        depends = services[name].get("depends_on", {})
+        assert "check-env" in depends or {"postgres", "redis"} & set(depends), name
+    assert services["postgres"]["image"] == "postgres:15-bookworm"
+    assert services["redis"]["image"] == "redis:7.0-bookworm"
+
+
+@pytest.mark.docker
+def test_check_env_refuses_the_examples_secrets_naming_them(compose, airflow_image, tmp_path):
+    example = _env_example(tmp_path)
+    args = [*compose, "--env-file", str(example), "-f", str(REPO / "docker-compose.yaml")]
+    project = ["--project-directory", str(REPO), "-p", f"dlperfcheck{uuid.uuid4().hex[:6]}"]
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")}
+    refused = subprocess.run(
+        [*args, *project, "run", "--rm", "check-env"], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert refused.returncode != 0
+    line = [ln for ln in (refused.stdout + refused.stderr).splitlines() if "refusing to start" in ln]
+    assert len(line) == 1, refused.stdout + refused.stderr
+    for name in SECRETS:
+        assert f"{name} (still 'change-me')" in line[0]
+    fresh = _new_env(tmp_path)
+    args[args.index(str(example))] = str(fresh)
+    passed = subprocess.run(
+        [*args, *project, "run", "--rm", "check-env"], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+
+
+# --------------------------------------------------------------------------- PostgreSQL and Redis images
+
+
+def _service_images() -> None:
+    if not docker_available():
+        pytest.skip("no Docker engine (scripts/ensure-docker.sh starts one)")
+    if os.environ.get("DLPERF_TEST_NO_BUILD") != "1":
+        out = subprocess.run(
+            ["bash", str(REPO / "scripts/build-service-images.sh")], capture_output=True, text=True, timeout=900
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+
+
+def _wait_for(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        if out.returncode == 0 or time.monotonic() > deadline:
+            return out
+        time.sleep(1)
+
+
+@pytest.mark.docker
+def test_postgres_image_keeps_the_official_images_contract(tmp_path):
+    """POSTGRES_* variables, the init folder (dlperf's own script), pg_isready, password auth over TCP, and a
+    data folder that survives a new container."""
+    _service_images()
+    name = f"dlperf-pgtest-{uuid.uuid4().hex[:6]}"
+    volume = f"{name}-data"
+    run = ["docker", "run", "-d", "--name", name, "-v", f"{volume}:/var/lib/postgresql/data"]
+    run += ["-v", f"{REPO / 'docker/airflow/postgres-init'}:/docker-entrypoint-initdb.d:ro"]
+    run += ["-e", "POSTGRES_USER=airflow", "-e", "POSTGRES_PASSWORD=pw-airflow-1", "-e", "POSTGRES_DB=airflow"]
+    run += ["-e", "DLPERF_DB_PASSWORD=pw-dlperf-1", "postgres:15-bookworm"]
+    try:
+        subprocess.run(run, check=True, capture_output=True, timeout=60)
+        ready = _wait_for(["docker", "exec", name, "pg_isready", "-U", "airflow", "-h", "127.0.0.1"], timeout=90)
+        assert ready.returncode == 0, docker_output("logs", name)
+        # the init script made dlperf's database and user; password auth over TCP, as the workers connect
+        query = ["docker", "exec", "-e", "PGPASSWORD=pw-dlperf-1", name, "psql", "-h", "127.0.0.1", "-U", "dlperf"]
+        out = _wait_for([*query, "-d", "dlperf", "-Atc", "SELECT current_user, version()"], timeout=30)
+        assert out.returncode == 0, out.stderr + docker_output("logs", name)
+        assert out.stdout.startswith("dlperf|PostgreSQL 15."), out.stdout
+        wrong = subprocess.run(
+            [
+                "docker",
+                "exec",
+                "-e",
+                "PGPASSWORD=wrong",
+                name,
+                "psql",
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "dlperf",
+                "-c",
+                "SELECT 1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert wrong.returncode != 0 and "password authentication failed" in wrong.stderr
+        subprocess.run(["docker", "rm", "-f", name], check=True, capture_output=True, timeout=60)
+        # a new container on the same volume starts without initialising again
+        subprocess.run(run, check=True, capture_output=True, timeout=60)
+        assert _wait_for(["docker", "exec", name, "pg_isready", "-U", "airflow"], timeout=90).returncode == 0
+        assert "initialising" not in docker_output("logs", name)
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+        subprocess.run(["docker", "volume", "rm", "-f", volume], capture_output=True, timeout=60)
+
+
+@pytest.mark.docker
+def test_redis_image_needs_the_password_compose_gives_it():
+    _service_images()
+    name = f"dlperf-redistest-{uuid.uuid4().hex[:6]}"
+    try:
+        subprocess.run(
+            [
+                "docker",
+                "run",
+                "-d",
+                "--name",
+                name,
+                "redis:7.0-bookworm",
+                "redis-server",
+                "--requirepass",
+                "pw-redis-1",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        ok = _wait_for(["docker", "exec", "-e", "REDISCLI_AUTH=pw-redis-1", name, "redis-cli", "ping"])
+        assert ok.stdout.strip() == "PONG", ok.stdout + ok.stderr
+        anonymous = subprocess.run(["docker", "exec", name, "redis-cli", "ping"], capture_output=True, text=True)
+        assert "NOAUTH" in anonymous.stdout + anonymous.stderr
+        version = subprocess.run(["docker", "exec", name, "redis-server", "--version"], capture_output=True, text=True)
+        assert "v=7.0." in version.stdout
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)

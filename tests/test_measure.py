@@ -36,6 +36,13 @@ def test_error_line_finds_exceptions_and_argparse_errors():
         "generic-image-rec train script: error: unrecognized arguments: --x"  # PLSC's prog name has spaces
     )
     assert error_line(launcher) == "of_cnn_train_val.py: error: unrecognized arguments: --no-such-flag"
+    # torchrun in an image without torch: the interpreter says it, not an exception line
+    no_torch = (
+        "/usr/bin/python3: Error while finding module specification for 'torch.distributed.run' "
+        "(ModuleNotFoundError: No module named 'torch')\n"
+    )
+    assert error_line(no_torch) == "ModuleNotFoundError: No module named 'torch' (python -m torch.distributed.run)"
+    assert error_line("/opt/venv/bin/python3.11: No module named oneflow\n") == "No module named oneflow"
 
 
 def test_a_wrong_argument_fails_with_the_frameworks_own_words(tmp_path):

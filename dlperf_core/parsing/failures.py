@@ -86,13 +86,23 @@ _TAG = r"^(?:\[\d+,\d+\]<std(?:out|err)>:)?[ \t]*"
 # dlperf's workloads: "train.py: error (rank 0): RuntimeError: ..."
 _USAGE_ERROR = re.compile(_TAG + r"([^\s:][^:\n]{0,80}?: error(?: \(rank \d{1,9}\))?: \S.*?)[ \t]*$", re.MULTILINE)
 _EXCEPTION = re.compile(_TAG + r"([A-Za-z_][\w.]*(?:Error|Exception)(?::[ \t]*\S.*?)?)[ \t]*$", re.MULTILINE)
+# `python -m <module>` whose module (or a package on its path) cannot be imported: the interpreter's own line,
+# "/usr/bin/python3: Error while finding module specification for 'torch.distributed.run' (ModuleNotFoundError:
+# No module named 'torch')" or "/usr/bin/python3: No module named torch"
+_RUN_MODULE = re.compile(
+    _TAG + r"\S*python[\w.]*: (?:Error while finding module specification for '([\w.]+)' \((\w+Error: .*)\)"
+    r"|(No module named \S.*?))[ \t]*$",
+    re.MULTILINE,
+)
 ERROR_TAIL_CHARS = 65536
 ERROR_LINE_MAX = 240
 
 
 def error_line(text: str) -> str | None:
     """The error a failed process printed, else None: the last argparse usage error if there is one (the
-    cause: a launcher's traceback about its failed child comes after it), else the last Python exception.
+    cause: a launcher's traceback about its failed child comes after it), else the last Python exception, else
+    the interpreter's own line about a ``python -m`` module it could not import (``ModuleNotFoundError: No module
+    named 'torch' (python -m torch.distributed.run)``).
 
     Used to name the cause of a non-zero exit: ``node0 exited with code 2; error: train.py: error:
     unrecognized arguments: --no-such-flag``."""
@@ -102,9 +112,18 @@ def error_line(text: str) -> str | None:
         for match in pattern.finditer(tail):  # the last one
             found = match
         if found is not None:
-            line = found.group(1).strip()
-            return line if len(line) <= ERROR_LINE_MAX else line[: ERROR_LINE_MAX - 3] + "..."
-    return None
+            return _clipped(found.group(1).strip())
+    found = None
+    for match in _RUN_MODULE.finditer(tail):
+        found = match
+    if found is None:
+        return None
+    module, error, plain = found.groups()
+    return _clipped(f"{error.strip()} (python -m {module})" if module else plain.strip())
+
+
+def _clipped(line: str) -> str:
+    return line if len(line) <= ERROR_LINE_MAX else line[: ERROR_LINE_MAX - 3] + "..."
 
 
 def loss_failure(records: Sequence[IterationRecord]) -> str | None:

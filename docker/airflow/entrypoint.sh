@@ -20,6 +20,12 @@ os.umask(old)
 PY
 fi
 
+# The UI's own address (links, the login's redirect back): AIRFLOW_BASE_URL when set, else the address the
+# api-server is published on (DLPERF_PUBLISH_ADDR), so publishing elsewhere needs no second setting.
+if [ -z "${AIRFLOW__API__BASE_URL:-}" ]; then
+  export AIRFLOW__API__BASE_URL="${AIRFLOW_BASE_URL:-http://${DLPERF_PUBLISH_ADDR:-localhost}:8080}"
+fi
+
 AIRFLOW_COMMANDS=" api-server scheduler dag-processor triggerer celery db version info config connections \
 pools variables dags tasks users jobs providers plugins standalone cheat-sheet kerberos rotate-fernet-key "
 if [ $# -eq 0 ]; then
