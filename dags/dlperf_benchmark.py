@@ -43,7 +43,8 @@ from dlperf_airflow.task_ids import (
     in_case_run,
     node_task_id,
 )
-from dlperf_core.form import COMPILE_MODES, discover_choices, topology_label
+from dlperf_core.defaults import DEFAULT_SUITE, FORM_DEFAULT, RUNTIMES, SUITE_RUNTIME
+from dlperf_core.form import COMPILE_MODES, discover_choices
 from dlperf_core.model import RunIds
 
 DAG_ID = "dlperf_benchmark"
@@ -98,27 +99,28 @@ def _ids() -> RunIds:
     default_args={"retries": 0},
     params={
         "suite": Param(
-            "suites/smoke.yaml",
-            type="string",
-            minLength=1,
-            pattern=r"^\S+\.ya?ml$",
+            "",
+            type=["string", "null"],  # "null": the UI's form would otherwise demand a value
+            pattern=r"^(|\S+\.ya?ml)$",
             examples=list(CHOICES.suites),
             title="Suite",
-            description="Suite file (YAML), relative to the dlperf home (the repository) or absolute. "
-            "Type to pick one of the suites found in suites/.",
+            description="Suite file (YAML), relative to the dlperf home (the repository) or absolute; type to pick "
+            "one of the suites found in suites/. Empty = the deployment's default suite (DLPERF_DEFAULT_SUITE, "
+            f"else {DEFAULT_SUITE}), as the nightly run uses.",
             section="What to run",
         ),
         "runtime": Param(
-            "suite",
+            FORM_DEFAULT,
             type="string",
-            enum=["suite", "local", "docker"],
+            enum=[FORM_DEFAULT, SUITE_RUNTIME, *RUNTIMES],
             values_display={
-                "suite": "the suite's own runtime and inventory",
-                "local": "local: process groups on the Airflow worker",
+                FORM_DEFAULT: "the deployment's default (DLPERF_DEFAULT_RUNTIME and _INVENTORY; compose: docker)",
+                SUITE_RUNTIME: "the suite's own runtime and inventory",
+                "local": "local: process groups on the Airflow worker (needs torch there)",
                 "docker": "docker: containers on every node's Docker Engine",
             },
             title="Runtime",
-            description="Where the framework processes run.",
+            description="Where the framework processes run. The nightly run uses the deployment's default.",
             section="What to run",
         ),
         "inventory": Param(
@@ -127,7 +129,8 @@ def _ids() -> RunIds:
             pattern=r"^(|\S+\.ya?ml)$",
             examples=list(CHOICES.inventories),
             title="Inventory",
-            description="Node inventory file; empty = the suite's, or the runtime's default.",
+            description="Node inventory file; empty = the deployment's default with the default runtime, else the "
+            "suite's, else the runtime's (inventories/docker-local.yaml or inventories/local.yaml).",
             section="What to run",
         ),
         "frameworks": _multi_select(FRAMEWORKS, "Frameworks", "Empty = every framework in the suite."),
@@ -136,9 +139,10 @@ def _ids() -> RunIds:
         "topologies": _multi_select(
             TOPOLOGIES,
             "Topologies",
-            "Nodes x devices per node; only topologies that fit a suite's inventory are listed. "
+            "Nodes x devices per node; only topologies that fit a suite's inventory are listed, each with the "
+            "suites that have it (a topology the chosen suite lacks is refused before any case runs). "
             "Empty = every topology in the suite.",
-            values_display={t: topology_label(t) for t in TOPOLOGIES},
+            values_display={t: CHOICES.topology_display(t) for t in TOPOLOGIES},
         ),
         "repeats": Param(
             0,

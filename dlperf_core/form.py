@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import get_args
 
+from dlperf_core.defaults import DEFAULT_SUITE
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import ADAPTERS
 from dlperf_core.inventory import Inventory, load_inventory
@@ -63,6 +64,13 @@ class FormChoices:
     batch: BatchBounds
     max_repeats: int
     sources: tuple[str, ...]
+    topology_suites: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (topology, the suites that have it)
+
+    def topology_display(self, topology: str) -> str:
+        """The form's label of a topology, with the suites (file stems) that have it:
+        ``1n2g: 1 node x 2 devices (2) - in smoke, seeds-cpu``."""
+        suites = [Path(s).stem for s in dict(self.topology_suites).get(topology, ())]
+        return topology_label(topology) + (f" - in {', '.join(suites)}" if suites else "")
 
 
 def topology_key(name: str) -> tuple[int, int, int]:
@@ -115,7 +123,7 @@ def choices_for(suite: Suite, inventory: Inventory, suite_name: str | None = Non
             precisions.add(precision)
             seed = ADAPTERS[bench.framework].default_batch.get(precision) if bench.framework in ADAPTERS else None
             batches.update(suite.batch_sizes_for(bench, precision, seed))  # with the adapters' seed defaults
-    return FormChoices(
+    choices = FormChoices(
         suites=(suite_name or suite.source,),
         inventories=(),
         frameworks=tuple(sorted(frameworks)),
@@ -126,6 +134,7 @@ def choices_for(suite: Suite, inventory: Inventory, suite_name: str | None = Non
         max_repeats=MAX_REPEATS,
         sources=(f"{suite_name or suite.source} on inventory {inventory.name}",),
     )
+    return replace(choices, topology_suites=tuple((t, choices.suites) for t in choices.topologies))
 
 
 def _ordered_precisions(found: Iterable[str]) -> tuple[str, ...]:
@@ -164,21 +173,25 @@ def merge_choices(parts: Iterable[FormChoices]) -> FormChoices:
             out.extend(v for v in getattr(part, attr) if v not in out)
         return out
 
+    topologies = tuple(sorted(union("topologies"), key=topology_key))
     return FormChoices(
         suites=tuple(union("suites")),
         inventories=tuple(union("inventories")),
         frameworks=tuple(sorted(union("frameworks"))),
         models=tuple(sorted(union("models"))),
         precisions=_ordered_precisions(union("precisions")),
-        topologies=tuple(sorted(union("topologies"), key=topology_key)),
+        topologies=topologies,
         batch=_bounds(b for part in parts for b in part.batch.in_suites),
         max_repeats=min(part.max_repeats for part in parts),
         sources=tuple(union("sources")),
+        topology_suites=tuple(
+            (t, tuple(s for part in parts for s in dict(part.topology_suites).get(t, ()))) for t in topologies
+        ),
     )
 
 
 def discover_choices(
-    home: Path, default_suite: str = "suites/smoke.yaml", local_inventory: str = "inventories/local.yaml"
+    home: Path, default_suite: str = DEFAULT_SUITE, local_inventory: str = "inventories/local.yaml"
 ) -> FormChoices:
     """Choices from every ``suites/*.yaml`` under ``home`` (the default suite first), each against its own
     inventory (or ``local_inventory`` when it names none). Unreadable files are skipped with a log line;

@@ -258,11 +258,15 @@ def test_dag_params_are_the_form_choices(tmp_path):
     schema = info["schema"]
     assert schema["topologies"]["items"]["enum"] == list(expected.topologies)
     assert schema["topologies"]["examples"] == list(expected.topologies)
-    assert schema["topologies"]["values_display"]["1n2g"] == "1n2g: 1 node x 2 devices (2)"
+    # each topology names the suites that have it, so a pick the chosen suite lacks is visible in the form
+    assert schema["topologies"]["values_display"]["1n2g"].startswith("1n2g: 1 node x 2 devices (2) - in smoke, ")
+    assert "smoke" not in schema["topologies"]["values_display"]["4n8g"]
     assert schema["precisions"]["items"]["enum"] == list(expected.precisions)
     assert schema["suite"]["examples"][0] == "suites/smoke.yaml"
     assert schema["batch_size"]["maximum"] == expected.batch.maximum
     assert {"What to run", "Filters", "Measurement"} <= {schema[k].get("section") for k in schema}
     # a cleared field is null in the UI: allowed for every optional field, so the form never blocks on it
-    for name in ("inventory", "frameworks", "models", "precisions", "topologies", "repeats", "batch_size"):
+    # suite and runtime left at their defaults mean the deployment's defaults (dlperf_core.defaults)
+    assert schema["runtime"]["enum"][0] == "default"
+    for name in ("suite", "inventory", "frameworks", "models", "precisions", "topologies", "repeats", "batch_size"):
         assert "null" in schema[name]["type"], name

@@ -17,6 +17,7 @@ import pandas as pd
 
 from dlperf_airflow.node_step import check_routed, routing_inventory
 from dlperf_airflow.runtimes import make_runtime
+from dlperf_core.defaults import RUNTIMES, SUITE_RUNTIME, DeploymentDefaults, fill_from_defaults
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.errors import ConfigError
 from dlperf_core.form import check_trigger, with_batch_override, with_compile_override
@@ -58,15 +59,22 @@ class Settings:
 
 
 def resolve_settings(params: dict) -> tuple[Settings, Suite, Inventory]:
-    """Validate the trigger form against the suite; refuse anything wrong before work starts."""
-    suite = load_suite(_resolve(params.get("suite") or "suites/smoke.yaml"))
-    runtime = params.get("runtime") or "suite"
-    runtime = suite.runtime if runtime == "suite" else runtime
-    if runtime not in ("local", "docker"):
+    """Validate the trigger form against the suite; refuse anything wrong before work starts. What the trigger
+    leaves open (suite, runtime ``default``, inventory) comes from the deployment's defaults, read now
+    (:mod:`dlperf_core.defaults`: ``DLPERF_DEFAULT_SUITE``/``_RUNTIME``/``_INVENTORY``)."""
+    defaults = DeploymentDefaults.from_env()
+    chosen = fill_from_defaults(params.get("suite"), params.get("runtime"), params.get("inventory"), defaults)
+    if chosen.from_defaults:
+        log.info(
+            "the deployment's defaults (%s) give this run its %s", defaults.describe(), ", ".join(chosen.from_defaults)
+        )
+    suite = load_suite(_resolve(chosen.suite))
+    runtime = suite.runtime if chosen.runtime == SUITE_RUNTIME else chosen.runtime
+    if runtime not in RUNTIMES:
         raise ConfigError("trigger form", [f"runtime: unknown runtime {runtime!r}; use local or docker"])
     inv_path = suite.inventory_path() if runtime == suite.runtime else None  # the suite's own, if it names one
-    if params.get("inventory"):
-        inv_path = _resolve(params["inventory"])
+    if chosen.inventory:
+        inv_path = _resolve(chosen.inventory)
     elif inv_path is None:
         inv_path = _resolve(DOCKER_INVENTORY if runtime == "docker" else LOCAL_INVENTORY)
     inventory = load_inventory(inv_path)

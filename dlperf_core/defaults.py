@@ -1,0 +1,102 @@
+"""The deployment's defaults: what a run uses for the suite, runtime and inventory when its trigger leaves them
+open (the nightly scheduled run always does; a manual trigger does with the form's defaults).
+
+They are read from the environment **when a run starts** (:meth:`DeploymentDefaults.from_env`, called by
+planning), never when the DAG file is parsed, so changing ``.env`` and restarting the workers changes the next
+night without touching the DAG:
+
+* ``DLPERF_DEFAULT_SUITE``: the suite file (default ``suites/smoke.yaml``);
+* ``DLPERF_DEFAULT_RUNTIME``: ``local``, ``docker``, or ``suite`` for the suite's own (default ``suite``);
+* ``DLPERF_DEFAULT_INVENTORY``: the inventory file used with the default runtime (default: none, i.e. the suite's
+  own, else the runtime's default inventory).
+
+The compose deployment sets them to the smoke suite on the ``docker`` runtime with the single-host inventory
+``inventories/docker-local.yaml`` (docker-compose.yaml): its Airflow image has no torch, so the ``local``
+runtime, which trains inside the worker, cannot run there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dlperf_core.errors import ConfigError
+
+SUITE_ENV = "DLPERF_DEFAULT_SUITE"
+RUNTIME_ENV = "DLPERF_DEFAULT_RUNTIME"
+INVENTORY_ENV = "DLPERF_DEFAULT_INVENTORY"
+
+DEFAULT_SUITE = "suites/smoke.yaml"
+"""The suite of a run that names none, where the deployment does not say otherwise."""
+
+FORM_DEFAULT = "default"
+"""The trigger form's runtime value meaning "the deployment's default runtime"."""
+
+SUITE_RUNTIME = "suite"
+"""The runtime value meaning "the suite's own runtime (and inventory)"."""
+
+RUNTIMES = ("local", "docker")
+"""The runtimes a case can run on."""
+
+
+@dataclass(frozen=True)
+class DeploymentDefaults:
+    """The suite, runtime and inventory a run uses when its trigger leaves them open."""
+
+    suite: str = DEFAULT_SUITE
+    runtime: str = SUITE_RUNTIME  # "local" | "docker" | "suite"
+    inventory: str | None = None  # with ``runtime``; None: the suite's, else the runtime's default
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> DeploymentDefaults:
+        """The defaults in ``environ`` (default ``os.environ``), checked: a runtime other than local, docker
+        or suite is refused, naming the variable."""
+        env = os.environ if environ is None else environ
+        runtime = (env.get(RUNTIME_ENV) or SUITE_RUNTIME).strip()
+        if runtime not in (*RUNTIMES, SUITE_RUNTIME):
+            raise ConfigError("deployment", [f"{RUNTIME_ENV}={runtime!r}: use local, docker or suite"])
+        return cls(
+            suite=(env.get(SUITE_ENV) or DEFAULT_SUITE).strip(),
+            runtime=runtime,
+            inventory=(env.get(INVENTORY_ENV) or "").strip() or None,
+        )
+
+    def describe(self) -> str:
+        """One line for logs: ``suites/smoke.yaml on docker (inventories/docker-local.yaml)``."""
+        where = "the suite's runtime" if self.runtime == SUITE_RUNTIME else self.runtime
+        return f"{self.suite} on {where}" + (f" ({self.inventory})" if self.inventory else "")
+
+
+@dataclass(frozen=True)
+class ChosenSource:
+    """A trigger's suite, runtime and inventory after the deployment's defaults filled what it left open.
+
+    ``runtime`` is ``local``, ``docker`` or ``suite`` (resolved against the suite by the caller, who has loaded
+    it); ``inventory`` is None when neither the trigger nor the defaults name one."""
+
+    suite: str
+    runtime: str
+    inventory: str | None
+    from_defaults: tuple[str, ...]  # which of suite/runtime/inventory came from the deployment's defaults
+
+
+def fill_from_defaults(
+    suite: str | None, runtime: str | None, inventory: str | None, defaults: DeploymentDefaults
+) -> ChosenSource:
+    """The trigger's ``suite``/``runtime``/``inventory`` with what it left open (empty, None, or the form's
+    runtime ``default``) taken from ``defaults``. The default inventory goes with the default runtime only: a
+    trigger that picks a runtime and leaves the inventory empty gets that runtime's usual inventory."""
+    taken: list[str] = []
+    if not suite:
+        suite = defaults.suite
+        taken.append("suite")
+    if not runtime or runtime == FORM_DEFAULT:
+        runtime = defaults.runtime
+        taken.append("runtime")
+        if not inventory and defaults.inventory:
+            inventory = defaults.inventory
+            taken.append("inventory")
+    if runtime not in (*RUNTIMES, SUITE_RUNTIME):
+        raise ConfigError("trigger form", [f"runtime: unknown runtime {runtime!r}; use local or docker"])
+    return ChosenSource(suite, runtime, inventory or None, tuple(taken))
