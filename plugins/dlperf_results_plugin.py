@@ -3,7 +3,9 @@
 * ``fastapi_apps``: :mod:`dlperf_airflow.results_api` on the api-server at ``/dlperf`` (JSON under
   ``/dlperf/api/``, the page at ``/dlperf/``), authenticated and authorized like Airflow's own API;
 * ``external_views``: a "dlperf results" entry in the UI's Browse menu that shows that page inside the UI
-  (at ``/plugin/dlperf-results``); ``href`` is relative, so it follows the api-server's base_url.
+  (at ``/plugin/dlperf-results``), and a "dlperf results" tab on every DAG run (destination ``dag_run``) that
+  shows that run's tables, plots and report files; ``href`` is relative, so it follows the api-server's
+  base_url, and the UI fills in ``{DAG_ID}`` and ``{RUN_ID}``.
 """
 
 from __future__ import annotations
@@ -25,5 +27,11 @@ class DlperfResultsPlugin(AirflowPlugin):
             "destination": "nav",
             "category": "browse",
             "url_route": "dlperf-results",
+        },
+        {
+            "name": "dlperf results",
+            "href": URL_PREFIX.lstrip("/") + "/runs/{DAG_ID}/{RUN_ID}",
+            "destination": "dag_run",
+            "url_route": "dlperf-run-results",
         },
     ]

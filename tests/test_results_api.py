@@ -271,6 +271,12 @@ def grab(name, response, body=True):
     out[name] = entry
 grab("anonymous_summary", client.get("/dlperf/api/summary"))
 grab("anonymous_page", client.get("/dlperf/"))
+html = {"Accept": "text/html,application/xhtml+xml"}
+browser = client.get("/dlperf/?run_id=x", headers=html, follow_redirects=False)
+out["browser_page"] = {"status": browser.status_code, "location": browser.headers.get("location")}
+out["browser_api"] = {"status": client.get("/dlperf/api/summary", headers=html, follow_redirects=False).status_code}
+run = sys.argv[2]
+out["anonymous_report"] = client.get(f"/dlperf/reports/dlperf_benchmark/{run}/report.json").status_code
 grab("anonymous_plot", client.get("/dlperf/api/plots/speedup.png"), body=False)
 grab("forged_token", client.get("/dlperf/api/summary", headers={"Authorization": "Bearer not.a.jwt"}))
 grab("wrong_password", client.post("/auth/token", json={"username": "dlperf", "password": "wrong"}))
@@ -281,6 +287,11 @@ bearer = {"Authorization": f"Bearer {token}"}
 for name in ("summary", "runs", "results", "history", "regressions"):
     grab(name, client.get(f"/dlperf/api/{name}", headers=bearer))
 grab("results_unknown_run", client.get("/dlperf/api/results", params={"run_id": "nope"}, headers=bearer))
+grab("report_json", client.get(f"/dlperf/reports/dlperf_benchmark/{run}/report.json", headers=bearer))
+out["report_escape"] = client.get(f"/dlperf/reports/dlperf_benchmark/{run}/..%2F..%2F..%2Fpasswords.json", headers=bearer).status_code
+out["report_missing"] = client.get(f"/dlperf/reports/dlperf_benchmark/{run}/nope.md", headers=bearer).status_code
+grab("run_page", client.get(f"/dlperf/runs/dlperf_benchmark/{run}", headers=bearer))
+grab("run_page_unknown", client.get("/dlperf/runs/dlperf_benchmark/nope", headers=bearer))
 plot = client.get("/dlperf/api/plots/speedup.png", headers=bearer)
 out["plot"] = {"status": plot.status_code, "type": plot.headers.get("content-type"), "png": plot.content[:4] == b"\x89PNG"}
 client.cookies.set("_token", token)
@@ -314,14 +325,21 @@ def airflow_env(tmp_path: Path, results_url: str, password: str) -> dict[str, st
 
 
 def test_plugin_app_behind_airflow_auth(tmp_path, pg_url):
-    seed(pg_url)
+    from urllib.parse import quote
+
+    from dlperf_core.reporting import build_report, report_dir
+
+    store = seed(pg_url)
+    run_id = store.latest_run_id(DAG_ID)
+    reports = tmp_path / "reports"
+    build_report(store, run_id, dag_id=DAG_ID, fmt=("html", "md", "json"), out_dir=report_dir(DAG_ID, run_id, reports))
     password = "s3cret-" + tmp_path.name
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, password],
+        [sys.executable, "-c", PROBE, password, quote(run_id, safe="")],
         capture_output=True,
         text=True,
         timeout=420,
-        env=airflow_env(tmp_path, pg_url, password),
+        env=airflow_env(tmp_path, pg_url, password) | {"DLPERF_REPORT_DIR": str(reports)},
         cwd=tmp_path,
     )
     lines = [line for line in out.stdout.splitlines() if line.startswith("PROBE:")]
@@ -331,6 +349,12 @@ def test_plugin_app_behind_airflow_auth(tmp_path, pg_url):
     # refused without valid credentials, like Airflow's own API: 401 without a token, 403 with a bad one
     assert got["anonymous_summary"]["status"] == 401
     assert got["anonymous_page"]["status"] == 401
+    # a browser without a session asking for a page is sent to the UI's login page, which brings it back
+    assert got["browser_page"]["status"] == 303
+    assert got["browser_page"]["location"].startswith("/auth/login?next=")
+    assert unquote(got["browser_page"]["location"]).endswith("/dlperf/?run_id=x")
+    assert got["browser_api"]["status"] == 401  # the JSON API still answers 401
+    assert got["anonymous_report"] == 401
     assert got["anonymous_plot"]["status"] == 401
     assert got["forged_token"]["status"] == 403
     assert got["wrong_password"]["status"] == 401
@@ -355,7 +379,21 @@ def test_plugin_app_behind_airflow_auth(tmp_path, pg_url):
     assert "pytorch_reference/resnet50_v1.5/fp32/b8/2n1g" in page["text"]
     assert 'href="/dags/dlperf_benchmark/runs/' in page["text"]
 
+    # the run's report files, from the reports folder, and only from inside the run's own folder
+    assert got["report_json"]["status"] == 200 and got["report_json"]["json"], got["report_json"]
+    assert got["report_escape"] == 404 and got["report_missing"] == 404
+    # the run's page (the DAG run's "dlperf results" tab): its tables now, and links to its report files
+    run_page = got["run_page"]
+    assert run_page["status"] == 200
+    assert 'id="dlperf-run-links"' in run_page["text"]
+    for name in ("report.html", "report.md", "report.json"):
+        assert f'href="/dlperf/reports/dlperf_benchmark/{quote(run_id, safe="")}/{name}"' in run_page["text"], name
+    assert "pytorch_reference resnet50_v1.5 fp32 batch 8" in run_page["text"]
+    assert got["run_page_unknown"]["status"] == 200 and "nope" in got["run_page_unknown"]["text"]
+
     plugins = got["plugins"]["json"]["plugins"]
     ours = next(p for p in plugins if p["name"] == "dlperf_results")
     assert ours["fastapi_apps"][0]["url_prefix"] == "/dlperf"
     assert ours["external_views"][0]["url_route"] == "dlperf-results"
+    run_view = ours["external_views"][1]
+    assert run_view["destination"] == "dag_run" and run_view["href"] == "dlperf/runs/{DAG_ID}/{RUN_ID}"

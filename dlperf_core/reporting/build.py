@@ -109,3 +109,14 @@ def build_report(
         else:
             documents[name] = _write(path, render_html(data, plots))
     return ReportFiles(data.run.dag_id, data.run.run_id, out, documents, tuple(plots))
+
+
+def run_page_html(store: ResultStore, run: str, *, dag_id: str | None = None) -> str:
+    """The report of one run as it stands now, as one self-contained HTML page (the plots embedded): what
+    the results page shows for a DAG run, also while it is still running and before ``make_report`` wrote its
+    files. Raises :class:`ReportError` for an unknown run."""
+    import tempfile
+
+    data = load_report_data(store, run, dag_id)
+    with tempfile.TemporaryDirectory(prefix="dlperf-run-page-") as scratch:
+        return render_html(data, draw_plots(data, Path(scratch)))

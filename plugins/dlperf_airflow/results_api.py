@@ -1,11 +1,14 @@
 """The results page's FastAPI app, mounted on Airflow's api-server by ``plugins/dlperf_results_plugin.py``.
 
-JSON under ``api/`` and one HTML page at ``/`` (rendered by :mod:`dlperf_airflow.results_page`), all read
-from the dlperf results database (``DLPERF_DB_URL``) through :mod:`dlperf_core.reporting`. Every route needs
-what Airflow's own API needs to read the ``dlperf_benchmark`` DAG runs: the api-server's JWT
-(``Authorization: Bearer`` or the UI's ``_token`` cookie), resolved and authorized by Airflow's own
-``get_user`` and ``requires_access_dag`` (no token: 401, bad token: 403, a user without access: 403). Plugin
-apps are not authenticated by Airflow on their own, hence the app-wide dependency.
+JSON under ``api/``, the results page at ``/`` (rendered by :mod:`dlperf_airflow.results_page`), one run's page
+at ``runs/<dag_id>/<run_id>`` and its report files at ``reports/<dag_id>/<run_id>/<file>``
+(:mod:`dlperf_airflow.run_page`), all read from the dlperf results database (``DLPERF_DB_URL``) and the reports
+folder through :mod:`dlperf_core.reporting`. Every route needs what Airflow's own API needs to read the
+``dlperf_benchmark`` DAG runs: the api-server's JWT (``Authorization: Bearer`` or the UI's ``_token`` cookie),
+resolved and authorized by Airflow's own ``get_user`` and ``requires_access_dag`` (no token: 401, bad token:
+403, a user without access: 403). A browser without a session asking for a page (not ``api/``) is sent to the
+UI's login page instead, which brings it back. Plugin apps are not authenticated by Airflow on their own, hence
+the app-wide dependency.
 
 Airflow's security module imports the core ORM, which scheduler and task processes (which also load
 plugins) should not pay for, so it is imported when a request arrives, not when the plugin loads.
@@ -15,12 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from html import escape
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from dlperf_airflow.results_page import render_page, speedup_png
+from dlperf_airflow.run_page import link_bar, report_file, with_link_bar
 from dlperf_core.reporting.data import (
     Section,
     load_history,
@@ -46,9 +51,31 @@ async def require_dag_run_read(request: Request) -> None:
     from airflow.api_fastapi.core_api.security import bearer_scheme, get_user, requires_access_dag
 
     credentials = await bearer_scheme(request)
-    user = await get_user(request, None, credentials)
+    try:
+        user = await get_user(request, None, credentials)
+    except HTTPException as exc:
+        if exc.status_code == 401 and _wants_page(request):
+            raise HTTPException(status_code=303, headers={"Location": _login_url(request)}) from exc
+        raise
     authorize = requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=DAG_ID)
     await run_in_threadpool(authorize, request, user)  # looks up the DAG's team in the metadata DB
+
+
+def _wants_page(request: Request) -> bool:
+    """A browser asking for one of the HTML pages (not the JSON API, not a script)."""
+    return (
+        request.method == "GET"
+        and not request.url.path.removeprefix(request.scope.get("root_path", "")).startswith("/api/")
+        and "text/html" in request.headers.get("accept", "")
+    )
+
+
+def _login_url(request: Request) -> str:
+    """The UI's login page, which sends the browser back to ``request``'s page once logged in."""
+    from airflow.api_fastapi.app import get_auth_manager
+
+    login = get_auth_manager().get_url_login(next_url=str(request.url))
+    return login if "://" in login else _ui_base(request).rstrip("/") + "/" + login.lstrip("/")
 
 
 @lru_cache(maxsize=4)
@@ -82,6 +109,25 @@ def create_app(auth: Callable = require_dag_run_read) -> FastAPI:
     def page(request: Request, run_id: str | None = None, store: ResultStore = Depends(results_store)) -> str:
         view = load_overview(store, run_id=run_id)
         return render_page(view, ui_base=_ui_base(request), db=store.engine.url.render_as_string(hide_password=True))
+
+    @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse, summary="One DAG run's results and report")
+    def run_page(request: Request, dag_id: str, run_id: str, store: ResultStore = Depends(results_store)) -> str:
+        from dlperf_core.reporting import ReportError
+        from dlperf_core.reporting.build import run_page_html
+
+        try:
+            page = run_page_html(store, run_id, dag_id=dag_id)
+        except ReportError as exc:
+            page = f"<!doctype html><html><body><p>{escape(str(exc))}</p></body></html>"
+        root = request.scope.get("root_path", "") + "/"
+        return with_link_bar(page, link_bar(dag_id, run_id, root))
+
+    @app.get("/reports/{dag_id}/{run_id}/{name:path}", summary="A file of a run's report (HTML, md, JSON, plots)")
+    def report(dag_id: str, run_id: str, name: str) -> FileResponse:
+        path = report_file(dag_id, run_id, name)
+        if path is None:
+            raise HTTPException(status_code=404, detail=f"no report file {name!r} for run {run_id!r}")
+        return FileResponse(path)
 
     @app.get("/api/summary", summary="Latest summary per framework and topology")
     def summary(store: ResultStore = Depends(results_store)) -> dict:
