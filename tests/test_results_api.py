@@ -205,7 +205,9 @@ def test_every_task_link_names_a_task_of_the_dag_in_its_shape(routed, routed_clu
     routes = ui_routes()
     hrefs = re.findall(r'href="([^"]*)"', got["page"])
     ui = [unescape(h).removeprefix("/ui/") for h in hrefs if h.startswith("/ui/")]
-    assert len(ui) == len(hrefs) - 1  # all but the page's own JSON link go into Airflow's UI
+    # all but the page's own JSON link and each run's own page (served by this app) go into Airflow's UI
+    own = [h for h in hrefs if h == "api/summary" or h.startswith("runs/")]
+    assert len(own) == 2 and len(ui) == len(hrefs) - len(own), hrefs
     named = set()
     for path in ui:
         hit = route_of(path, routes)
@@ -378,6 +380,10 @@ def test_plugin_app_behind_airflow_auth(tmp_path, pg_url):
     assert page["status"] == 200
     assert "pytorch_reference/resnet50_v1.5/fp32/b8/2n1g" in page["text"]
     assert 'href="/dags/dlperf_benchmark/runs/' in page["text"]
+    # each run links to its own page and to the report files make_report wrote
+    quoted = quote(run_id, safe="")
+    assert f'href="runs/dlperf_benchmark/{quoted}"' in page["text"]
+    assert f'href="reports/dlperf_benchmark/{quoted}/report.md"' in page["text"]
 
     # the run's report files, from the reports folder, and only from inside the run's own folder
     assert got["report_json"]["status"] == 200 and got["report_json"]["json"], got["report_json"]

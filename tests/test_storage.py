@@ -18,6 +18,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.exc import IntegrityError
 
+from dlperf_core.noise import unreliable_reason
 from dlperf_core.storage import (
     CASE_SUMMARY_COLUMNS,
     Base,
@@ -100,7 +101,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert current_revision(engine) is None
         upgrade(db_url)
         upgrade(db_url)  # idempotent
-        assert current_revision(db_url) == head_revision() == "0007"
+        assert current_revision(db_url) == head_revision() == "0008"
         inspector = sa.inspect(engine)
         assert {"benchmark_runs", "results"} <= set(inspector.get_table_names())
         assert "case_summary" in inspector.get_view_names()
@@ -113,7 +114,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert "case_summary" not in inspector.get_view_names()
 
         upgrade(engine)  # and back up again, through an Engine
-        assert current_revision(engine) == "0007"
+        assert current_revision(engine) == "0008"
     finally:
         engine.dispose()
 
@@ -325,6 +326,10 @@ def expected_summary(records: list[ResultRecord]) -> pd.DataFrame:
     out = out.merge(baseline, on=BASELINE_KEYS, how="left")
     out["speedup"] = out["median_throughput"] / out["baseline"]
     out["scaling_efficiency"] = out["speedup"] / out["total_gpus"]
+    out["unreliable_reason"] = [
+        unreliable_reason(cv, speedup, gpus) for cv, speedup, gpus in zip(out["cv"], out["speedup"], out["total_gpus"])
+    ]
+    out["unreliable"] = out["unreliable_reason"].notna()
     return out[list(CASE_SUMMARY_COLUMNS)]
 
 

@@ -1,6 +1,7 @@
 """The report as JSON: the run, and per framework the DLPerf result JSON (per model and case:
 average_speed, median_speed, speedup, batch_size_per_device, 2 decimals) built by
-:func:`dlperf_core.dlperf_folder.result_json` from the run's repeats, plus the case summary and the run's
+:func:`dlperf_core.dlperf_folder.result_json` from the run's repeats, plus the case summary (with each case's
+``cv``, ``unreliable`` and ``unreliable_reason``, and the rule under ``unreliable_rule``) and the run's
 regressions."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from dlperf_core.dlperf_folder import FolderLog, RepeatFigure, result_json
+from dlperf_core.noise import MAX_RELIABLE_CV, UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData, records
 
 
@@ -53,7 +55,8 @@ def report_json(data: ReportData) -> dict[str, Any]:
         "run": data.run.as_dict(),
         "repeats": {"ok": ok, "failed": int(len(data.results) - ok)},
         "dlperf": dlperf_result_json(data.results),
-        "cases": records(data.summary),
+        "cases": records(data.summary),  # per case: cv, unreliable, unreliable_reason among the figures
+        "unreliable_rule": {"max_cv": MAX_RELIABLE_CV, "rule": UNRELIABLE_RULE},
         "failed_repeats": records(data.failed_repeats),
         "regressions": records(regressions),
     }

@@ -8,12 +8,16 @@ from html import escape
 
 import pandas as pd
 
+from dlperf_core.noise import UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData
 from dlperf_core.reporting.markdown import PLOT_SECTIONS, no_history_note, run_lines, run_regressions
 from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (
     FABRIC_TITLE,
     MAX_BATCH_TITLE,
+    UNRELIABLE_COLUMN,
+    UNRELIABLE_MARK,
+    SeedTable,
     fabric_frame,
     format_cell,
     frame_rows,
@@ -55,6 +59,17 @@ def frame_html(frame: pd.DataFrame) -> str:
     return html_table([str(c) for c in frame.columns], rows)
 
 
+def seed_table_html(table: SeedTable) -> str:
+    """One seed table; the reason of an unreliable row behind a warning sign."""
+    rows = frame_rows(table.frame)
+    columns = list(table.frame.columns)
+    if UNRELIABLE_COLUMN in columns:
+        at = columns.index(UNRELIABLE_COLUMN)
+        for row in rows:
+            row[at] = f"{UNRELIABLE_MARK} {row[at]}" if row[at] else ""
+    return html_table(columns, rows)
+
+
 def image_html(plot: Plot) -> str:
     encoded = base64.b64encode(plot.path.read_bytes()).decode("ascii")
     return (
@@ -79,13 +94,15 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
     body.append(
         "<p>samples/s: median of the repeats that succeeded; speedup: that median over the median of "
         "1 node x 1 GPU of the same framework, model, precision and batch in this run; "
-        "n: repeats measured; failed: repeats that failed (left out, never counted as 0).</p>"
+        "n: repeats measured; failed: repeats that failed (left out, never counted as 0); "
+        "cv(%): stdev / mean of the ok repeats, in percent.</p>"
     )
+    body.append(f'<p class="note">{escape(UNRELIABLE_MARK)} {escape(UNRELIABLE_RULE)}.</p>')
     tables = seed_table_frames(data.summary)
     if not tables:
         body.append('<p class="note">No results stored for this run.</p>')
     for table in tables:
-        body += [f"<h3>{escape(table.title)}</h3>", html_table(list(table.frame.columns), frame_rows(table.frame))]
+        body += [f"<h3>{escape(table.title)}</h3>", seed_table_html(table)]
     searched = max_batch_frame(data.max_batch)
     if len(searched):
         body += [f"<h3>{escape(MAX_BATCH_TITLE)}</h3>", frame_html(searched)]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlperf_core.noise import UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData
 from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (
@@ -83,6 +84,7 @@ def render_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
     if len(failed):
         parts += ["", "## Failed repeats", "", frame_markdown(failed)]
     parts += ["", "## Results (samples/s: median of repeats; speedup: vs 1n1g of the same run)", ""]
+    parts += [f"cv(%): stdev / mean of the ok repeats, in percent. {UNRELIABLE_RULE}.", ""]
     tables = seed_table_frames(data.summary)
     parts += ["\n\n".join(table_markdown(t) for t in tables) if tables else "(no results)"]
     if searched := max_batch_markdown(data.max_batch):

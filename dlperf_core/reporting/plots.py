@@ -8,6 +8,9 @@ One function per plot; each takes the frames it shows and the file to write, and
 * :func:`plot_history`: nightly median throughput per configuration, regressions marked;
 * :func:`speedup_figure` / :func:`speedup_png`: speedup of every configuration of a summary in one panel
   (the results page's plot, served as PNG bytes rather than written to a file).
+
+In the scaling and speedup panels an unreliable case (:mod:`dlperf_core.noise`: CV above the threshold, or a
+speedup above its device count) is crossed out with a red ``x``, under one legend entry.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from dlperf_core.reporting.tables import GROUP_KEYS, variant_label  # noqa: E402
+from dlperf_core.noise import UNRELIABLE_LEGEND  # noqa: E402
+from dlperf_core.reporting.tables import GROUP_KEYS, unreliable_reasons, variant_label  # noqa: E402
 
 DPI = 110
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 SLOWER, FASTER = "#c0392b", "#1e8449"
+UNRELIABLE = "#d62728"
 
 
 @dataclass(frozen=True)
@@ -60,11 +65,28 @@ def _save(fig: Figure, path: Path) -> Path:
 
 
 def _ok_cases(summary: pd.DataFrame) -> pd.DataFrame:
-    """Cases with a measured median, with total GPU count and topology label."""
+    """Cases with a measured median, with total GPU count, topology label and whether the case is unreliable."""
     cases = summary[summary["median_throughput"].notna()].copy()
     cases["gpus"] = (cases["nodes"] * cases["gpus_per_node"]).astype(int)
     cases["topology"] = [topology(n, g) for n, g in zip(cases["nodes"], cases["gpus_per_node"])]
+    cases["flagged"] = [reason is not None for reason in unreliable_reasons(cases)]
     return cases.sort_values(["gpus", "nodes"])
+
+
+def _mark_unreliable(ax: Axes, cases: pd.DataFrame, y: str) -> None:
+    """A red ``x`` over each unreliable case of ``cases`` (at ``y``), with one legend entry for them all."""
+    flagged = cases[cases["flagged"] & cases[y].notna()]
+    if len(flagged):
+        ax.scatter(
+            flagged["gpus"],
+            flagged[y],
+            marker="x",
+            s=110,
+            linewidths=2.2,
+            color=UNRELIABLE,
+            zorder=4,
+            label=UNRELIABLE_LEGEND,
+        )
 
 
 def _gpu_axis(ax: Axes, cases: pd.DataFrame) -> None:
@@ -113,6 +135,8 @@ def plot_scaling(summary: pd.DataFrame, title: str, path: Path) -> Plot | None:
         with_speedup = group[group["speedup"].notna()]
         if len(with_speedup):
             _points(right, with_speedup, "speedup", color, str(framework))
+    _mark_unreliable(left, cases, "median_throughput")
+    _mark_unreliable(right, cases, "speedup")
     left.set_ylabel("samples/s (median of repeats)")
     left.set_title("Throughput")
     left.set_ylim(bottom=0)
@@ -120,7 +144,7 @@ def plot_scaling(summary: pd.DataFrame, title: str, path: Path) -> Plot | None:
     _speedup_axes(right, cases)
     right.set_title("Speedup")
     for ax in (left, right):
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=8, loc="best")
     fig.suptitle(title)
     return Plot("scaling", title, _save(fig, path))
 
@@ -241,8 +265,8 @@ def has_speedup(summary: pd.DataFrame) -> bool:
 
 def speedup_figure(summary: pd.DataFrame) -> Figure | None:
     """Speedup against GPU count of every configuration in ``summary`` (one line per framework, model,
-    precision, batch and variant, through its topologies), with the ideal (linear) line. None when no case
-    on more than one device has a speedup."""
+    precision, batch and variant, through its topologies), with the ideal (linear) line and the unreliable
+    cases crossed out. None when no case on more than one device has a speedup."""
     if not has_speedup(summary):
         return None
     cases = _ok_cases(summary[summary["speedup"].notna()])
@@ -255,8 +279,9 @@ def speedup_figure(summary: pd.DataFrame) -> Figure | None:
         _points(
             ax, group, "speedup", color, f"{framework} {model} {precision} b{batch}" + (f" ({label})" if label else "")
         )
+    _mark_unreliable(ax, cases, "speedup")
     _speedup_axes(ax, cases)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="best")
     return fig
 
 

@@ -1,6 +1,10 @@
 """Tables shaped like the seed reports: one per framework, model, precision and batch size per device.
 
     | node_num | gpu_num_per_node | batch_size_per_device | samples/s(pytorch_reference) | speedup | n | failed |
+    | cv(%) | unreliable |
+
+``cv(%)`` is the spread of the ok repeats (stdev / mean, in percent); ``unreliable`` says why a row is too noisy
+to read (:mod:`dlperf_core.noise`: ``CV 0.71 > 0.10``, ``speedup 4.40 > 2 devices``), empty when it is not.
 
 Built as pandas frames from the ``case_summary`` view (one row per case of a run), then rendered as
 markdown here or as HTML by :mod:`dlperf_core.reporting.html`.
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dlperf_core.efficiency import throughput_unit
+from dlperf_core.noise import UNRELIABLE_RULE, unreliable_reason
 
 GROUP_KEYS: tuple[str, ...] = ("framework", "model", "precision", "batch_size_per_device", "variant")
 """One seed table per distinct value of these summary columns."""
@@ -38,8 +43,17 @@ def throughput_column(framework: str, unit: str = "samples/s") -> str:
     return f"{unit}({framework})"
 
 
+CV_COLUMN = "cv(%)"
+"""Header of a seed table's CV column: stdev / mean of the ok repeats, in percent."""
+UNRELIABLE_COLUMN = "unreliable"
+"""Header of a seed table's last column: why the row is unreliable (:mod:`dlperf_core.noise`), '' when not."""
+UNRELIABLE_MARK = "\u26a0"
+"""The warning sign before an unreliable row's reason on HTML pages (the text tables keep to ASCII)."""
+
+
 def seed_columns(framework: str) -> list[str]:
-    """Columns of a seed table, in order: the seeds' five, then repeats counted and failed."""
+    """Columns of a seed table, in order: the seeds' five, then repeats counted and failed, the CV in percent
+    and the unreliable flag (the GPU columns of a GPU run come before the flag)."""
     return [
         "node_num",
         "gpu_num_per_node",
@@ -48,7 +62,21 @@ def seed_columns(framework: str) -> list[str]:
         "speedup",
         "n",
         "failed",
+        CV_COLUMN,
+        UNRELIABLE_COLUMN,
     ]
+
+
+def unreliable_reasons(summary: pd.DataFrame) -> list[str | None]:
+    """Per row of a case summary, why it is unreliable, or None: the view's ``unreliable_reason`` where the frame
+    has it, else :func:`dlperf_core.noise.unreliable_reason` of its ``cv``, ``speedup`` and device count."""
+    if "unreliable_reason" in summary:
+        return [None if pd.isna(r) or not r else str(r) for r in summary["unreliable_reason"]]
+    missing = pd.Series([None] * len(summary), index=summary.index, dtype=object)
+    cv = summary["cv"] if "cv" in summary else missing
+    speedup = summary["speedup"] if "speedup" in summary else missing
+    devices = summary["nodes"] * summary["gpus_per_node"]
+    return [unreliable_reason(c, s, d) for c, s, d in zip(cv, speedup, devices)]
 
 
 @dataclass(frozen=True)
@@ -73,7 +101,9 @@ def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
     """The case summary of one run as seed tables, topologies ordered by nodes, then GPUs per node.
 
     ``samples/s`` is the median of the ok repeats (NaN when every repeat failed), ``speedup`` the median
-    over the median of the same configuration's 1 node x 1 GPU case (NaN without one)."""
+    over the median of the same configuration's 1 node x 1 GPU case (NaN without one), ``cv(%)`` the stdev over
+    the mean of the ok repeats in percent (NaN with fewer than two), ``unreliable`` why the row is too noisy to
+    read ('' when it is not)."""
     if summary is None or summary.empty:
         return []
     summary = (
@@ -93,11 +123,13 @@ def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
                 "speedup": group["speedup"].astype(float).to_numpy(),
                 "n": group["n"].astype(int).to_numpy(),
                 "failed": group["n_failed"].astype(int).to_numpy(),
+                CV_COLUMN: (group["cv"].astype(float) * 100).to_numpy() if "cv" in group else math.nan,
             }
         )
         for column, header, scale in GPU_COLUMNS:  # GPU figures, where there are any (never a column of "-")
             if column in group and group[column].notna().any():
                 frame[header] = group[column].astype(float).to_numpy() * scale
+        frame[UNRELIABLE_COLUMN] = [reason or "" for reason in unreliable_reasons(group)]
         tables.append(SeedTable(str(framework), str(model), str(precision), int(batch), frame, str(variant)))
     return tables
 
@@ -138,7 +170,9 @@ def seed_tables(summary: pd.DataFrame) -> str:
     if not tables:
         return "(no results)"
     together = side_by_side(summary)
-    return "\n\n".join([*(table_markdown(t) for t in tables), *([together] if together else [])])
+    flagged = any(t.frame[UNRELIABLE_COLUMN].astype(bool).any() for t in tables)
+    rule = [f"{UNRELIABLE_RULE}."] if flagged else []
+    return "\n\n".join([*(table_markdown(t) for t in tables), *rule, *([together] if together else [])])
 
 
 def side_by_side_frame(summary: pd.DataFrame, precision: str) -> pd.DataFrame:

@@ -407,6 +407,9 @@ case_summary = Table(
     Column("mfu", Float),
     Column("energy_per_sample_j", Float),
     Column("environment_id", Integer),
+    # too noisy to read (migration 0008; the rule: dlperf_core.noise): CV > MAX_RELIABLE_CV or speedup > devices
+    Column("unreliable", Boolean),
+    Column("unreliable_reason", Text),  # e.g. "CV 0.71 > 0.10", "speedup 4.40 > 2 devices"; NULL when reliable
 )
 
 CASE_SUMMARY_COLUMNS: tuple[str, ...] = tuple(c.name for c in case_summary.columns)

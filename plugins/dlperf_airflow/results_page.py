@@ -18,7 +18,9 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from dlperf_airflow.run_page import report_links, run_href
 from dlperf_airflow.task_ids import PLAN_CASES, case_runs_task_id, node_routing
+from dlperf_core.noise import UNRELIABLE_RULE
 from dlperf_core.reporting.data import HISTORY_COLUMNS, REGRESSION_COLUMNS, ResultsOverview
 from dlperf_core.reporting.tables import format_cell
 
@@ -90,7 +92,10 @@ def render_page(view: ResultsOverview, ui_base: str, db: str, routed: bool | Non
         cell=cell,
         has_plot=has_speedup(pd.DataFrame(view.summary.rows)),
         display_columns=display_columns,
+        unreliable_rule=UNRELIABLE_RULE,
         history_cols=HISTORY_COLUMNS,
         regression_cols=REGRESSION_COLUMNS,
         links=lambda dag_id, run_id: ui_links(ui_base, dag_id, run_id, routed),
+        run_href=run_href,
+        report_links=report_links,
     )

@@ -1,0 +1,70 @@
+"""When a configuration's figures are too noisy to read: the *unreliable* rule.
+
+A configuration here is one case of one run over its repeats (a row of the ``case_summary`` view). It is
+**unreliable** when either holds:
+
+* its **CV** across the ok repeats (sample standard deviation / mean) is above :data:`MAX_RELIABLE_CV`;
+* its **speedup** against the same run's 1n1g is above its **device count** (nodes x GPUs per node):
+  super-linear scaling is not believable, it says the 1n1g baseline or this case was measured badly
+  (e.g. MXNet's CPU stand-in 1n1g shares its two cores with its own parameter server, docs/benchmarks.md).
+
+A figure that is unknown does not flag anything: one ok repeat has no CV, a case without a 1n1g baseline no
+speedup. The comparisons are strict (a CV of exactly 0.10, a speedup of exactly the device count, is
+reliable).
+
+The same rule, with the same threshold and the same wording of the reason, is computed in SQL by the
+``case_summary`` view (migration 0008, which writes the threshold into its SQL as a literal; a test checks that
+literal against :data:`MAX_RELIABLE_CV`, so changing the constant needs a new migration). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+
+MAX_RELIABLE_CV = 0.10
+"""Largest CV (stdev / mean of the ok repeats' throughput) of a reliable configuration.
+
+Why 0.10: on a quiet GPU the run-to-run CV of a training throughput is well under 1 % (the H100 reference runs
+of docs/benchmarks.md (f) repeat within 0.1 %), while a busy shared machine gives 6-14 % (the 2-core development
+VM, docs/benchmarks.md (a)). With a CV of 10 % and the 2-5 repeats a suite takes, the median of the repeats is
+itself uncertain by roughly 5-9 %, and a speedup (the ratio of two such medians) by about +-10 %: the gap between
+ideal scaling and 90 % efficiency. Above that the speedup plot cannot tell good scaling from bad, so the figure
+is flagged rather than plotted as if it were a measurement. A threshold of 10x the quiet-GPU noise leaves
+ordinary run-to-run jitter unflagged; the example that prompted the rule (1n1g repeats of 59 and 19 samples/s)
+has a CV of 0.71."""
+
+UNRELIABLE_RULE = (
+    f"unreliable: CV of the ok repeats (stdev/mean) > {MAX_RELIABLE_CV:.2f} ({MAX_RELIABLE_CV:.0%}), "
+    "or speedup vs 1n1g > the number of devices (super-linear)"
+)
+"""The rule in one line, for the pages and reports that show the flag."""
+
+UNRELIABLE_LEGEND = f"unreliable (CV > {MAX_RELIABLE_CV:.0%} or speedup > devices)"
+"""The legend entry of an unreliable point in a plot."""
+
+
+def _number(value: object) -> float | None:
+    """``value`` as a float, or None when it is unknown (None, NaN, pandas' NA)."""
+    if value is None:
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def unreliable_reason(cv: float | None, speedup: float | None, devices: int | None) -> str | None:
+    """Why a configuration is unreliable, as a short string (``"CV 0.71 > 0.10"``, ``"speedup 4.40 > 2
+    devices"``, both joined by ``"; "``), or None when it is reliable (see the module docstring).
+
+    ``cv``: stdev / mean of the ok repeats (None or NaN with fewer than two); ``speedup``: against the same
+    run's 1n1g (None or NaN without one); ``devices``: nodes x GPUs per node. Numbers have two decimals, as the
+    ``case_summary`` view writes them."""
+    reasons = []
+    cv_, speedup_, devices_ = _number(cv), _number(speedup), _number(devices)
+    if cv_ is not None and cv_ > MAX_RELIABLE_CV:
+        reasons.append(f"CV {cv_:.2f} > {MAX_RELIABLE_CV:.2f}")
+    if speedup_ is not None and devices_ is not None and speedup_ > devices_:
+        reasons.append(f"speedup {speedup_:.2f} > {int(devices_)} devices")
+    return "; ".join(reasons) or None
