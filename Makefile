@@ -4,9 +4,9 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo demo-seeds test lint venv services images bench clean
+.PHONY: demo demo-seeds test lint docs venv services images bench clean
 
-$(VENV)/.installed: requirements.lock requirements-lint.lock docker/airflow/requirements-celery.lock pyproject.toml
+$(VENV)/.installed: requirements.lock requirements-lint.lock requirements-docs.lock docker/airflow/requirements-celery.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --no-deps -r requirements.lock
@@ -14,6 +14,8 @@ $(VENV)/.installed: requirements.lock requirements-lint.lock docker/airflow/requ
 	$(PY) -m pip install -q --no-deps -r docker/airflow/requirements-celery.lock
 	# the tools of `make lint`
 	$(PY) -m pip install -q --no-deps -r requirements-lint.lock
+	# MkDocs, for `make docs`
+	$(PY) -m pip install -q --no-deps -r requirements-docs.lock
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
@@ -42,6 +44,11 @@ lint: venv
 	$(VENV)/bin/mypy || status=1; \
 	exit $$status
 
+## Build the docs site (mkdocs.yml, pages in docs/) into .site/ in strict mode: a broken link or anchor, or a
+## page missing from the nav, fails it.
+docs: venv
+	$(VENV)/bin/mkdocs build --strict --site-dir .site
+
 services:
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-docker.sh
@@ -64,4 +71,4 @@ bench: venv
 	$(PY) bench/views_at_scale.py
 
 clean:
-	rm -rf $(VENV) .dlperf
+	rm -rf $(VENV) .dlperf .site
