@@ -91,12 +91,14 @@ def results_database_line(args: argparse.Namespace) -> str | None:
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
+    from dlperf_core.origin import IMPORTED
     from dlperf_core.parsing import parse_file
 
     out: list[dict] = []
     for path in args.logs:
         runs = parse_file(path, format=args.format, warmup=args.warmup, measured=args.measured, fit=not args.strict)
-        out.extend(run.to_dict() for run in runs)
+        # a log dlperf did not launch: its figure is "imported", as `dlperf import` would store it
+        out.extend({**run.to_dict(), "figure_origin": IMPORTED} for run in runs)
     if args.json:
         print(json.dumps(out, indent=2))
     else:

@@ -21,6 +21,7 @@ from pathlib import Path
 from dlperf_core.dlperf_folder import FolderLog, RepeatFigure
 from dlperf_core.measure import Measurement
 from dlperf_core.model import Case, CaseOutcome, NodeOutcome
+from dlperf_core.origin import IMPORTED
 from dlperf_core.parsing import ParsedRun, parse_file
 from dlperf_core.storage.records import BenchmarkRunRecord, ResultRecord
 
@@ -170,6 +171,7 @@ def import_folder(
             measurement,
             found,
             window_fitted=parsed.window_fitted,
+            figure_origin=IMPORTED,  # a log from elsewhere: who printed it is not dlperf's to say
             benchmark_run=run,
         )
         yield ImportedLog(path=log.path, size=size, log=log, record=record, parsed=parsed, runs_found=len(runs))

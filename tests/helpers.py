@@ -129,3 +129,18 @@ def result_record(**overrides: Any) -> ResultRecord:
         "{framework}/{model}/{precision}/b{batch_size_per_device}/{nodes}n{gpus_per_node}g".format(**fields),
     )
     return ResultRecord(**fields)
+
+
+def store_results_before_head(store: Any, results: list[ResultRecord]) -> None:
+    """Store ``results`` in a database that an earlier migration left: each row with only the columns its
+    ``results`` table has (``ResultStore.upsert_results`` writes every column of the head schema)."""
+    from dataclasses import asdict
+
+    import sqlalchemy as sa
+
+    table = sa.Table("results", sa.MetaData(), autoload_with=store.engine)
+    with store.engine.begin() as conn:
+        for record in results:
+            run_pk = store._ensure_run(conn, record.dag_id, record.run_id, record.started_at, record.benchmark_run)
+            values = {k: v for k, v in asdict(record).items() if k in table.c}
+            conn.execute(table.insert().values(**values, benchmark_run_id=run_pk))

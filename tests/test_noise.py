@@ -22,9 +22,9 @@ from dlperf_airflow.results_page import render_page, speedup_png
 from dlperf_core.noise import MAX_RELIABLE_CV, UNRELIABLE_LEGEND, UNRELIABLE_RULE, unreliable_reason
 from dlperf_core.reporting import build_report, load_overview, seed_tables
 from dlperf_core.reporting.plots import speedup_figure
-from dlperf_core.storage import ResultStore, current_revision, downgrade, head_revision, upgrade
+from dlperf_core.storage import ResultStore, current_revision, downgrade, upgrade
 from dlperf_core.storage.migrate import MIGRATIONS_DIR
-from helpers import DLPERF, REPO, T0, cli_env, result_record, run_record
+from helpers import DLPERF, REPO, T0, cli_env, result_record, run_record, store_results_before_head
 
 # The example that prompted the rule: 1n1g repeats of 59 and 19 samples/s. Its 1n2g is steady, so measured
 # against that 1n1g median (39) it scales 171 / 39 = 4.38x on 2 GPUs: super-linear.
@@ -236,16 +236,15 @@ def test_migrating_a_0007_database_keeps_its_rows_and_adds_the_columns(url: str)
     upgrade(url, "0007")
     store = ResultStore(url)
     try:
-        store.upsert_run(RUN)
-        store.upsert_results(records())
+        store_results_before_head(store, records())
         with store.engine.connect() as conn:
             columns = {c["name"] for c in sa.inspect(conn).get_columns("case_summary")}
             before = conn.execute(sa.text("SELECT COUNT(*) FROM case_summary")).scalar_one()
         assert "cv" in columns and "unreliable" not in columns
         assert before == sum(len(t) for t in CONFIGS.values())
 
-        upgrade(url)
-        assert current_revision(url) == head_revision() == "0008"
+        upgrade(url, "0008")
+        assert current_revision(url) == "0008"
         for view in ("case_summary", "latest_summary"):
             with store.engine.connect() as conn:
                 columns = {c["name"] for c in sa.inspect(conn).get_columns(view)}

@@ -2,7 +2,10 @@
 PyTorch in their own images, launched by their adapters on two stand-in nodes (docker runtime), through the
 real DAG into PostgreSQL (suites/seeds-cpu.yaml), and their real failures stored as failed rows with reasons.
 
-No replayed log here: each row's figure comes from the log the framework's process wrote during this test.
+No replayed log here: each row's figure comes from the log the case's processes wrote during this test. The
+framework's CPU build trains in every case; who prints the lines read differs (``figure_origin`` of the adapter):
+MindSpore's, MXNet's and PLSC's own loggers, but for OneFlow and NGC PyTorch a dlperf driver or workload
+(dlperf's ``of_cnn_train_val.py``; dlperf's reference workload, DLE's ConvNets not being on PyPI).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from dlperf_core.storage import ResultStore
 from dlperf_core.suite import load_suite
 from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_available, image_present, run_id_of
 
-# framework -> (its CPU image, a line that only the framework's (or its upstream library's) own code writes)
+# framework -> (its CPU image, a line written only once the framework trains): MindSpore's TimeMonitor, MXNet's
+# Speedometer and PLSC's logger write theirs; OneFlow's line is written by dlperf's driver (of_cnn_train_val.py in
+# docker/oneflow-cpu/) and NGC PyTorch's by dlperf's reference workload, each after an iteration the framework ran
 FRAMEWORKS: dict[str, tuple[str, str]] = {
     "mindspore": ("dlperf/mindspore:cpu", r"epoch time: [\d.]+ ?ms, per step time: [\d.]+ ?ms"),
     "ngc_mxnet": ("dlperf/ngc-mxnet:cpu", r"Epoch\[0\] Batch \[\d+-\d+\]\s+Speed: [\d.]+ samples/sec"),
@@ -107,8 +112,8 @@ def _fault(batch: int) -> str:
 
 
 def _kill_when_training(proc: subprocess.Popen, deadline: float) -> dict[str, str]:
-    """Kill each framework's b5 case's node-0 container once its log shows the framework's own training
-    line; return {framework: container} of what was killed."""
+    """Kill each framework's b5 case's node-0 container once its log shows a training line (the framework's
+    own, or dlperf's driver's for OneFlow and NGC PyTorch); return {framework: container} of what was killed."""
     killed: dict[str, str] = {}
     while len(killed) < len(FRAMEWORKS) and time.time() < deadline and proc.poll() is None:
         listing = subprocess.run(

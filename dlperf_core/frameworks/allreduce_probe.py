@@ -19,6 +19,7 @@ from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext
 from dlperf_core.frameworks.pytorch_reference import PytorchReference, torchrun_launches
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.origin import Figure
 
 PROBE_MODEL = "allreduce"
 
@@ -30,6 +31,8 @@ class AllreduceProbe(FrameworkAdapter):
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
     log_format: ClassVar[str] = "allreduce_probe"  # dlperf_core.parsing.fabric (not a training-log format)
     default_image: ClassVar[str] = PytorchReference.default_image
+    # never in ``results`` (probes go to ``fabric_probes``); dlperf's own probe prints its table
+    gpu_figure: ClassVar[Figure] = Figure("dlperf", "dlperf's all-reduce probe (dlperf_core/workload/allreduce.py)")
     default_batch: ClassVar[dict[str, int]] = {"fp32": 1, "amp": 1}  # unused: the messages have their sizes
     default_warmup: ClassVar[int | None] = 5  # untimed all-reduces per size
     default_measured: ClassVar[int | None] = 20  # timed all-reduces per size

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 from dlperf_core.container import container_spec_for
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, ContainerSpec, NodeLaunch
+from dlperf_core.origin import Figure, FigureOrigin
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,11 @@ class FrameworkAdapter(ABC):
     # The precisions the CPU image trains (None: every one of ``precisions``). Another precision on CPU nodes
     # is refused when the suite is planned, before anything runs (see :meth:`refuses`).
     cpu_precisions: ClassVar[frozenset[str] | None] = None
+    # Who prints the lines the parser reads the throughput from (dlperf_core.origin): on the GPU image (and a
+    # suite's own ``image:``), and on the CPU image (None: as on the GPU image). Confirm against the image
+    # recipes (docker/<framework>/, docker/<framework>-cpu/README.md) before changing one.
+    gpu_figure: ClassVar[Figure]
+    cpu_figure: ClassVar[Figure | None] = None
     # Whether the adapter's workload has a torch.compile mode (``compile: true`` in a suite).
     supports_compile: ClassVar[bool] = False
     shm_size: ClassVar[str | None] = None
@@ -100,6 +106,10 @@ class FrameworkAdapter(ABC):
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         """The command on every node of ``case``; node 0 is the rendezvous master."""
 
+    def uses_cpu_image(self, case: Case, nodes: tuple[Node, ...]) -> bool:
+        """Whether ``case`` on ``nodes`` runs in the adapter's CPU image (no suite ``image:``, CPU nodes only)."""
+        return not case.image and self.cpu_image is not None and on_cpu(nodes)
+
     def image(self, case: Case, nodes: tuple[Node, ...] = ()) -> str:
         """The suite's image, else the CPU image on CPU nodes (when the adapter has one), else the GPU one."""
         if case.image:
@@ -107,6 +117,23 @@ class FrameworkAdapter(ABC):
         if self.cpu_image and on_cpu(nodes):
             return self.cpu_image
         return self.default_image
+
+    def figure(self, case: Case, nodes: tuple[Node, ...]) -> Figure:
+        """Where the throughput lines of ``case`` on ``nodes`` come from: the CPU image's answer in the CPU
+        image, else the GPU image's (a suite's own ``image:`` gets the GPU path's answer)."""
+        if self.cpu_figure is not None and self.uses_cpu_image(case, nodes):
+            return self.cpu_figure
+        return self.gpu_figure
+
+    def figure_origin(self, case: Case, nodes: tuple[Node, ...]) -> FigureOrigin:
+        """``framework`` (the framework's own code prints the lines the parser reads) or ``dlperf`` (a dlperf
+        driver or workload prints them in the seed's format) for ``case`` on ``nodes``."""
+        return self.figure(case, nodes).origin
+
+    def figure_source(self, case: Case, nodes: tuple[Node, ...]) -> str:
+        """Who prints the figure of ``case`` on ``nodes``, in one line (e.g. "MindSpore's TimeMonitor in
+        Model.train")."""
+        return self.figure(case, nodes).source
 
     def container_specs(
         self, case: Case, launches: list[NodeLaunch], *, run_label: str, labels: dict[str, str]

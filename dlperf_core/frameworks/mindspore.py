@@ -25,6 +25,7 @@ from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.origin import Figure
 
 RESNET = "/workspace/resnet"
 
@@ -37,6 +38,10 @@ class MindsporeResnet(FrameworkAdapter):
     default_image: ClassVar[str] = "dlperf/mindspore:1.1.0"
     cpu_image: ClassVar[str | None] = "dlperf/mindspore:cpu"
     launcher: ClassVar[Literal["per_node", "mpirun"]] = "mpirun"
+    gpu_figure: ClassVar[Figure] = Figure("framework", "MindSpore's TimeMonitor in Model.train (model_zoo train.py)")
+    cpu_figure: ClassVar[Figure | None] = Figure(
+        "framework", "MindSpore's TimeMonitor in Model.train, started by dlperf's thin train.py"
+    )
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = 100
     default_measured: ClassVar[int | None] = 100

@@ -24,6 +24,7 @@ from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.origin import Figure
 
 RN50 = "/workspace/rn50"
 
@@ -36,6 +37,12 @@ class NgcMxnet(FrameworkAdapter):
     default_image: ClassVar[str] = "dlperf/ngc-mxnet:19.07"
     cpu_image: ClassVar[str | None] = "dlperf/ngc-mxnet:cpu"
     cpu_precisions: ClassVar[frozenset[str] | None] = frozenset({"fp32"})  # the CPU driver trains float32 only
+    gpu_figure: ClassVar[Figure] = Figure(
+        "framework", "MXNet's Module.fit and Speedometer (DeepLearningExamples RN50v1.5)"
+    )
+    cpu_figure: ClassVar[Figure | None] = Figure(
+        "framework", "MXNet's Module.fit and Speedometer, started by dlperf's thin train.py"
+    )
     launcher: ClassVar[Literal["per_node", "mpirun"]] = "mpirun"
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = 100

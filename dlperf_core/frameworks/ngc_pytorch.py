@@ -20,6 +20,7 @@ from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.pytorch_reference import PytorchReference
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.origin import Figure
 
 RN50 = "/workspace/rn50"
 
@@ -32,6 +33,10 @@ class NgcPytorch(FrameworkAdapter):
     default_image: ClassVar[str] = "dlperf/ngc-pytorch:20.03"
     cpu_image: ClassVar[str | None] = PytorchReference.default_image
     shm_size: ClassVar[str | None] = "16g"
+    gpu_figure: ClassVar[Figure] = Figure("framework", "DeepLearningExamples ConvNets main.py and its DLLogger")
+    cpu_figure: ClassVar[Figure | None] = Figure(
+        "dlperf", "dlperf's reference workload printing NGC PyTorch's DLLogger lines (DLE's ConvNets is not on PyPI)"
+    )
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "tf32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = 20
     default_measured: ClassVar[int | None] = 100

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu, rendezvous_flags
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.origin import Figure
 
 CNNS = "/workspace/cnns"
 PRINT_EVERY = 20
@@ -53,6 +54,10 @@ class OneflowResnet(FrameworkAdapter):
     default_image: ClassVar[str] = "dlperf/oneflow:0.1.8"
     cpu_image: ClassVar[str | None] = "dlperf/oneflow:cpu"
     cpu_precisions: ClassVar[frozenset[str] | None] = frozenset({"fp32"})  # OneFlow's AMP needs a GPU
+    gpu_figure: ClassVar[Figure] = Figure("framework", "OneFlow-Benchmark's of_cnn_train_val.py (its loss printer)")
+    cpu_figure: ClassVar[Figure | None] = Figure(
+        "dlperf", "dlperf's thin of_cnn_train_val.py printing OneFlow-Benchmark's lines (OneFlow 0.9 trains)"
+    )
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = PRINT_EVERY
     default_measured: ClassVar[int | None] = 180

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.origin import Figure
 
 PLSC = "/workspace/PLSC"
 PLSC_CPU = "/workspace/plsc"  # docker/paddle-cpu: PLSC 2.4's train.py + the CPU config
@@ -44,6 +45,10 @@ class PaddlePlsc(FrameworkAdapter):
     default_image: ClassVar[str] = "dlperf/paddle-plsc:1.8.5"
     cpu_image: ClassVar[str | None] = "dlperf/paddle:cpu"
     cpu_precisions: ClassVar[frozenset[str] | None] = frozenset({"fp32"})  # PLSC's FP16 is a no-op on CPU
+    gpu_figure: ClassVar[Figure] = Figure("framework", "PLSC's Entry and its logger (PLSC 1.8, the seed's stop patch)")
+    cpu_figure: ClassVar[Figure | None] = Figure(
+        "framework", "PLSC 2.4's Engine and logger, with dlperf's substitute margin_cross_entropy (no CPU kernel)"
+    )
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 128}
     default_warmup: ClassVar[int | None] = 50
     default_measured: ClassVar[int | None] = 100

@@ -12,6 +12,7 @@ from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, rendezv
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.origin import Figure
 from dlperf_core.workload.llm_config import SIZES as LLM_SIZES
 
 LLM_PREFIX = "llm_"  # models llm_tiny .. llm_1b: the Llama-style decoder (train_llm.py --size tiny ...)
@@ -44,6 +45,9 @@ class PytorchReference(FrameworkAdapter):
     log_format: ClassVar[str] = "ngc_pytorch_dllogger"
     default_image: ClassVar[str] = "dlperf/pytorch-reference:cpu"
     supports_compile: ClassVar[bool] = True  # train.py --compile
+    gpu_figure: ClassVar[Figure] = Figure(
+        "dlperf", "dlperf's reference workload (dlperf_core/workload) printing NGC PyTorch's DLLogger lines"
+    )
 
     default_warmup: ClassVar[int | None] = 20
     default_measured: ClassVar[int | None] = 100

@@ -177,6 +177,7 @@ RESULT_COLUMNS = (
     "reason",
     "throughput",
     "reported_throughput",
+    "figure_origin",
     "started_at",
 )
 

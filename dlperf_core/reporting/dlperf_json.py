@@ -1,8 +1,8 @@
 """The report as JSON: the run, and per framework the DLPerf result JSON (per model and case:
 average_speed, median_speed, speedup, batch_size_per_device, 2 decimals) built by
 :func:`dlperf_core.dlperf_folder.result_json` from the run's repeats, plus the case summary (with each case's
-``cv``, ``unreliable`` and ``unreliable_reason``, and the rule under ``unreliable_rule``) and the run's
-regressions."""
+``cv``, ``unreliable``, ``unreliable_reason`` and ``figure_origin``, and the rule under ``unreliable_rule``) and
+the run's regressions."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pandas as pd
 from dlperf_core.dlperf_folder import FolderLog, RepeatFigure, result_json
 from dlperf_core.noise import MAX_RELIABLE_CV, UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData, records
+from dlperf_core.reporting.tables import case_origins
 
 
 def repeat_figures(results: pd.DataFrame) -> list[RepeatFigure]:
@@ -51,11 +52,14 @@ def report_json(data: ReportData) -> dict[str, Any]:
     if not regressions.empty:
         regressions = regressions[regressions["run_id"] == data.run.run_id]
     ok = int((data.results["status"] == "ok").sum()) if not data.results.empty else 0
+    origins = case_origins(data.results)
     return {
         "run": data.run.as_dict(),
         "repeats": {"ok": ok, "failed": int(len(data.results) - ok)},
         "dlperf": dlperf_result_json(data.results),
-        "cases": records(data.summary),  # per case: cv, unreliable, unreliable_reason among the figures
+        # per case: cv, unreliable, unreliable_reason among the figures, and figure_origin (who printed the lines
+        # its figure was read from: framework | dlperf | imported, None when unknown)
+        "cases": [{**case, "figure_origin": origins.get(case["case_key"])} for case in records(data.summary)],
         "unreliable_rule": {"max_cv": MAX_RELIABLE_CV, "rule": UNRELIABLE_RULE},
         "failed_repeats": records(data.failed_repeats),
         "regressions": records(regressions),

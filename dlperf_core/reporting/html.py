@@ -19,6 +19,7 @@ from dlperf_core.reporting.tables import (
     UNRELIABLE_MARK,
     SeedTable,
     fabric_frame,
+    figure_line,
     format_cell,
     frame_rows,
     max_batch_frame,
@@ -102,7 +103,8 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
     if not tables:
         body.append('<p class="note">No results stored for this run.</p>')
     for table in tables:
-        body += [f"<h3>{escape(table.title)}</h3>", seed_table_html(table)]
+        figure = f'<p class="figure">{escape(figure_line(table, data.results))}</p>'
+        body += [f"<h3>{escape(table.title)}</h3>", figure, seed_table_html(table)]
     searched = max_batch_frame(data.max_batch)
     if len(searched):
         body += [f"<h3>{escape(MAX_BATCH_TITLE)}</h3>", frame_html(searched)]

@@ -19,6 +19,7 @@ import pandas as pd
 
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.noise import UNRELIABLE_RULE, unreliable_reason
+from dlperf_core.origin import origin_words
 
 GROUP_KEYS: tuple[str, ...] = ("framework", "model", "precision", "batch_size_per_device", "variant")
 """One seed table per distinct value of these summary columns."""
@@ -134,6 +135,38 @@ def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
     return tables
 
 
+def _origin(value: object) -> str | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def case_origins(results: pd.DataFrame | None) -> dict[str, str | None]:
+    """``{case_key: figure_origin}`` of a run's repeats (``results`` rows; None: unknown, stored before migration
+    0009): who printed the lines each case's figure was read from."""
+    if results is None or results.empty or "figure_origin" not in results:
+        return {}
+    out: dict[str, str | None] = {}
+    for key, origin in zip(results["case_key"], results["figure_origin"]):
+        if out.get(str(key)) is None:  # a known origin wins over an unknown one of the same case
+            out[str(key)] = _origin(origin)
+    return out
+
+
+def figure_line(table: SeedTable, results: pd.DataFrame | None) -> str:
+    """The line under a seed table saying who printed its figures, from the run's repeats of its configuration,
+    e.g. ``figure: the framework's own logger``."""
+    if results is None or results.empty or "figure_origin" not in results:
+        return origin_words([])
+    variant = results["variant"].fillna("") if "variant" in results else pd.Series("", index=results.index)
+    mine = results[
+        (results["framework"] == table.framework)
+        & (results["model"] == table.model)
+        & (results["precision"] == table.precision)
+        & (results["batch_size_per_device"] == table.batch_size_per_device)
+        & (variant == table.variant)
+    ]
+    return origin_words([_origin(v) for v in mine.sort_values(["nodes", "gpus_per_node"])["figure_origin"]])
+
+
 def format_cell(value: object, digits: int = 2, *, missing: str = "-", grouped: bool = False) -> str:
     """A table cell: floats to ``digits`` decimals (with thousands separators when ``grouped``), missing
     values (None, NaN) as ``missing``."""
@@ -159,9 +192,10 @@ def frame_rows(frame: pd.DataFrame) -> list[list[str]]:
     return [[format_cell(v.item() if hasattr(v, "item") else v) for v in row] for row in frame.itertuples(index=False)]
 
 
-def table_markdown(table: SeedTable) -> str:
-    """One seed table with its ``###`` heading."""
-    return f"### {table.title}\n\n" + markdown_table(list(table.frame.columns), frame_rows(table.frame))
+def table_markdown(table: SeedTable, note: str | None = None) -> str:
+    """One seed table with its ``###`` heading (and ``note``, e.g. its :func:`figure_line`, under it)."""
+    head = f"### {table.title}\n\n" + (f"{note}\n\n" if note else "")
+    return head + markdown_table(list(table.frame.columns), frame_rows(table.frame))
 
 
 def seed_tables(summary: pd.DataFrame) -> str:

@@ -222,6 +222,10 @@ class Result(Base):
     mfu: Mapped[float | None] = mapped_column(Float, nullable=True)
     energy_per_sample_j: Mapped[float | None] = mapped_column(Float, nullable=True)
     gpu_power_mean_w: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # who printed the lines the figure was read from: framework | dlperf | imported (dlperf_core.origin,
+    # migration 0009; NULL: stored before, unknown). PostgreSQL also CHECKs the values (SQLite cannot add a
+    # CHECK to an existing table; ResultRecord checks what dlperf writes).
+    figure_origin: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from dlperf_core.origin import check_origin
 from dlperf_core.storage.models import RESULT_STATUSES, RUN_STATUSES, SEARCH_STATUSES
 
 if TYPE_CHECKING:  # only for annotations: storage does not need the measurement code to load
@@ -89,11 +90,15 @@ class ResultRecord:
     mfu: float | None = None  # model FLOPs utilisation, 0..1 (dlperf_core.efficiency); None when unknown
     energy_per_sample_j: float | None = None  # joules per sample of the case's GPUs; None when unknown
     gpu_power_mean_w: float | None = None  # mean board power of the case's GPUs, summed (W)
+    # who printed the lines the figure was read from: "framework" | "dlperf" | "imported" (dlperf_core.origin);
+    # None: unknown
+    figure_origin: str | None = None
     benchmark_run: BenchmarkRunRecord | None = None
 
     def __post_init__(self) -> None:
         if self.status not in RESULT_STATUSES:
             raise ValueError(f"result status must be one of {RESULT_STATUSES}, got {self.status!r}")
+        check_origin(self.figure_origin)
         if self.variant is None:
             object.__setattr__(self, "variant", variant_of(self.case_key))
         run = self.benchmark_run
@@ -119,11 +124,14 @@ class ResultRecord:
         *,
         environment_id: int | None = None,
         window_fitted: bool = False,
+        figure_origin: str | None = None,
         benchmark_run: BenchmarkRunRecord | None = None,
     ) -> ResultRecord:
         """The row of one repeat of ``case``: its configuration from the case, its figures from the
-        measurement, its times, log and GPU memory peak from the runtime's outcome. The one place a result
-        row is filled in (the DAG's store_result and ``dlperf import`` both come here)."""
+        measurement, its times, log and GPU memory peak from the runtime's outcome, and ``figure_origin``: who
+        printed the lines the figure was read from (``dlperf_core.measure.figure_origin`` for a run dlperf
+        launched, ``imported`` for a log from elsewhere). The one place a result row is filled in (the DAG's
+        store_result and ``dlperf import`` both come here)."""
         return cls(
             dag_id=dag_id,
             run_id=run_id,
@@ -138,6 +146,7 @@ class ResultRecord:
             finished_at=outcome.finished_at,
             environment_id=environment_id,
             gpu_memory_peak_mb=outcome.gpu_memory_peak_mb,
+            figure_origin=figure_origin,
             benchmark_run=benchmark_run,
         )
 

@@ -27,7 +27,7 @@ from dlperf_core.home import dlperf_home
 from dlperf_core.home import resolve as _resolve  # relative suite and inventory paths: against DLPERF_HOME
 from dlperf_core.inventory import Inventory, check_docker_access, load_inventory
 from dlperf_core.jobs import build_job
-from dlperf_core.measure import Measurement, judge, judge_probe
+from dlperf_core.measure import Measurement, figure_origin, judge, judge_probe
 from dlperf_core.model import CaseOutcome, CaseRun, RunIds
 from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
 from dlperf_core.storage import (
@@ -287,8 +287,9 @@ def store_step(executed: dict, ids: RunIds) -> Measurement:
     verdict = judge(case, outcome, gpu_model=_gpu_model(store, environment_id))
     spool = ResultSpool(store.url)
     spool.drain(store)  # results an earlier task spooled while the database was down go first
+    origin = figure_origin(case, done.planned.inventory)  # who printed the lines read: framework or dlperf
     record = ResultRecord.from_run(
-        ids.dag_id, ids.run_id, case, run.repeat, verdict, outcome, environment_id=environment_id
+        ids.dag_id, ids.run_id, case, run.repeat, verdict, outcome, environment_id=environment_id, figure_origin=origin
     )
     spooled = store_or_spool(store, record, spool)
     if spooled is not None:
