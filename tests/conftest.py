@@ -105,6 +105,12 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'dlperf.db'}"
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def dialect_url(request: pytest.FixtureRequest) -> str:
+    """A fresh results database on each dialect in turn: :func:`sqlite_url`, then :func:`pg_url`."""
+    return str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url"))
+
+
 @pytest.fixture
 def metadata_url(pg_server) -> Iterator[str]:
     """A fresh PostgreSQL database for Airflow's metadata (a real api-server and scheduler; dropped after)."""

@@ -135,14 +135,9 @@ def test_from_run_carries_the_origin():
 # --------------------------------------------------------------------------- stored by the DAG's store step
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest) -> str:
-    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
-
-
 @pytest.fixture
-def store(url: str) -> Iterator[ResultStore]:
-    result_store = ResultStore(url)
+def store(dialect_url: str) -> Iterator[ResultStore]:
+    result_store = ResultStore(dialect_url)
     result_store.ensure_schema()
     yield result_store
     result_store.dispose()
@@ -161,12 +156,12 @@ def _executed(case: Case, inventory: str, log: Path, repeat: int, failure: str |
     return ExecutedRun(planned, outcome).to_dict()
 
 
-def test_the_store_step_stores_the_adapters_origin(store: ResultStore, url: str, tmp_path, monkeypatch):
+def test_the_store_step_stores_the_adapters_origin(store: ResultStore, dialect_url: str, tmp_path, monkeypatch):
     """The OneFlow CPU log through store_result: on CPU nodes dlperf's driver printed it, on nvidia nodes (the
     GPU image) OneFlow-Benchmark would have; a failed repeat keeps its origin; an inventory gone is unknown."""
     from dlperf_airflow import steps
 
-    monkeypatch.setenv("DLPERF_DB_URL", url)
+    monkeypatch.setenv("DLPERF_DB_URL", dialect_url)
     monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
     case = a_case("oneflow", nodes=1, gpus=2, batch=4)
     ids = RunIds("dlperf_benchmark", "manual__origin")
@@ -247,17 +242,17 @@ def _old_records() -> list[ResultRecord]:
     ]
 
 
-def test_migrating_a_populated_0008_database_backfills_only_pytorch_reference(url: str):
-    upgrade(url, "0008")
-    store = ResultStore(url)
+def test_migrating_a_populated_0008_database_backfills_only_pytorch_reference(dialect_url: str):
+    upgrade(dialect_url, "0008")
+    store = ResultStore(dialect_url)
     try:
         store_results_before_head(store, _old_records())
         with store.engine.connect() as conn:
             assert "figure_origin" not in {c["name"] for c in sa.inspect(conn).get_columns("results")}
             cases = conn.execute(sa.text("SELECT COUNT(*) FROM case_summary")).scalar_one()
 
-        upgrade(url)
-        assert current_revision(url) == head_revision() == "0009"
+        upgrade(dialect_url)
+        assert current_revision(dialect_url) == head_revision() == "0009"
         rows = store.results()
         assert len(rows) == len(OLD_ROWS)  # every row kept
         origins = {(r.case_key, r.repeat): r.figure_origin for r in rows.fillna({"figure_origin": "NULL"}).itertuples()}
@@ -267,15 +262,15 @@ def test_migrating_a_populated_0008_database_backfills_only_pytorch_reference(ur
         assert len(store.summary()) == cases  # the views on results still read
         # new rows carry theirs; PostgreSQL also refuses a value outside the three
         store.upsert_result(result_record(case_key="oneflow/resnet50_v1.5/fp32/b4/2n1g", figure_origin="framework"))
-        if url.startswith("postgresql"):
+        if dialect_url.startswith("postgresql"):
             with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as conn:
                 conn.execute(sa.text("UPDATE results SET figure_origin = 'guessed'"))
 
-        downgrade(url, "0008")  # the column goes, the rows stay
+        downgrade(dialect_url, "0008")  # the column goes, the rows stay
         with store.engine.connect() as conn:
             assert "figure_origin" not in {c["name"] for c in sa.inspect(conn).get_columns("results")}
             assert conn.execute(sa.text("SELECT COUNT(*) FROM results")).scalar_one() == len(OLD_ROWS) + 1
-        upgrade(url)
+        upgrade(dialect_url)
         assert store.results()["figure_origin"].notna().sum() == 2  # the backfill again; pytorch_reference only
     finally:
         store.dispose()

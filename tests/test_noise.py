@@ -65,15 +65,10 @@ def expected(model: str, topology: str) -> tuple[float, str | None]:
     return cv, unreliable_reason(cv, speedup, nodes * gpus)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest) -> str:
-    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
-
-
 @pytest.fixture
-def store(url: str) -> Iterator[ResultStore]:
+def store(dialect_url: str) -> Iterator[ResultStore]:
     """A store at head with the noisy, the quiet and the boundary configurations of one run."""
-    result_store = ResultStore(url)
+    result_store = ResultStore(dialect_url)
     result_store.ensure_schema()
     result_store.upsert_run(RUN)
     result_store.upsert_results(records())
@@ -210,17 +205,17 @@ def test_reports_carry_the_cv_and_the_flag(store: ResultStore, tmp_path):
     assert scaling == [f"{model} fp32 batch 8" for model in sorted(CONFIGS)]
 
 
-def test_seed_tables_and_the_cli(store: ResultStore, url: str, tmp_path):
+def test_seed_tables_and_the_cli(store: ResultStore, dialect_url: str, tmp_path):
     text = seed_tables(store.summary())
     assert f"{UNRELIABLE_RULE}." in text  # a table flags a row: the rule under them
     line = next(s for s in text.splitlines() if s.startswith("| 1        | 2 ") and "speedup 4.38" in s)
     assert "| 72.52 " not in line and "| 0.83 " in line  # the steady noisy 1n2g: its own CV, flagged by speedup
     assert text.isascii()  # the text tables print on any terminal
-    if url.startswith("sqlite"):  # the same through `dlperf results` (once: it is the same code on both)
+    if dialect_url.startswith("sqlite"):  # the same through `dlperf results` (once: it is the same code on both)
         done = subprocess.run(
-            [*DLPERF, "results", "--db", url],
+            [*DLPERF, "results", "--db", dialect_url],
             cwd=REPO,
-            env=cli_env(tmp_path, url),
+            env=cli_env(tmp_path, dialect_url),
             capture_output=True,
             text=True,
             timeout=300,
@@ -232,9 +227,9 @@ def test_seed_tables_and_the_cli(store: ResultStore, url: str, tmp_path):
 # --------------------------------------------------------------------------- migration 0007 -> 0008
 
 
-def test_migrating_a_0007_database_keeps_its_rows_and_adds_the_columns(url: str):
-    upgrade(url, "0007")
-    store = ResultStore(url)
+def test_migrating_a_0007_database_keeps_its_rows_and_adds_the_columns(dialect_url: str):
+    upgrade(dialect_url, "0007")
+    store = ResultStore(dialect_url)
     try:
         store_results_before_head(store, records())
         with store.engine.connect() as conn:
@@ -243,8 +238,8 @@ def test_migrating_a_0007_database_keeps_its_rows_and_adds_the_columns(url: str)
         assert "cv" in columns and "unreliable" not in columns
         assert before == sum(len(t) for t in CONFIGS.values())
 
-        upgrade(url, "0008")
-        assert current_revision(url) == "0008"
+        upgrade(dialect_url, "0008")
+        assert current_revision(dialect_url) == "0008"
         for view in ("case_summary", "latest_summary"):
             with store.engine.connect() as conn:
                 columns = {c["name"] for c in sa.inspect(conn).get_columns(view)}
@@ -256,7 +251,7 @@ def test_migrating_a_0007_database_keeps_its_rows_and_adds_the_columns(url: str)
             assert {r.case_key for r in rows if r.unreliable} == {k for k, v in reasons.items() if v}
         assert len(store.history(nights=None)) == 0  # nightly_history rebuilt (a manual run has no night)
 
-        downgrade(url, "0007")  # back to 0007's views, rows kept
+        downgrade(dialect_url, "0007")  # back to 0007's views, rows kept
         with store.engine.connect() as conn:
             columns = {c["name"] for c in sa.inspect(conn).get_columns("case_summary")}
             latest = {c["name"] for c in sa.inspect(conn).get_columns("latest_summary")}
