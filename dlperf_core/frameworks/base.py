@@ -114,8 +114,8 @@ class FrameworkAdapter(ABC):
         """The suite's image, else the CPU image on CPU nodes (when the adapter has one), else the GPU one."""
         if case.image:
             return case.image
-        if self.cpu_image and on_cpu(nodes):
-            return self.cpu_image
+        if self.uses_cpu_image(case, nodes):
+            return self.cpu_image or self.default_image  # (uses_cpu_image: cpu_image is set)
         return self.default_image
 
     def figure(self, case: Case, nodes: tuple[Node, ...]) -> Figure:
@@ -163,7 +163,7 @@ class FrameworkAdapter(ABC):
                 f"{case.key}: torch.compile needs at least {MIN_COMPILE_WARMUP} warm-up iterations (it has"
                 f" {case.warmup_iterations}) to keep compilation out of the measured window"
             )
-        if case.image or not self.cpu_image or not on_cpu(nodes):
+        if not self.uses_cpu_image(case, nodes):
             return None
         allowed = self.cpu_precisions
         if allowed is not None and case.precision not in allowed:

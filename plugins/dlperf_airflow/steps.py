@@ -17,7 +17,7 @@ import pandas as pd
 
 from dlperf_airflow.node_step import check_routed, routing_inventory
 from dlperf_airflow.runtimes import make_runtime
-from dlperf_core.defaults import RUNTIMES, SUITE_RUNTIME, DeploymentDefaults, fill_from_defaults
+from dlperf_core.defaults import SUITE_RUNTIME, DeploymentDefaults, fill_from_defaults
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.errors import ConfigError
 from dlperf_core.form import check_trigger, with_batch_override, with_compile_override
@@ -69,9 +69,7 @@ def resolve_settings(params: dict) -> tuple[Settings, Suite, Inventory]:
             "the deployment's defaults (%s) give this run its %s", defaults.describe(), ", ".join(chosen.from_defaults)
         )
     suite = load_suite(_resolve(chosen.suite))
-    runtime = suite.runtime if chosen.runtime == SUITE_RUNTIME else chosen.runtime
-    if runtime not in RUNTIMES:
-        raise ConfigError("trigger form", [f"runtime: unknown runtime {runtime!r}; use local or docker"])
+    runtime = suite.runtime if chosen.runtime == SUITE_RUNTIME else chosen.runtime  # fill_from_defaults checked it
     inv_path = suite.inventory_path() if runtime == suite.runtime else None  # the suite's own, if it names one
     if chosen.inventory:
         inv_path = _resolve(chosen.inventory)
