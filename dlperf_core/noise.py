@@ -24,9 +24,9 @@ import math
 MAX_RELIABLE_CV = 0.10
 """Largest CV (stdev / mean of the ok repeats' throughput) of a reliable configuration.
 
-Why 0.10: on a quiet GPU the run-to-run CV of a training throughput is well under 1 % (the H100 reference runs
-of docs/benchmarks.md (f) repeat within 0.1 %), while a busy shared machine gives 6-14 % (the 2-core development
-VM, docs/benchmarks.md (a)). With a CV of 10 % and the 2-5 repeats a suite takes, the median of the repeats is
+Why 0.10: on a quiet GPU two runs of the same training agree within about 0.1 % (the H100 reference logs of
+docs/benchmarks.md (f): bare and through dlperf, 0.999 and 1.001), while a busy shared machine gives 6-14 %
+(the 2-core development VM, docs/benchmarks.md (a)). With a CV of 10 % and the 2-5 repeats a suite takes, the median of the repeats is
 itself uncertain by roughly 5-9 %, and a speedup (the ratio of two such medians) by about +-10 %: the gap between
 ideal scaling and 90 % efficiency. Above that the speedup plot cannot tell good scaling from bad, so the figure
 is flagged rather than plotted as if it were a measurement. A threshold of 10x the quiet-GPU noise leaves
