@@ -307,8 +307,18 @@ def make_optimizer(model: nn.Module, lr: float, args: argparse.Namespace, cuda: 
         {"params": decay, "weight_decay": args.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    # Fused kernel on CUDA (one launch for all parameters); the default (for-loop) path on CPU.
-    return torch.optim.SGD(groups, lr=lr, momentum=MOMENTUM, fused=True if cuda else None)
+    # Fused kernel on CUDA (one launch for all parameters); the default (for-each) path on CPU, and with fp16's
+    # loss scaler everywhere: fused SGD takes the scaler's skip into its kernel, and a skipped *first* step
+    # leaves its momentum buffers allocated but never written (torch 2.11 to 2.13), so the next step adds
+    # garbage to the weights. On an H100 that was fp16 eager's "loss is NaN/inf at iteration 4" (both
+    # repeats, docs/benchmarks.md (f)); tests/test_workload.py reproduces it on CPU.
+    fused = cuda and not uses_loss_scaler(args)
+    return torch.optim.SGD(groups, lr=lr, momentum=MOMENTUM, fused=True if fused else None)
+
+
+def uses_loss_scaler(args: argparse.Namespace) -> bool:
+    """Whether the run trains with a GradScaler: AMP in fp16 (bf16 and fp32 need none)."""
+    return bool(args.precision == "amp" and args.amp_dtype == "fp16")
 
 
 def make_scaler(args: argparse.Namespace, device: torch.device) -> torch.amp.GradScaler | None:
@@ -316,7 +326,7 @@ def make_scaler(args: argparse.Namespace, device: torch.device) -> torch.amp.Gra
     weights never see a NaN or inf): dynamic (default) halves the scale on such a step and doubles it after
     2000 good ones; static keeps ``--static-loss-scale`` for good (``build_step`` sets it back after every
     update, as NGC's static loss scale does)."""
-    if args.precision != "amp" or args.amp_dtype != "fp16":
+    if not uses_loss_scaler(args):
         return None
     if args.static_loss_scale is None:
         return torch.amp.GradScaler(device.type)
