@@ -4,9 +4,9 @@ Pure arithmetic and data; no torch import (the counts are analytic and a test ch
 model's own layers).
 
 * **FLOPs.** One multiply-accumulate is 2 FLOPs, the convention of the peak figures below (NVIDIA counts an
-  FMA as two operations). ResNet-50 v1.5 at 224x224 does 4.11 G multiply-accumulates forward (the "4.1
-  GFLOPs" usually quoted for ResNet-50 counts MACs), so 8.22 GFLOP forward; training is forward + backward
-  (activation and weight gradients, each about the forward's cost): 3x the forward, 24.7 GFLOP per sample.
+  FMA as two operations). ResNet-50 v1.5 at 224x224 does 4.09 G multiply-accumulates forward (the "4.1
+  GFLOPs" usually quoted for ResNet-50 counts MACs), so 8.18 GFLOP forward; training is forward + backward
+  (activation and weight gradients, each about the forward's cost): 3x the forward, 24.5 GFLOP per sample.
   Only convolutions and the classifier are counted (BatchNorm, ReLU, pooling and the residual adds are well
   under 1%), as MLPerf and the papers count them.
 * **Peaks** are the dense (no sparsity) tensor-core figures of NVIDIA's datasheets, per GPU, for the
@@ -60,8 +60,10 @@ def resnet50_v15_forward_macs(image_size: int = 224, width: int = 64, num_classe
 
 def iresnet50_forward_macs(image_size: int = 112, embedding: int = 512, num_classes: int = 85742) -> int:
     """Multiply-accumulates of one forward pass of ArcFace's IResNet-50 (insightface ``iresnet50``: blocks
-    (3, 4, 14, 3) of two 3x3 convolutions, the stride on the second; a 3x3 stem; a flattened 7x7x512 -> 512
-    embedding) plus the ArcFace classifier over ``num_classes`` identities (the seed's MS1M: 85742)."""
+    (3, 4, 14, 3) of two 3x3 convolutions, the stride on the second; a 3x3 stem; the flattened last feature
+    map, 7x7x512 at 112x112, -> 512 embedding) plus the ArcFace classifier over ``num_classes`` identities
+    (the seed's MS1M: 85742). Both PLSC models are this network: PLSC 1.8's ``ResNet50`` (``arcface_resnet50``,
+    the GPU image) and PLSC 2.4's ``IResNet50`` (``arcface_iresnet50``, the CPU image)."""
     size = image_size
     macs = 9 * 3 * 64 * size * size  # stem: 3x3 conv, stride 1
     channels = 64
@@ -91,7 +93,10 @@ class ModelSize:
 STANDARD_SIZES: dict[str, ModelSize] = {
     "resnet50_v1.5": ModelSize(224, 64, 1000),
     "arcface_resnet50": ModelSize(112, 512, 85742),  # width: the embedding size
+    # the size docker/paddle-cpu's config trains (the only image that trains this name): 32x32, 1000 classes
+    "arcface_iresnet50": ModelSize(32, 512, 1000),
 }
+IRESNET_MODELS = frozenset({"arcface_resnet50", "arcface_iresnet50"})
 
 
 def throughput_unit(model: str) -> str:
@@ -111,7 +116,7 @@ def training_flops_per_sample(model: str, size: ModelSize | None = None) -> floa
         return None
     if model == "resnet50_v1.5":
         macs = resnet50_v15_forward_macs(size.image_size, size.width, size.num_classes)
-    elif model == "arcface_resnet50":
+    elif model in IRESNET_MODELS:
         macs = iresnet50_forward_macs(size.image_size, size.width, size.num_classes)
     else:
         return None
@@ -119,7 +124,9 @@ def training_flops_per_sample(model: str, size: ModelSize | None = None) -> floa
 
 
 #: The flags by which the adapters' workloads shrink a model (dlperf's workload, MindSpore, MXNet, OneFlow,
-#: PLSC's ``-o`` overrides), and the size field each sets.
+#: PLSC's ``-o`` overrides), and the size field each sets. MindSpore's ``--base_width`` is MindCV's: it narrows
+#: only the bottlenecks' inner convolutions, not the stem and the blocks' outputs that ``width`` also scales in
+#: the count above, so a count of a case that sets it is too low.
 SIZE_FLAGS: dict[str, str] = {
     "--image-size": "image_size",
     "--image_size": "image_size",
@@ -129,6 +136,8 @@ SIZE_FLAGS: dict[str, str] = {
     "--num-classes": "num_classes",
     "--num_classes": "num_classes",
     "Model.class_num": "num_classes",
+    "Model.input_image_width": "image_size",
+    "Model.num_features": "width",
 }
 
 

@@ -1,10 +1,11 @@
 """Where a result's throughput figure came from: who printed the log lines the parser reads.
 
 dlperf measures every throughput by its own rule from a training log, but the lines it reads are printed by
-different code per framework and per image: the benchmark's own logger (NGC's DLLogger in DeepLearningExamples,
-MXNet's ``Speedometer``, MindSpore's TimeMonitor, PLSC's logger, OneFlow-Benchmark), a dlperf driver or workload
-that prints the seed's format itself (dlperf's reference workload, the OneFlow CPU driver), or a log that
-``dlperf import`` read from elsewhere. Each adapter says which (:meth:`FrameworkAdapter.figure_origin
+different code per framework and per image: the benchmark's own logger (DeepLearningExamples' DLLogger for
+PyTorch and its MXNet ``fit.py``, MXNet's ``Speedometer``, MindSpore's TimeMonitor, PLSC's logger,
+OneFlow-Benchmark), a dlperf driver or workload that prints the seed's format itself (dlperf's reference
+workload, the OneFlow CPU driver), or a log that ``dlperf import`` read from elsewhere. Each adapter says which
+(:meth:`FrameworkAdapter.figure_origin
 <dlperf_core.frameworks.base.FrameworkAdapter.figure_origin>`); the result row keeps it in
 ``results.figure_origin`` (migration 0009; NULL for rows stored before, meaning unknown).
 """

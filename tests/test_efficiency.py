@@ -58,6 +58,18 @@ def test_resnet50_flops_are_the_models_own_layers(image_size, width, classes):
     assert resnet50_v15_forward_macs(image_size, width, classes) == counted_macs(resnet50(width, classes), image_size)
 
 
+def test_resnet50_flops_counted_by_torch_itself():
+    """torch's own FLOP counter (FlopCounterMode: 2 FLOPs a multiply-accumulate, convolutions and matmuls) on
+    one 224x224 forward of dlperf's full ResNet-50 v1.5 at batch 1 on CPU: 4.09 G MACs, the analytic count."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = resnet50().eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(torch.zeros(1, 3, 224, 224))
+    assert counter.get_total_flops() == 2 * resnet50_v15_forward_macs(224, 64, 1000)
+    assert counter.get_total_flops() / 2 == pytest.approx(4.09e9, rel=0.001)
+
+
 def test_resnet50_at_224_is_the_figure_everyone_quotes():
     """ "ResNet-50: 4.1 GFLOPs" counts multiply-accumulates: 4.09 G MACs = 8.18 GFLOP forward, x3 to train."""
     macs = resnet50_v15_forward_macs()
@@ -80,22 +92,32 @@ class IBasicBlock(nn.Module):
         return out + (self.down(x) if self.down is not None else x)
 
 
-def test_iresnet50_arcface_flops_are_the_models_own_layers():
+@pytest.mark.parametrize("image_size", [112, 32])  # the seed's GPU input; docker/paddle-cpu's config
+def test_iresnet50_arcface_flops_are_the_models_own_layers(image_size):
     layers, blocks, inplanes = [], (3, 4, 14, 3), 64
     for stage, n in enumerate(blocks):
         planes = 64 * 2**stage
         for b in range(n):
             layers.append(IBasicBlock(inplanes, planes, 2 if b == 0 else 1))
             inplanes = planes
+    side = image_size // 16  # four stride-2 stages (PLSC: fc_scale = (input // 16) ** 2)
     model = nn.Sequential(
         nn.Conv2d(3, 64, 3, 1, 1, bias=False),
         *layers,
         nn.Flatten(),
-        nn.Linear(512 * 7 * 7, 512, bias=False),
+        nn.Linear(512 * side * side, 512, bias=False),
         nn.Linear(512, 1000, bias=False),
     )
-    assert iresnet50_forward_macs(112, 512, 1000) == counted_macs(model, 112)
+    assert iresnet50_forward_macs(image_size, 512, 1000) == counted_macs(model, image_size)
+
+
+def test_both_plsc_names_count_as_the_iresnet50_they_train():
+    """arcface_resnet50 (PLSC 1.8's ResNet50, GPU image: 112x112, the seed's 85742 classes) and
+    arcface_iresnet50 (PLSC 2.4's IResNet50, CPU image: its config's 32x32 input and 1000 classes)."""
     assert training_flops_per_sample("arcface_resnet50") == 6 * iresnet50_forward_macs(112, 512, 85742)
+    assert training_flops_per_sample("arcface_iresnet50") == 6 * iresnet50_forward_macs(32, 512, 1000)
+    cpu_case = model_size("arcface_iresnet50", ("-o", "Model.class_num=100"))
+    assert training_flops_per_sample("arcface_iresnet50", cpu_case) == 6 * iresnet50_forward_macs(32, 512, 100)
 
 
 def test_model_size_follows_the_cases_shrinking_flags():
@@ -105,7 +127,11 @@ def test_model_size_follows_the_cases_shrinking_flags():
     )
     assert model_size("resnet50_v1.5", ("--image-shape", "3,64,64", "--num-classes", "10")) == ModelSize(64, 64, 10)
     assert model_size("resnet50_v1.5", ("--image_size=32", "--num_classes=10")) == ModelSize(32, 64, 10)
-    assert model_size("arcface_resnet50", ("-o", "Model.class_num=100")) == ModelSize(112, 512, 100)
+    assert model_size("arcface_iresnet50", ("-o", "Model.class_num=100")) == ModelSize(32, 512, 100)
+    assert model_size("arcface_iresnet50", ("-o", "Model.input_image_width=64", "-o", "Model.num_features=128")) == (
+        ModelSize(64, 128, 1000)
+    )
+    assert model_size("arcface_resnet50", ("--num_classes", "1000")) == ModelSize(112, 512, 1000)
     assert model_size("bert") is None
 
 

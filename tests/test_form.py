@@ -81,7 +81,7 @@ def test_topology_fit_rule_is_planning_s():
             "benchmarks": [
                 {
                     "framework": "paddle_plsc",
-                    "model": "arcface_resnet50",
+                    "model": "arcface_iresnet50",
                     "precisions": ["amp"],
                     "batch_size_per_device": 4,
                     "topologies": ["1n1g"],
@@ -97,7 +97,7 @@ def test_topology_fit_rule_is_planning_s():
             "benchmarks": [
                 {
                     "framework": "paddle_plsc",
-                    "model": "arcface_resnet50",
+                    "model": "arcface_iresnet50",
                     "precisions": ["fp32", "amp"],
                     "batch_size_per_device": 4,
                     "topologies": ["1n1g"],

@@ -119,7 +119,7 @@ def test_ngc_mxnet_cpu_single_node_options_and_gpu_branch_untouched():
 def test_paddle_plsc_cpu_launch_is_paddle3_launcher_with_plsc_engine():
     """CPU nodes: the CPU image, paddle.distributed.launch on every node with PaddlePaddle 3's flags (node 0
     the master), one process per "GPU", PLSC 2.4's train.py + config, batch and max_train_step as -o flags."""
-    case = Case("paddle_plsc", "arcface_resnet50", "fp32", 8, 2, 1, 5, 20, extra_args=("-o", "Model.class_num=100"))
+    case = Case("paddle_plsc", "arcface_iresnet50", "fp32", 8, 2, 1, 5, 20, extra_args=("-o", "Model.class_num=100"))
     adapter = get_adapter("paddle_plsc")
     ctx = LaunchContext(python="python3", workload_dir="/w", master_port=29555, cpu_threads_per_process=1)
     launches = adapter.launches(case, CPU.first(2), ctx)
@@ -154,18 +154,45 @@ def test_paddle_plsc_cpu_single_node_amp_refused_and_gpu_branch_untouched():
     import pytest
 
     adapter = get_adapter("paddle_plsc")
-    (launch,) = adapter.launches(Case("paddle_plsc", "arcface_resnet50", "fp32", 4, 1, 2, 3, 10), CPU.first(1), PLAIN)
+    (launch,) = adapter.launches(Case("paddle_plsc", "arcface_iresnet50", "fp32", 4, 1, 2, 3, 10), CPU.first(1), PLAIN)
     assert "--nproc_per_node=2" in launch.argv and "--nnodes=1" in launch.argv and "OMP_NUM_THREADS" not in launch.env
-    amp = Case("paddle_plsc", "arcface_resnet50", "amp", 4, 1, 2, 3, 10)
+    amp = Case("paddle_plsc", "arcface_iresnet50", "amp", 4, 1, 2, 3, 10)
     # PaddlePaddle's CPU AMP is a no-op: not a real amp row, so planning refuses it before anything runs
     assert "trains fp32 only, not amp" in adapter.refuses(amp, CPU.first(1))
     with pytest.raises(ConfigError, match="paddle_plsc on CPU nodes .* trains fp32 only, not amp"):
         check_fits([(amp, 1)], CPU, "suite.yaml")
     assert adapter.refuses(replace(amp, image="my/paddle:amp-cpu"), CPU.first(1)) is None  # the suite's image wins
-    assert adapter.refuses(amp, GPU.first(1)) is None
-    (gpu_launch, *_), image = on_one_gpu_node(adapter, amp)
+    gpu_amp = replace(amp, model="arcface_resnet50")
+    assert adapter.refuses(gpu_amp, GPU.first(1)) is None
+    (gpu_launch, *_), image = on_one_gpu_node(adapter, gpu_amp)
     assert image == "dlperf/paddle-plsc:1.8.5"
     assert any(a.startswith("--selected_gpus=") for a in gpu_launch.argv) and "--max_restart=0" not in gpu_launch.argv
+
+
+def test_paddle_plsc_each_image_trains_its_own_model_name():
+    """The CPU image trains PLSC 2.4's IResNet50 (arcface_iresnet50), the GPU image PLSC 1.8's ResNet50
+    (arcface_resnet50, the seed's name): planning refuses the other name on each, saying which to use."""
+    import pytest
+
+    adapter = get_adapter("paddle_plsc")
+    assert adapter.models == {"arcface_resnet50", "arcface_iresnet50"}
+    cpu_case = Case("paddle_plsc", "arcface_iresnet50", "fp32", 4, 1, 1, 3, 10)
+    gpu_case = Case("paddle_plsc", "arcface_resnet50", "fp32", 128, 1, 1, 50, 100)
+    assert adapter.refuses(cpu_case, CPU.first(1)) is None and adapter.refuses(gpu_case, GPU.first(1)) is None
+    on_cpu = adapter.refuses(gpu_case, CPU.first(1))
+    assert on_cpu == (
+        f"{gpu_case.key}: paddle_plsc on CPU nodes"
+        " (dlperf/paddle:cpu) trains arcface_iresnet50 only (PLSC 2.4's IResNet50 at the CPU config's size), not"
+        " arcface_resnet50 (PLSC 1.8's ResNet50, the seed's model): name the model arcface_iresnet50 there"
+    )
+    on_gpu = adapter.refuses(cpu_case, GPU.first(1))
+    assert "on GPU nodes (dlperf/paddle-plsc:1.8.5) trains arcface_resnet50 only" in on_gpu
+    assert "name the model arcface_resnet50 there" in on_gpu
+    with pytest.raises(ConfigError, match="paddle_plsc on CPU nodes .* trains arcface_iresnet50 only"):
+        check_fits([(gpu_case, 1)], CPU, "suite.yaml")
+    # a suite's own image is the user's choice, as for precisions
+    assert adapter.refuses(replace(gpu_case, image="my/plsc:cpu"), CPU.first(1)) is None
+    assert adapter.refuses(replace(cpu_case, image="my/plsc:gpu"), GPU.first(1)) is None
 
 
 # ---- oneflow CPU

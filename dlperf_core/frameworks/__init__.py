@@ -13,6 +13,7 @@ from dlperf_core.frameworks.pytorch_reference import (
     PytorchReference,
     PytorchReferenceMpi,
 )
+from dlperf_core.frameworks.shape import ModelShape
 from dlperf_core.model import NodeLaunch
 
 ADAPTERS: dict[str, type[FrameworkAdapter]] = {
@@ -38,4 +39,4 @@ def get_adapter(name: str) -> FrameworkAdapter:
         raise KeyError(f"unknown framework {name!r}; known: {', '.join(sorted(ADAPTERS))}") from None
 
 
-__all__ = ["ADAPTERS", "FrameworkAdapter", "LaunchContext", "NodeLaunch", "get_adapter"]
+__all__ = ["ADAPTERS", "FrameworkAdapter", "LaunchContext", "ModelShape", "NodeLaunch", "get_adapter"]

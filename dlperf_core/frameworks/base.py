@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from dlperf_core.container import container_spec_for
+from dlperf_core.frameworks.shape import ModelShape
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, ContainerSpec, NodeLaunch
 from dlperf_core.origin import Figure, FigureOrigin
@@ -155,9 +156,10 @@ class FrameworkAdapter(ABC):
     def refuses(self, case: Case, nodes: tuple[Node, ...]) -> str | None:
         """Why ``case`` cannot run on ``nodes`` with this adapter's image, else None (checked at planning).
 
-        Only the CPU image has limits: a precision it cannot train (e.g. AMP on MXNet's CPU build) would
-        otherwise fail at run time or, worse, measure fp32 under another name. A suite's own ``image:`` is
-        the user's choice and is not second-guessed."""
+        Here only the CPU image has limits: a precision it cannot train (e.g. AMP on MXNet's CPU build) would
+        otherwise fail at run time or, worse, measure fp32 under another name. An adapter may add its own
+        (``paddle_plsc``: each of its images trains one of its models). A suite's own ``image:`` is the user's
+        choice and is not second-guessed."""
         if case.compile and case.warmup_iterations < MIN_COMPILE_WARMUP:
             return (
                 f"{case.key}: torch.compile needs at least {MIN_COMPILE_WARMUP} warm-up iterations (it has"
@@ -171,6 +173,12 @@ class FrameworkAdapter(ABC):
                 f"{case.key}: {self.name} on CPU nodes ({self.cpu_image}) trains {', '.join(sorted(allowed))} only,"
                 f" not {case.precision} (run it on accelerator: nvidia nodes, or leave {case.precision} out)"
             )
+        return None
+
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+        """How ``model`` launched with ``extra_args`` differs from the full-size model (smaller images, fewer
+        classes, narrower layers), read from the flags this adapter's training program takes; None when
+        nothing differs, or where the adapter knows no such flags. Pure: for reports."""
         return None
 
     def parse_window(self, case: Case) -> tuple[int, int | None]:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
+from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
 from dlperf_core.origin import Figure
@@ -68,6 +69,19 @@ class MindsporeResnet(FrameworkAdapter):
         if case.total_gpus > 1:
             args.insert(3, "--run_distribute=True")
         return args + list(case.extra_args)
+
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+        """The CPU driver's ``--image_size``, ``--num_classes`` and ``--base_width``: MindCV's ``base_width``,
+        the bottlenecks' inner width (their convolutions have planes x base_width / 64 channels; the stem and
+        the blocks' outputs keep theirs)."""
+        found = flag_values(extra_args, ["--image_size", "--num_classes", "--base_width"])
+        return shape_against(
+            FullSize(64, 224, 1000),
+            width=as_int(found.get("--base_width")),
+            image_size=as_int(found.get("--image_size")),
+            num_classes=as_int(found.get("--num_classes")),
+            width_name="bottleneck width",
+        )
 
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         if on_cpu(nodes):

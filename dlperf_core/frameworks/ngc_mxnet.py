@@ -3,7 +3,9 @@
 One rank per GPU through mpirun with ``--kv-store horovod`` (what DLE's ``runner`` does), across nodes over
 the case's sshd. FP32 trains in float32/NCHW, AMP in float16/NHWC as DLE's benchmark configs do. The seed
 ran DLE's ``benchmark.py`` (``-b`` 128/256, 1 and 8 GPUs, ``--benchmark-iters 500``, display every 20
-batches); here each topology is its own case with warm-up + measured = benchmark iterations.
+batches); here each topology is its own case with warm-up + measured = benchmark iterations. DLE's ``fit.py``
+trains with Gluon and Horovod's ``DistributedTrainer`` and prints the ``Epoch[e] Batch [a-b]\tSpeed: ...
+samples/sec\tLR: ...`` lines itself (the seed's logs: the figure unrounded, an ``LR`` field).
 
 On CPU nodes (``accelerator: cpu``) the case trains for real in ``dlperf/ngc-mxnet:cpu`` (docker/ngc-mxnet-cpu/):
 MXNet 1.9.1's CPU build from PyPI, GluonCV's ResNet-50 v1b, MXNet's own ``Module.fit`` + ``Speedometer``, driven
@@ -22,6 +24,7 @@ from typing import Any, ClassVar, Literal
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
+from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
 from dlperf_core.origin import Figure
@@ -37,8 +40,10 @@ class NgcMxnet(FrameworkAdapter):
     default_image: ClassVar[str] = "dlperf/ngc-mxnet:19.07"
     cpu_image: ClassVar[str | None] = "dlperf/ngc-mxnet:cpu"
     cpu_precisions: ClassVar[frozenset[str] | None] = frozenset({"fp32"})  # the CPU driver trains float32 only
+    # DLE's RN50v1.5 trains with Gluon (hvd.DistributedTrainer) and its fit.py prints the Speed lines itself
+    # ("Speed: <unrounded> samples/sec\tLR: ..."), not MXNet's Speedometer ("%.2f"), as the seed's logs show
     gpu_figure: ClassVar[Figure] = Figure(
-        "framework", "MXNet's Module.fit and Speedometer (DeepLearningExamples RN50v1.5)"
+        "framework", "DeepLearningExamples RN50v1.5's fit.py (its Gluon training loop prints the Speed lines)"
     )
     cpu_figure: ClassVar[Figure | None] = Figure(
         "framework", "MXNet's Module.fit and Speedometer, started by dlperf's thin train.py"
@@ -119,6 +124,19 @@ class NgcMxnet(FrameworkAdapter):
                 f"{root}/val.idx",
             ]
         return args + list(case.extra_args)
+
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+        """DLE's ``--image-shape C,H,W`` (the CPU driver's synthetic images) and the CPU driver's
+        ``--num-classes``; MXNet's drivers have no width flag."""
+        found = flag_values(extra_args, ["--image-shape", "--num-classes"])
+        dims = [as_int(x) for x in found.get("--image-shape", "").split(",")]
+        height, width = (dims[1], dims[2]) if len(dims) == 3 else (None, None)
+        return shape_against(
+            FullSize(None, 224, 1000),
+            image_size=width,
+            image_height=height,
+            num_classes=as_int(found.get("--num-classes")),
+        )
 
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         if on_cpu(nodes):

@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
-from dlperf_core.frameworks.pytorch_reference import PytorchReference
+from dlperf_core.frameworks.pytorch_reference import PytorchReference, reference_resnet_shape
+from dlperf_core.frameworks.shape import ModelShape
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
 from dlperf_core.origin import Figure
@@ -96,6 +97,11 @@ class NgcPytorch(FrameworkAdapter):
             else:
                 args += ["--amp", "--dynamic-loss-scale"]
         return args + list(case.extra_args) + [self.option(case, "data_dir")]
+
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+        """The shrinking flags of dlperf's reference workload (``--image-size``, ``--width``, ``--num-classes``),
+        which this adapter trains on CPU nodes, where its suites shrink the model."""
+        return reference_resnet_shape(extra_args)
 
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         if on_cpu(nodes):  # DLE's code is not on PyPI: the reference workload, launched the same way

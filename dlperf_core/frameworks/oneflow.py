@@ -21,6 +21,7 @@ import math
 from typing import Any, ClassVar
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu, rendezvous_flags
+from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
 from dlperf_core.origin import Figure
@@ -65,6 +66,18 @@ class OneflowResnet(FrameworkAdapter):
         "data_dir": "/data/ofrecord",
         "data_part_num": 44,
     }
+
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+        """The CPU driver's ``--image_size``, ``--num_classes`` and ``--width_per_group``: flowvision's
+        ``width_per_group``, the bottlenecks' inner width (planes x width_per_group / 64 channels)."""
+        found = flag_values(extra_args, ["--image_size", "--num_classes", "--width_per_group"])
+        return shape_against(
+            FullSize(64, 224, 1000),
+            width=as_int(found.get("--width_per_group")),
+            image_size=as_int(found.get("--image_size")),
+            num_classes=as_int(found.get("--num_classes")),
+            width_name="bottleneck width",
+        )
 
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         if on_cpu(nodes):

@@ -1,5 +1,19 @@
 """PaddlePaddle PLSC ArcFace (seed 004): ResNet-50 backbone, synthetic data, stops after a fixed count.
 
+Two model names, one per image, so that a row says what was trained:
+
+* ``arcface_resnet50`` (GPU image, the seed's model): PLSC 1.8's ``plsc.models.resnet.ResNet50``, which the
+  seed's report calls ResNet50. It is itself an IResNet-50 (insightface's LResNet50E-IR, not torchvision's
+  ResNet-50): a 3x3 stride-1 stem, stages of (3, 4, 14, 3) blocks of two 3x3 convolutions with BN-PReLU
+  between them and the stride on the second, a 1x1 projection shortcut, then BN, dropout, a 512-d FC
+  embedding and BN; 112x112 input. The name stays the seed's so that its rows match the seed's report.
+* ``arcface_iresnet50`` (CPU image): PLSC 2.4's ``IResNet50`` at the CPU config's size (32x32 input, 1000
+  classes unless ``-o Model.*`` overrides say otherwise). Same layers as PLSC 1.8's ResNet50 (a PReLU per
+  channel instead of one, no dropout in the config), another PLSC, loss and input size.
+
+Each image trains its own model only: planning refuses ``arcface_resnet50`` on CPU nodes and
+``arcface_iresnet50`` on GPU nodes (:meth:`PaddlePlsc.refuses`), unless the suite names its own ``image:``.
+
 ``paddle.distributed.launch`` on every node at once with the cluster's ips and this node's ip, as the seed's
 ``run_two_node.sh <model> <batch> <dtype> <NODE_IP>``. The training entry is ``docker/paddle-plsc/train.py``
 (PLSC's Entry API: dist_arcface loss, synthetic data, no test); the seed's edit of ``plsc/entry.py`` (exit
@@ -22,6 +36,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
+from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, overrides, shape_against
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
 from dlperf_core.origin import Figure
@@ -29,6 +44,18 @@ from dlperf_core.origin import Figure
 PLSC = "/workspace/PLSC"
 PLSC_CPU = "/workspace/plsc"  # docker/paddle-cpu: PLSC 2.4's train.py + the CPU config
 PLSC_CPU_CONFIG = f"{PLSC_CPU}/configs/IResNet50_arcface_synthetic_cpu.yaml"
+
+GPU_MODEL = "arcface_resnet50"  # PLSC 1.8's ResNet50 (an IResNet-50, see above): the GPU image, the seed's name
+CPU_MODEL = "arcface_iresnet50"  # PLSC 2.4's IResNet50: the CPU image
+MODEL_WORDS = {
+    GPU_MODEL: "PLSC 1.8's ResNet50, the seed's model",
+    CPU_MODEL: "PLSC 2.4's IResNet50 at the CPU config's size",
+}
+# Full size of each: (embedding, input side, classes). GPU: 112x112 synthetic images (docker/paddle-plsc/
+# train.py), the seed's 85742 classes; CPU: PLSC 2.4's IResNet defaults (112x112, MS1MV3's 93431 classes).
+FULL_SIZE = {GPU_MODEL: FullSize(512, 112, 85742), CPU_MODEL: FullSize(512, 112, 93431)}
+# What docker/paddle-cpu/configs/IResNet50_arcface_synthetic_cpu.yaml trains without overrides.
+CPU_CONFIG_SIZE = FullSize(512, 32, 1000)
 
 
 def paddle_launch(*flags: str) -> list[str]:
@@ -39,7 +66,7 @@ def paddle_launch(*flags: str) -> list[str]:
 
 class PaddlePlsc(FrameworkAdapter):
     name: ClassVar[str] = "paddle_plsc"
-    models: ClassVar[frozenset[str]] = frozenset({"arcface_resnet50"})
+    models: ClassVar[frozenset[str]] = frozenset({GPU_MODEL, CPU_MODEL})
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
     log_format: ClassVar[str] = "paddle_plsc_arcface"
     default_image: ClassVar[str] = "dlperf/paddle-plsc:1.8.5"
@@ -87,11 +114,12 @@ class PaddlePlsc(FrameworkAdapter):
         return out
 
     def cpu_launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
-        """PLSC 2.4's engine on PaddlePaddle 3.3 CPU (see the module docstring). fp32 only: PLSC's FP16 needs
-        a GPU, and planning refuses another precision on CPU nodes (``cpu_precisions``). The loss type is PLSC 2.4's MarginLoss (ArcFace margins) whatever ``loss_type`` says: the
-        ``dist_*`` variants are model parallel (NCCL), and the config's class count is the CPU config's
-        (``num_classes`` is the GPU seed's 85742; shrink or change it with ``-o Model.class_num=N`` in
-        extra_args)."""
+        """PLSC 2.4's engine on PaddlePaddle 3.3 CPU (see the module docstring): ``arcface_iresnet50``, the only
+        model planning lets onto CPU nodes. fp32 only: PLSC's FP16 needs a GPU, and planning refuses another
+        precision on CPU nodes (``cpu_precisions``). The loss type is PLSC 2.4's MarginLoss (ArcFace margins)
+        whatever ``loss_type`` says: the ``dist_*`` variants are model parallel (NCCL), and the config's class
+        count is the CPU config's (``num_classes`` is the GPU seed's 85742; shrink or change it with
+        ``-o Model.class_num=N`` in extra_args)."""
         iterations = case.warmup_iterations + case.measured_iterations
         out = []
         for rank, node in enumerate(nodes):
@@ -120,3 +148,41 @@ class PaddlePlsc(FrameworkAdapter):
                 env["OMP_NUM_THREADS"] = str(ctx.cpu_threads_per_process)
             out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env=env))
         return out
+
+    def refuses(self, case: Case, nodes: tuple[Node, ...]) -> str | None:
+        """The base class's refusals, then the model: the CPU image trains ``arcface_iresnet50`` only and the
+        GPU image ``arcface_resnet50`` only (a suite's own ``image:`` is not second-guessed)."""
+        refusal = super().refuses(case, nodes)
+        if refusal or case.image:
+            return refusal
+        cpu = self.uses_cpu_image(case, nodes)
+        trains, where, image = (CPU_MODEL, "CPU", self.cpu_image) if cpu else (GPU_MODEL, "GPU", self.default_image)
+        if case.model == trains:
+            return None
+        return (
+            f"{case.key}: {self.name} on {where} nodes ({image}) trains {trains} only ({MODEL_WORDS[trains]}),"
+            f" not {case.model} ({MODEL_WORDS.get(case.model, 'unknown')}): name the model {trains} there"
+        )
+
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+        """``arcface_iresnet50`` (the CPU image): the CPU config's 32x32 input and 1000 classes, changed by
+        ``-o Model.input_image_width=``/``input_image_height=``/``class_num=``/``num_features=`` (the
+        embedding), against PLSC 2.4's IResNet defaults. ``arcface_resnet50`` (the GPU image's train.py):
+        ``--num_classes`` in ``extra_args`` (the last one wins over the ``num_classes`` option's, which comes
+        first); its 112x112 input and 512-d embedding have no flag."""
+        if model == CPU_MODEL:
+            found = overrides(extra_args)
+            base = CPU_CONFIG_SIZE
+            side = as_int(found.get("Model.input_image_width")) or base.image_size
+            return shape_against(
+                FULL_SIZE[CPU_MODEL],
+                width=as_int(found.get("Model.num_features")) or base.width,
+                image_size=side,
+                image_height=as_int(found.get("Model.input_image_height")) or base.image_size,
+                num_classes=as_int(found.get("Model.class_num")) or base.num_classes,
+                width_name="embedding",
+            )
+        if model == GPU_MODEL:
+            classes = as_int(flag_values(extra_args, ["--num_classes"]).get("--num_classes"))
+            return shape_against(FULL_SIZE[GPU_MODEL], num_classes=classes)
+        return None

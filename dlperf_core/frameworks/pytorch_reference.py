@@ -10,12 +10,26 @@ from typing import Any, ClassVar, Literal
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, rendezvous_flags
 from dlperf_core.frameworks.mpi import mpi_launches
+from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
 from dlperf_core.inventory import Node
 from dlperf_core.model import Case, NodeLaunch
 from dlperf_core.origin import Figure
 from dlperf_core.workload.llm_config import SIZES as LLM_SIZES
 
 LLM_PREFIX = "llm_"  # models llm_tiny .. llm_1b: the Llama-style decoder (train_llm.py --size tiny ...)
+RESNET50_FULL = FullSize(64, 224, 1000)  # ResNet-50 v1.5: width 64, 224x224, 1000 classes
+
+
+def reference_resnet_shape(extra_args: tuple[str, ...]) -> ModelShape | None:
+    """The shape of dlperf's ResNet-50 v1.5 (``train.py``) launched with ``extra_args``: ``--image-size``,
+    ``--width`` (the base width: every layer's channels scale with it) and ``--num-classes``."""
+    found = flag_values(extra_args, ["--image-size", "--width", "--num-classes"])
+    return shape_against(
+        RESNET50_FULL,
+        width=as_int(found.get("--width")),
+        image_size=as_int(found.get("--image-size")),
+        num_classes=as_int(found.get("--num-classes")),
+    )
 
 
 def torchrun_launches(case: Case, nodes: tuple[Node, ...], ctx: LaunchContext, script: list[str]) -> list[NodeLaunch]:
@@ -89,6 +103,11 @@ class PytorchReference(FrameworkAdapter):
 
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         return torchrun_launches(case, nodes, ctx, self.train_args(case, ctx))
+
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+        """ResNet-50 v1.5: ``--image-size``, ``--width``, ``--num-classes``; the transformers: None (their size
+        is the model name)."""
+        return None if model.startswith(LLM_PREFIX) else reference_resnet_shape(extra_args)
 
 
 class PytorchReferenceMpi(PytorchReference):
