@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
 from dlperf_core.dlperf_folder import FolderLog, RepeatFigure
 from dlperf_core.measure import Measurement
-from dlperf_core.model import Case, CaseOutcome, NodeOutcome
+from dlperf_core.model import ARGS_MARK, UNKNOWN_ARGS, Case, CaseOutcome, NodeOutcome, series_base
 from dlperf_core.origin import IMPORTED
 from dlperf_core.parsing import ParsedRun, parse_file
 from dlperf_core.storage.records import BenchmarkRunRecord, ResultRecord
@@ -174,4 +174,8 @@ def import_folder(
             figure_origin=IMPORTED,  # a log from elsewhere: who printed it is not dlperf's to say
             benchmark_run=run,
         )
+        # what the imported run was given (its extra arguments, its own window) is not known: its key says so, as
+        # rows stored before configurations were recorded do (the window dlperf read is in window_first/last)
+        unknown = f"{series_base(case.key)}+{ARGS_MARK}{UNKNOWN_ARGS}"
+        record = replace(record, case_key=unknown, variant=None, configuration=None)
         yield ImportedLog(path=log.path, size=size, log=log, record=record, parsed=parsed, runs_found=len(runs))

@@ -13,6 +13,7 @@ this one, and it imports only the inventory's plain types.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -60,6 +61,31 @@ class Topology(BaseModel):
         return f"{self.nodes}n{self.gpus_per_node}g"
 
 
+ARGS_MARK = "args="
+"""What comes before a configuration's fingerprint in a case key and variant (``...+args=1f0c9a2e``)."""
+UNKNOWN_ARGS = "unknown"
+"""The fingerprint part of a row stored before configurations were recorded (migration 0010): its extra
+arguments and window are not known, so it is not given a fingerprint."""
+
+
+TOPOLOGY_FIELDS = ("nodes", "gpus_per_node")
+"""The fields of a configuration that its fingerprint leaves out (:attr:`Case.fingerprint`)."""
+
+
+def configuration_fingerprint(configuration: dict[str, Any]) -> str:
+    """A short stable fingerprint of a configuration: the first 8 hex digits of the SHA-256 of its canonical JSON
+    (keys sorted, no spaces). The same configuration gives the same fingerprint on every machine and version."""
+    text = json.dumps(configuration, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def series_base(case_key: str) -> str:
+    """``case_key`` without its ``+args=...`` part: the configuration as the readable fields and options say it,
+    whatever its extra arguments and window (``.../1n1g+compile+args=1f0c9a2e`` -> ``.../1n1g+compile``)."""
+    i = case_key.find("+" + ARGS_MARK)
+    return case_key if i < 0 else case_key[:i]
+
+
 @dataclass(frozen=True)
 class Case:
     """One configuration to measure: framework, model, precision, batch per device, topology."""
@@ -87,16 +113,55 @@ class Case:
 
     @property
     def key(self) -> str:
-        """Stable identity of the configuration, e.g. ``pytorch_reference/resnet50_v1.5/fp32/b8/1n2g``."""
+        """Stable identity of the configuration, e.g. ``pytorch_reference/resnet50_v1.5/fp32/b8/1n2g+args=1f0c9a2e``:
+        the readable fields, then :attr:`options_key`."""
         key = f"{self.framework}/{self.model}/{self.precision}/b{self.batch_size_per_device}/{self.topology}"
         return key + self.options_key
 
     @property
     def options_key(self) -> str:
-        """``+name=value`` per adapter option, then ``+compile`` for a torch.compile run: options make a
-        different configuration (e.g. NGC PyTorch AMP with static vs dynamic loss scale). Stored as the
-        result's ``variant``."""
+        """``+name=value`` per adapter option, then ``+compile`` for a torch.compile run, then ``+args=`` and
+        the :attr:`fingerprint` of the whole configuration: options make a different configuration (e.g. NGC
+        PyTorch AMP with static vs dynamic loss scale), and so do the extra arguments and the measured window,
+        which only the fingerprint shows. Stored as the result's ``variant``."""
+        return f"{self.readable_options}+{ARGS_MARK}{self.fingerprint}"
+
+    @property
+    def readable_options(self) -> str:
+        """The part of :attr:`options_key` before its fingerprint: ``+name=value``... and ``+compile``."""
         return "".join(f"+{name}={value}" for name, value in self.options) + ("+compile" if self.compile else "")
+
+    @property
+    def configuration(self) -> dict[str, Any]:
+        """Everything that changes what is trained or measured, as JSON-ready data: the key's fields, the
+        options, compile, the extra arguments and the measured window. Stored on every result
+        (``results.configuration``); :attr:`fingerprint` identifies it."""
+        return {
+            "framework": self.framework,
+            "model": self.model,
+            "precision": self.precision,
+            "batch_size_per_device": self.batch_size_per_device,
+            "nodes": self.nodes,
+            "gpus_per_node": self.gpus_per_node,
+            "options": {name: value for name, value in self.options},
+            "compile": self.compile,
+            "extra_args": list(self.extra_args),
+            "warmup_iterations": self.warmup_iterations,
+            "measured_iterations": self.measured_iterations,
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        """:func:`configuration_fingerprint` of :attr:`configuration` without the topology, which the key says in
+        its own words: every topology of one configuration has the same fingerprint, so its speedup finds its
+        1n1g baseline (same framework, model, precision, batch and variant)."""
+        return self.fingerprint_without()
+
+    def fingerprint_without(self, *names: str) -> str:
+        """The fingerprint of :attr:`configuration` without the topology and ``names`` (a max batch search, whose
+        probes vary the batch, leaves out ``batch_size_per_device``)."""
+        left_out = (*TOPOLOGY_FIELDS, *names)
+        return configuration_fingerprint({k: v for k, v in self.configuration.items() if k not in left_out})
 
     def to_dict(self) -> dict:
         return {

@@ -52,6 +52,7 @@ from datetime import date
 from typing import Any, Literal
 
 from dlperf_core.environment import environment_changes
+from dlperf_core.model import series_base
 
 MAD_TO_SIGMA = 1.4826
 """MAD x this = standard deviation, for normally distributed noise."""
@@ -491,12 +492,53 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class HistoryRestart:
+    """A case whose own series is too short to judge while the same configuration, as its readable fields and
+    options say it, has good nights under another fingerprint: its extra arguments or window changed, or those
+    nights were stored before dlperf recorded them (``+args=unknown``, migration 0010). The nights are not
+    mixed (they measured something else, or something not known); this says so instead of starting over
+    silently."""
+
+    case_key: str
+    own_nights: int  # good nights of case_key before this run
+    earlier: tuple[tuple[str, int, date], ...]  # per other series: its case key, good nights, last good night
+
+    def describe(self, policy: Policy = Policy()) -> str:
+        """One line for the task log and the step's result."""
+        others = "; ".join(f"{key}: {n} good nights, last {last.isoformat()}" for key, n, last in self.earlier)
+        return (
+            f"{self.case_key}: history restarts ({self.own_nights} good nights of its own, a verdict needs "
+            f"{policy.min_nights}); the same configuration has earlier nights under another fingerprint (other "
+            f"extra arguments or window, or +args=unknown: stored before they were recorded), not mixed in: {others}"
+        )
+
+
+def history_restart(case_key: str, rows: Iterable[NightlyRow], policy: Policy = Policy()) -> HistoryRestart | None:
+    """The :class:`HistoryRestart` of ``case_key`` from nightly ``rows`` of its configuration in any variant, or
+    None: when its own good nights already allow a verdict, or no other fingerprint of it has good nights."""
+    rows = list(rows)
+    own = len(good_nights(rows, case_key, Policy(window=10**6, min_nights=1)))
+    if own >= policy.min_nights:
+        return None
+    base = series_base(case_key)
+    others = sorted({r.case_key for r in rows if r.case_key != case_key and series_base(r.case_key) == base})
+    earlier = []
+    for other in others:
+        nights = [r for r in rows if is_good_night(r, other)]
+        if nights:
+            earlier.append((other, len(nights), max(r.night for r in nights)))
+    return HistoryRestart(case_key, own, tuple(earlier)) if earlier else None
+
+
+@dataclass(frozen=True)
 class RunDecisions:
-    """Every judged case of one run, in the order of the run's summary."""
+    """Every judged case of one run, in the order of the run's summary; ``restarts``: the judged cases whose
+    history restarts (:class:`HistoryRestart`)."""
 
     run_id: str
     trigger: str
     decisions: tuple[Decision, ...]
+    restarts: tuple[HistoryRestart, ...] = ()
 
     @property
     def scheduled(self) -> bool:
@@ -526,6 +568,7 @@ class RunDecisions:
             "verdicts": self.counts,
             "new_regressions": alerts if self.scheduled else [d.to_dict() for d in self.new],
             "notifiers_called": notified,
+            "history_restarts": [restart.describe() for restart in self.restarts],
         }
 
 
@@ -547,7 +590,9 @@ def decide_run(
     policy: Policy = Policy(),
 ) -> RunDecisions:
     """Judge every case of run ``run_id`` (started on ``night``; ``trigger`` scheduled or manual) that has an ok
-    repeat against its good nights (``history``: nightly rows by case key, good or not), carrying the case's
+    repeat against its good nights (``history``: nightly rows by case key, good or not; rows of the same
+    configuration under other fingerprints may be among them: they are never judged against, only reported
+    as a :class:`HistoryRestart`), carrying the case's
     open regression (``open_regressions`` by case key), and decide what each verdict does (module docstring).
     ``environments``: infrastructure fields by environment id; ``fabric``: see :data:`FabricEvidence`."""
     environments = environments or {}
@@ -604,4 +649,5 @@ def decide_run(
         decisions.append(
             Decision(case.case_key, case.configuration, verdict, case.environment_id, labels.get(case.case_key), action)
         )
-    return RunDecisions(run_id, trigger, tuple(decisions))
+    restarts = (history_restart(case.case_key, history.get(case.case_key, ()), policy) for case, _ in judged)
+    return RunDecisions(run_id, trigger, tuple(decisions), tuple(r for r in restarts if r is not None))

@@ -143,4 +143,6 @@ def store_results_before_head(store: Any, results: list[ResultRecord]) -> None:
         for record in results:
             run_pk = store._ensure_run(conn, record.dag_id, record.run_id, record.started_at, record.benchmark_run)
             values = {k: v for k, v in asdict(record).items() if k in table.c}
+            if "compiled" in table.c:  # the flag's name before migration 0010
+                values["compiled"] = record.compile
             conn.execute(table.insert().values(**values, benchmark_run_id=run_pk))

@@ -92,7 +92,9 @@ def test_dry_run_prints_each_row_and_stores_nothing(tmp_path):
     assert len(lines) == 6 and "notes.log\tskipped\tname is not" in out.stdout
     assert any("1n8g/r50_b128_amp_2.log" in line and "(fitted)" in line for line in lines)
     assert any(
-        line.startswith("1n1g/r50_b128_amp_1.log\tngc_pytorch_dllogger\tngc_pytorch_dllogger/r50/amp/b128/1n1g r1\t")
+        line.startswith(
+            "1n1g/r50_b128_amp_1.log\tngc_pytorch_dllogger\tngc_pytorch_dllogger/r50/amp/b128/1n1g+args=unknown r1\t"
+        )
         for line in lines
     )
     assert "would store 5 rows" in out.stderr and "nothing stored (--dry-run)" in out.stderr

@@ -5,6 +5,7 @@ import math
 import subprocess
 import time
 
+from dlperf_core.model import series_base
 from dlperf_core.storage import ResultStore
 from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_marks, run_id_of
 
@@ -66,13 +67,18 @@ def test_killed_container_fails_only_its_case_and_leaves_nothing(tmp_path, pg_ur
                     "docker",
                     "ps",
                     "--filter",
-                    "label=dlperf.case=pytorch_reference/resnet50_v1.5/fp32/b4/1n1g",
+                    "label=dlperf.case",
                     "--format",
-                    "{{.Names}}",
+                    '{{.Names}} {{.Label "dlperf.case"}}',
                 ],
                 capture_output=True,
                 text=True,
-            ).stdout.split()
+            ).stdout.splitlines()
+            out = [  # the 1n1g case's container (its key ends with the configuration's +args=)
+                line.split()[0]
+                for line in out
+                if series_base(line.split()[-1]) == "pytorch_reference/resnet50_v1.5/fp32/b4/1n1g"
+            ]
             if out:
                 logs = subprocess.run(["docker", "logs", out[0]], capture_output=True, text=True).stdout
                 if "Iteration: 3 " in logs:  # training is under way

@@ -62,7 +62,7 @@ def test_a_result_row_is_filled_from_the_case_the_measurement_and_the_outcome():
         6,
         105,
     )
-    assert (record.log_path, record.gpu_memory_peak_mb, record.environment_id, record.compiled) == (
+    assert (record.log_path, record.gpu_memory_peak_mb, record.environment_id, record.compile) == (
         "/logs/node0.log",
         512.0,
         5,

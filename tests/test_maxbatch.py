@@ -12,6 +12,7 @@ from dlperf_core.container import container_spec_for
 from dlperf_core.errors import ConfigError
 from dlperf_core.inventory import Inventory, Node
 from dlperf_core.maxbatch import MaxBatchSearch, Probe, conclude, next_batch, run_search
+from dlperf_core.model import series_base
 from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
 from dlperf_core.runtime.base import describe_exit
 from dlperf_core.runtime.local import with_memory_limit
@@ -116,11 +117,12 @@ def test_plan_has_one_search_per_precision_and_search_only_benchmarks_plan_no_ca
     inventory = Inventory(nodes=(Node(name="n0", gpus=2), Node(name="n1", gpus=2)))
     suite = parse_suite(suite_with({"start": 16, "step": 16, "limit": 64, "topology": "1n2g"}))
     searches = plan_searches(suite, inventory)
-    assert [s.key for s in searches] == [
+    assert [series_base(s.key) for s in searches] == [
         "pytorch_reference/resnet50_v1.5/fp32/1n2g",
         "pytorch_reference/resnet50_v1.5/amp/1n2g",
     ]
-    assert searches[0].probe_case(48).key == "pytorch_reference/resnet50_v1.5/fp32/b48/1n2g"
+    assert series_base(searches[0].probe_case(48).key) == "pytorch_reference/resnet50_v1.5/fp32/b48/1n2g"
+    assert searches[0].key.endswith(searches[0].case.fingerprint_without("batch_size_per_device"))  # any batch
     assert [s.key for s in plan_searches(suite, inventory, PlanFilters(precisions=("amp",)))] == [searches[1].key]
     assert len(plan_suite(suite, inventory)) == 2 * 5  # the cases still run (5 repeats each)
 
@@ -166,14 +168,14 @@ def test_search_through_the_dag_finds_the_largest_batch_that_trains(tmp_path, pg
     run = run_suite(tmp_path, pg_url, DATA / "suite.yaml", timeout=900)
     store, run_id = run.store, run.run_id
     (search,) = store.max_batch_searches(run_id=run_id).itertuples()
-    assert search.search_key == "pytorch_reference/resnet50_v1.5/fp32/1n1g"
+    assert series_base(search.search_key) == "pytorch_reference/resnet50_v1.5/fp32/1n1g"
     assert search.status == "found", search.probes
     probes = search.probes
     assert [p["batch"] for p in probes] == list(range(32, search.first_oom_batch + 1, 32))
     assert all(p["status"] == "ok" and p["throughput"] > 0 for p in probes[:-1])
     assert search.max_batch == probes[-2]["batch"] == search.first_oom_batch - 32
     assert "out of memory" in probes[-1]["reason"]
-    oom_logs = list((tmp_path / "logs").rglob(f"*b{search.first_oom_batch}_1n1g/r*/node0.log"))
+    oom_logs = list((tmp_path / "logs").rglob(f"*b{search.first_oom_batch}_1n1g_args_*/r*/node0.log"))
     assert oom_logs and "Cannot allocate memory" in oom_logs[0].read_text(errors="replace")
     assert store.results(run_id=run_id).empty  # probes are not measurements
     assert f"| {search.max_batch} " in run.stdout.replace("  ", " ") or str(search.max_batch) in run.stdout

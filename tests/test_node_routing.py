@@ -238,13 +238,12 @@ def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, tmp_path, cl
         "node0: its task ran on the worker of node node1; give each node's worker only that node's queue (node-a)"
     )
     assert board.states["node0"]["phase"] == "gave_up"  # node1's task stops waiting for it
-    assert node_step(
-        {**item, "run": plan_suite(suite, load_inventory(cluster), PlanFilters(topologies=("1n1g",)))[0].to_dict()},
-        RunIds("d", "r"),
-        "node1",
-        None,
-        board.view("node1"),
-    ) == {"node": "node1", "skipped": "pytorch_reference/resnet50_v1.5/fp32/b8/1n1g runs on node0"}
+    one = plan_suite(suite, load_inventory(cluster), PlanFilters(topologies=("1n1g",)))[0]
+    assert one.case.key.startswith("pytorch_reference/resnet50_v1.5/fp32/b8/1n1g+args=")
+    assert node_step({**item, "run": one.to_dict()}, RunIds("d", "r"), "node1", None, board.view("node1")) == {
+        "node": "node1",
+        "skipped": f"{one.case.key} runs on node0",
+    }
 
 
 def test_a_trigger_outside_the_deployments_inventory_is_refused(monkeypatch, tmp_path, cluster):

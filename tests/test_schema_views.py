@@ -131,7 +131,7 @@ def test_nightly_history_has_scheduled_runs_only(store):
     assert len(one) == 1 and one.iloc[0]["run_id"] == "r2"  # the last night only
     # the compiled variant of the same configuration is a history of its own
     both = store.history(framework="pt", model="resnet50", precision="amp", batch=8, nodes=1, gpus_per_node=1, nights=1)
-    assert sorted(both["variant"]) == ["", "+compile"] and both["compiled"].astype(bool).tolist().count(True) == 1
+    assert sorted(both["variant"]) == ["", "+compile"] and both["compile"].astype(bool).tolist().count(True) == 1
     assert store.history(model="nope").empty
 
 

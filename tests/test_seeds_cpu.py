@@ -3,9 +3,12 @@ PyTorch in their own images, launched by their adapters on two stand-in nodes (d
 real DAG into PostgreSQL (suites/seeds-cpu.yaml), and their real failures stored as failed rows with reasons.
 
 No replayed log here: each row's figure comes from the log the case's processes wrote during this test. The
-framework's CPU build trains in every case; who prints the lines read differs (``figure_origin`` of the adapter):
-MindSpore's, MXNet's and PLSC's own loggers, but for OneFlow and NGC PyTorch a dlperf driver or workload
-(dlperf's ``of_cnn_train_val.py``; dlperf's reference workload, DLE's ConvNets not being on PyPI).
+framework's CPU build trains in every case (its kernels, optimizer and collectives; PLSC's ``margin_cross_entropy``
+op, which has no CPU kernel, is computed by dlperf's shim from paddle ops). Who prints the lines the parser reads
+differs (the adapter's ``figure_origin``): the framework's own code for MindSpore (its TimeMonitor callback),
+MXNet (its Speedometer callback) and PLSC (its engine's logger), but dlperf's code for OneFlow (dlperf's
+``of_cnn_train_val.py`` in docker/oneflow-cpu/, whose loop drives OneFlow) and NGC PyTorch (dlperf's reference
+workload, dlperf_core/workload/, model and loop included: DLE's ConvNets is not on PyPI).
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from dlperf_core.storage import ResultStore
 from dlperf_core.suite import load_suite
 from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_available, image_present, run_id_of
 
-# framework -> (its CPU image, a line written only once the framework trains): MindSpore's TimeMonitor, MXNet's
+# framework -> (its CPU image, a line written only once training ran): MindSpore's TimeMonitor, MXNet's
 # Speedometer and PLSC's logger write theirs; OneFlow's line is written by dlperf's driver (of_cnn_train_val.py in
-# docker/oneflow-cpu/) and NGC PyTorch's by dlperf's reference workload, each after an iteration the framework ran
+# docker/oneflow-cpu/) and NGC PyTorch's by dlperf's reference workload, each after an iteration on the framework
 FRAMEWORKS: dict[str, tuple[str, str]] = {
     "mindspore": ("dlperf/mindspore:cpu", r"epoch time: [\d.]+ ?ms, per step time: [\d.]+ ?ms"),
     "ngc_mxnet": ("dlperf/ngc-mxnet:cpu", r"Epoch\[0\] Batch \[\d+-\d+\]\s+Speed: [\d.]+ samples/sec"),
@@ -36,6 +39,15 @@ FRAMEWORKS: dict[str, tuple[str, str]] = {
     "ngc_pytorch": ("dlperf/pytorch-reference:cpu", r"DLL \S+ \S+ - Epoch: 0 Iteration: \d+ "),
 }
 TOPOLOGIES = {(1, 1), (1, 2), (2, 1)}
+# who prints the lines each framework's figure is read from, as README.md's CPU section and docs/frameworks.md say
+# it: the stored figure_origin of every row must agree
+ORIGIN_AS_THE_README_SAYS = {
+    "mindspore": "framework",
+    "ngc_mxnet": "framework",
+    "paddle_plsc": "framework",
+    "oneflow": "dlperf",
+    "ngc_pytorch": "dlperf",
+}
 
 
 def _marks() -> list:
@@ -72,8 +84,9 @@ def test_every_seed_framework_trains_for_real_on_two_stand_in_nodes(tmp_path, pg
     failed = rows[rows["status"] != "ok"]
     assert failed.empty, failed[["case_key", "repeat", "reason"]].to_string()
     suite = load_suite(REPO / "suites" / "seeds-cpu.yaml")
-    window = {case.key: (case.warmup_iterations, case.measured_iterations) for case, _ in expand_cases(suite)}
-    for framework, (image, own_line) in FRAMEWORKS.items():
+    cases = {case.key: case for case, _ in expand_cases(suite)}
+    window = {key: (case.warmup_iterations, case.measured_iterations) for key, case in cases.items()}
+    for framework, (image, training_line) in FRAMEWORKS.items():
         mine = rows[rows["framework"] == framework]
         topologies = {(int(r.nodes), int(r.gpus_per_node)) for r in mine.itertuples()}
         assert topologies == TOPOLOGIES, (framework, topologies)
@@ -82,12 +95,15 @@ def test_every_seed_framework_trains_for_real_on_two_stand_in_nodes(tmp_path, pg
         for row in mine.itertuples():
             assert math.isfinite(row.throughput) and row.throughput > 0, (row.case_key, row.throughput)
             log = open(row.log_path, encoding="utf-8", errors="replace").read()
-            assert re.search(own_line, log), f"{row.case_key}: no line of {framework}'s own in {row.log_path}"
+            assert re.search(training_line, log), f"{row.case_key}: no training line in {row.log_path}"
             # the stored figure is the one-rule figure of the log this very run wrote, read by the parser
             warmup, measured = window[row.case_key]
             parsed = parse_file(row.log_path, format=adapter.log_format, warmup=warmup, measured=measured)
             assert parsed and parsed[0].status == "ok", (row.case_key, parsed and parsed[0].reason)
             assert parsed[0].throughput == pytest.approx(row.throughput, rel=1e-9), row.case_key
+            # what ran, in full (the shrinking extra_args and the window included), and who printed the figure
+            assert row.configuration == cases[row.case_key].configuration, row.case_key
+            assert row.figure_origin == ORIGIN_AS_THE_README_SAYS[framework], (row.case_key, row.figure_origin)
         environments = {int(e) for e in mine["environment_id"].dropna()}
         assert environments, f"{framework}: no environment captured"
         images = {e.image for e in ResultStore(pg_url).environments().itertuples() if e.id in environments}
@@ -113,7 +129,8 @@ def _fault(batch: int) -> str:
 
 def _kill_when_training(proc: subprocess.Popen, deadline: float) -> dict[str, str]:
     """Kill each framework's b5 case's node-0 container once its log shows a training line (the framework's
-    own, or dlperf's driver's for OneFlow and NGC PyTorch); return {framework: container} of what was killed."""
+    own, or dlperf's for OneFlow and NGC PyTorch: see FRAMEWORKS); return {framework: container} of what was
+    killed."""
     killed: dict[str, str] = {}
     while len(killed) < len(FRAMEWORKS) and time.time() < deadline and proc.poll() is None:
         listing = subprocess.run(

@@ -42,7 +42,7 @@ CASE_KEYS = [
     "precision",
     "batch_size_per_device",
     "variant",
-    "compiled",
+    "compile",
     "nodes",
     "gpus_per_node",
 ]
@@ -101,7 +101,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert current_revision(engine) is None
         upgrade(db_url)
         upgrade(db_url)  # idempotent
-        assert current_revision(db_url) == head_revision() == "0009"
+        assert current_revision(db_url) == head_revision() == "0010"
         inspector = sa.inspect(engine)
         assert {"benchmark_runs", "results"} <= set(inspector.get_table_names())
         assert "case_summary" in inspector.get_view_names()
@@ -114,7 +114,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert "case_summary" not in inspector.get_view_names()
 
         upgrade(engine)  # and back up again, through an Engine
-        assert current_revision(engine) == "0009"
+        assert current_revision(engine) == "0010"
     finally:
         engine.dispose()
 
@@ -270,7 +270,7 @@ def synthetic_results(seed: int = 7) -> list[ResultRecord]:
                     status=status,
                     throughput=throughput,
                     reason=None if ok else "nccl timeout",
-                    compiled="+compile" in variant,
+                    compile="+compile" in variant,
                     mfu=round(rng.uniform(0.05, 0.6), 4) if gpu else None,
                     energy_per_sample_j=round(rng.uniform(0.05, 2.0), 4) if gpu else None,
                 )

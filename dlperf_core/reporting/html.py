@@ -22,6 +22,7 @@ from dlperf_core.reporting.tables import (
     figure_line,
     format_cell,
     frame_rows,
+    identity_line,
     max_batch_frame,
     seed_table_frames,
 )
@@ -104,7 +105,9 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
         body.append('<p class="note">No results stored for this run.</p>')
     for table in tables:
         figure = f'<p class="figure">{escape(figure_line(table, data.results))}</p>'
-        body += [f"<h3>{escape(table.title)}</h3>", figure, seed_table_html(table)]
+        identity = identity_line(table, data.results)
+        configuration = f'<p class="configuration">{escape(identity)}</p>' if identity else ""
+        body += [f"<h3>{escape(table.title)}</h3>", figure, configuration, seed_table_html(table)]
     searched = max_batch_frame(data.max_batch)
     if len(searched):
         body += [f"<h3>{escape(MAX_BATCH_TITLE)}</h3>", frame_html(searched)]

@@ -12,12 +12,12 @@ from dlperf_core.reporting.data import ReportData
 from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (
     fabric_markdown,
-    figure_line,
     format_cell,
     markdown_table,
     max_batch_markdown,
     seed_table_frames,
     table_markdown,
+    table_note,
 )
 
 PLOT_SECTIONS: tuple[tuple[str, str], ...] = (
@@ -87,9 +87,7 @@ def render_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
     parts += ["", "## Results (samples/s: median of repeats; speedup: vs 1n1g of the same run)", ""]
     parts += [f"cv(%): stdev / mean of the ok repeats, in percent. {UNRELIABLE_RULE}.", ""]
     tables = seed_table_frames(data.summary)
-    parts += [
-        "\n\n".join(table_markdown(t, figure_line(t, data.results)) for t in tables) if tables else "(no results)"
-    ]
+    parts += ["\n\n".join(table_markdown(t, table_note(t, data.results)) for t in tables) if tables else "(no results)"]
     if searched := max_batch_markdown(data.max_batch):
         parts += ["", searched]
     if fabric := fabric_markdown(data.fabric):

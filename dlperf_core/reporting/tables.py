@@ -12,12 +12,16 @@ markdown here or as HTML by :mod:`dlperf_core.reporting.html`.
 
 from __future__ import annotations
 
+import json
 import math
+import shlex
 from dataclasses import dataclass
 
 import pandas as pd
 
 from dlperf_core.efficiency import throughput_unit
+from dlperf_core.frameworks import get_adapter
+from dlperf_core.model import ARGS_MARK, UNKNOWN_ARGS
 from dlperf_core.noise import UNRELIABLE_RULE, unreliable_reason
 from dlperf_core.origin import origin_words
 
@@ -33,10 +37,60 @@ GPU_COLUMNS: tuple[tuple[str, str, float], ...] = (
 
 
 def variant_label(variant: str | None) -> str:
-    """A variant (case key options suffix) for people: ``+static_loss_scale=128+compile`` ->
+    """A variant (case key options suffix) for people, without its configuration fingerprint (which
+    :func:`identity_line` gives): ``+static_loss_scale=128+compile+args=1f0c9a2e`` ->
     ``static_loss_scale=128, compiled``; '' for none."""
-    parts = [p for p in (variant or "").split("+") if p]
+    parts = [p for p in (variant or "").split("+") if p and not p.startswith(ARGS_MARK)]
     return ", ".join("compiled" if p == "compile" else p for p in parts)
+
+
+def fingerprint_of(variant: str | None) -> str | None:
+    """The configuration fingerprint a variant ends with (``1f0c9a2e``; ``unknown`` for rows stored before
+    configurations were recorded), None when it has none."""
+    marker = "+" + ARGS_MARK
+    i = (variant or "").rfind(marker)
+    return None if i < 0 else (variant or "")[i + len(marker) :]
+
+
+def identity_line(table: SeedTable, results: pd.DataFrame | None = None) -> str | None:
+    """The line under a seed table naming its configuration: the fingerprint, and from the run's repeats (when
+    given) the extra arguments and the measured window it covers, e.g. ``configuration args=1f0c9a2e: extra
+    arguments --width 16 --image-size 64; warm-up 3 + measured 10 iterations``."""
+    fingerprint = fingerprint_of(table.variant)
+    if fingerprint is None:
+        return None
+    if fingerprint == UNKNOWN_ARGS:
+        return f"configuration {ARGS_MARK}{UNKNOWN_ARGS}: stored before dlperf recorded extra arguments and windows"
+    line = f"configuration {ARGS_MARK}{fingerprint}"
+    configuration = _configuration_of(table, results)
+    if configuration is None:
+        return line
+    args = configuration.get("extra_args") or []
+    said = f"extra arguments {shlex.join(args)}" if args else "no extra arguments"
+    window = f"warm-up {configuration.get('warmup_iterations')} + measured {configuration.get('measured_iterations')}"
+    shape = shrunk_model(configuration)
+    return f"{line}: {said}; {window} iterations" + (f"; model shrunk: {shape}" if shape else "")
+
+
+def shrunk_model(configuration: dict) -> str | None:
+    """How the configuration's model differs from the full-size one, as its framework's adapter reads its extra
+    arguments (``width 16, 64x64 images, 10 classes``), or None (full size, or a framework dlperf does not know)."""
+    try:
+        adapter = get_adapter(str(configuration.get("framework")))
+    except KeyError:
+        return None
+    shape = adapter.model_shape(str(configuration.get("model")), tuple(configuration.get("extra_args") or ()))
+    return shape.describe() if shape is not None and shape.describe() else None
+
+
+def _configuration_of(table: SeedTable, results: pd.DataFrame | None) -> dict | None:
+    """The stored configuration of ``table``'s repeats (one configuration: the fingerprint says so), if any."""
+    if results is None or results.empty or "configuration" not in results:
+        return None
+    mine = results[table_rows(table, results)]["configuration"].dropna()
+    for value in mine:
+        return json.loads(value) if isinstance(value, str) else dict(value)
+    return None
 
 
 def throughput_column(framework: str, unit: str = "samples/s") -> str:
@@ -151,20 +205,30 @@ def case_origins(results: pd.DataFrame | None) -> dict[str, str | None]:
     return out
 
 
-def figure_line(table: SeedTable, results: pd.DataFrame | None) -> str:
-    """The line under a seed table saying who printed its figures, from the run's repeats of its configuration,
-    e.g. ``figure: the framework's own logger``."""
-    if results is None or results.empty or "figure_origin" not in results:
-        return origin_words([])
+def table_rows(table: SeedTable, results: pd.DataFrame) -> pd.Series:
+    """Which of ``results`` (rows of ``results``) are repeats of ``table``'s configuration."""
     variant = results["variant"].fillna("") if "variant" in results else pd.Series("", index=results.index)
-    mine = results[
+    return (
         (results["framework"] == table.framework)
         & (results["model"] == table.model)
         & (results["precision"] == table.precision)
         & (results["batch_size_per_device"] == table.batch_size_per_device)
         & (variant == table.variant)
-    ]
+    )
+
+
+def figure_line(table: SeedTable, results: pd.DataFrame | None) -> str:
+    """The line under a seed table saying who printed its figures, from the run's repeats of its configuration,
+    e.g. ``figure: the framework's own logger``."""
+    if results is None or results.empty or "figure_origin" not in results:
+        return origin_words([])
+    mine = results[table_rows(table, results)]
     return origin_words([_origin(v) for v in mine.sort_values(["nodes", "gpus_per_node"])["figure_origin"]])
+
+
+def table_note(table: SeedTable, results: pd.DataFrame | None) -> str:
+    """What a report says under a seed table: its :func:`figure_line`, then its :func:`identity_line`."""
+    return "\n\n".join(line for line in (figure_line(table, results), identity_line(table, results)) if line)
 
 
 def format_cell(value: object, digits: int = 2, *, missing: str = "-", grouped: bool = False) -> str:
@@ -206,7 +270,9 @@ def seed_tables(summary: pd.DataFrame) -> str:
     together = side_by_side(summary)
     flagged = any(t.frame[UNRELIABLE_COLUMN].astype(bool).any() for t in tables)
     rule = [f"{UNRELIABLE_RULE}."] if flagged else []
-    return "\n\n".join([*(table_markdown(t) for t in tables), *rule, *([together] if together else [])])
+    return "\n\n".join(
+        [*(table_markdown(t, identity_line(t)) for t in tables), *rule, *([together] if together else [])]
+    )
 
 
 def side_by_side_frame(summary: pd.DataFrame, precision: str) -> pd.DataFrame:

@@ -21,6 +21,7 @@ stay in step with them (a test compares the two).
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -88,7 +89,8 @@ CONFIGURATION_COLUMNS: tuple[str, ...] = (
     "gpus_per_node",
 )
 """The columns that name a benchmark configuration (what a history and a regression are about).
-``variant`` is the case key's options suffix (``+name=value``..., ``+compile``; '' for none), migration 0006."""
+``variant`` is the case key's options suffix (``+name=value``..., ``+compile``, then ``+args=`` and the configuration's
+fingerprint: migrations 0006 and 0010; ``+args=unknown`` for rows stored before 0010)."""
 
 
 def utcnow() -> datetime:
@@ -198,7 +200,7 @@ class Result(Base):
     precision: Mapped[str] = mapped_column(Text, nullable=False)
     batch_size_per_device: Mapped[int] = mapped_column(Integer, nullable=False)
     variant: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
-    compiled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
+    compile: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     nodes: Mapped[int] = mapped_column(Integer, nullable=False)
     gpus_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
     repeat: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -226,6 +228,10 @@ class Result(Base):
     # migration 0009; NULL: stored before, unknown). PostgreSQL also CHECKs the values (SQLite cannot add a
     # CHECK to an existing table; ResultRecord checks what dlperf writes).
     figure_origin: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # what ran (dlperf_core.model.Case.configuration; its fingerprint ends case_key) and how it was launched
+    # per node (dlperf reproduce), migration 0010; NULL: stored before, unknown (case_key ends +args=unknown)
+    configuration: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    launch_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )
@@ -393,7 +399,7 @@ case_summary = Table(
     Column("precision", Text),
     Column("batch_size_per_device", Integer),
     Column("variant", Text),
-    Column("compiled", Boolean),
+    Column("compile", Boolean),
     Column("nodes", Integer),
     Column("gpus_per_node", Integer),
     Column("total_gpus", BigInteger),
@@ -438,7 +444,7 @@ nightly_history = Table(
     Column("precision", Text),
     Column("batch_size_per_device", Integer),
     Column("variant", Text),
-    Column("compiled", Boolean),
+    Column("compile", Boolean),
     Column("nodes", Integer),
     Column("gpus_per_node", Integer),
     Column("case_key", Text),

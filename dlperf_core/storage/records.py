@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dlperf_core.origin import check_origin
 from dlperf_core.storage.models import RESULT_STATUSES, RUN_STATUSES, SEARCH_STATUSES
@@ -40,9 +40,9 @@ class BenchmarkRunRecord:
 
 
 def variant_of(case_key: str) -> str:
-    """The options suffix of a case key (``.../1n8g+static_loss_scale=128+compile`` ->
-    ``+static_loss_scale=128+compile``), '' when it has none: framework, model, precision, batch and
-    topology never hold a "+"."""
+    """The options suffix of a case key (``.../1n8g+static_loss_scale=128+compile+args=1f0c9a2e`` ->
+    ``+static_loss_scale=128+compile+args=1f0c9a2e``), '' when it has none: framework, model, precision, batch
+    and topology never hold a "+"."""
     i = case_key.find("+")
     return case_key[i:] if i >= 0 else ""
 
@@ -86,13 +86,17 @@ class ResultRecord:
     window_last: int | None = None  # last iteration counted
     window_fitted: bool = False  # the window was shortened to fit a log dlperf did not launch
     variant: str | None = None  # the case key's options suffix ("+compile", ...); None: taken from case_key
-    compiled: bool = False  # ran under torch.compile
+    compile: bool = False  # ran under torch.compile
     mfu: float | None = None  # model FLOPs utilisation, 0..1 (dlperf_core.efficiency); None when unknown
     energy_per_sample_j: float | None = None  # joules per sample of the case's GPUs; None when unknown
     gpu_power_mean_w: float | None = None  # mean board power of the case's GPUs, summed (W)
     # who printed the lines the figure was read from: "framework" | "dlperf" | "imported" (dlperf_core.origin);
     # None: unknown
     figure_origin: str | None = None
+    # everything that changes the work (Case.configuration; its fingerprint ends case_key); None: unknown
+    configuration: dict[str, Any] | None = None
+    # what was launched on each node (dlperf_core.launch_spec, for dlperf reproduce); None: unknown
+    launch_spec: dict[str, Any] | None = None
     benchmark_run: BenchmarkRunRecord | None = None
 
     def __post_init__(self) -> None:
@@ -125,19 +129,22 @@ class ResultRecord:
         environment_id: int | None = None,
         window_fitted: bool = False,
         figure_origin: str | None = None,
+        launch_spec: dict[str, Any] | None = None,
         benchmark_run: BenchmarkRunRecord | None = None,
     ) -> ResultRecord:
         """The row of one repeat of ``case``: its configuration from the case, its figures from the
         measurement, its times, log and GPU memory peak from the runtime's outcome, and ``figure_origin``: who
         printed the lines the figure was read from (``dlperf_core.measure.figure_origin`` for a run dlperf
-        launched, ``imported`` for a log from elsewhere). The one place a result row is filled in (the DAG's
-        store_result and ``dlperf import`` both come here)."""
+        launched, ``imported`` for a log from elsewhere), and ``launch_spec``: what was launched on each node
+        (``dlperf_core.launch_spec.LaunchSpec.to_dict``; None for a log from elsewhere). The one place a result
+        row is filled in (the DAG's store_result and ``dlperf import`` both come here)."""
         return cls(
             dag_id=dag_id,
             run_id=run_id,
             case_key=case.key,
             **{name: getattr(case, name) for name in CASE_FIELDS},
-            compiled=case.compile,
+            compile=case.compile,
+            configuration=case.configuration,
             repeat=repeat,
             **measurement.to_dict(),  # status, reason, throughput, window, MFU, energy: the columns of those names
             window_fitted=window_fitted,
@@ -147,6 +154,7 @@ class ResultRecord:
             environment_id=environment_id,
             gpu_memory_peak_mb=outcome.gpu_memory_peak_mb,
             figure_origin=figure_origin,
+            launch_spec=launch_spec,
             benchmark_run=benchmark_run,
         )
 

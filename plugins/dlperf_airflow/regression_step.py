@@ -25,7 +25,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from dlperf_core.environment import INFRASTRUCTURE_FIELDS
-from dlperf_core.model import RunIds
+from dlperf_core.model import RunIds, series_base
 from dlperf_core.regression import (
     CaseResult,
     FabricFigure,
@@ -100,19 +100,7 @@ def load_decisions(store: ResultStore, ids: RunIds, policy: Policy = Policy()) -
         for row in _records(store.summary(run_id=ids.run_id, dag_id=ids.dag_id))
     ]
     cases = [case for case in cases if case.n > 0]
-    history = {
-        case.case_key: [
-            NightlyRow.from_record(row)
-            for row in _records(
-                store.history(
-                    **{"batch" if c == "batch_size_per_device" else c: v for c, v in case.configuration.items()},
-                    nights=None,
-                    before=run["started_at"],
-                )
-            )
-        ]
-        for case in cases
-    }
+    history = {case.case_key: _series_history(store, case, run["started_at"]) for case in cases}
     open_regressions = {}
     for case in cases:
         row = store.open_regression(dict(case.configuration))
@@ -131,6 +119,17 @@ def load_decisions(store: ResultStore, ids: RunIds, policy: Policy = Policy()) -
     )
 
 
+def _series_history(store: ResultStore, case: CaseResult, before) -> list[NightlyRow]:
+    """The nightly rows before ``before`` of ``case``'s configuration under every fingerprint (its own series and
+    those :func:`dlperf_core.regression.history_restart` reports): same fields and options, any ``+args=``."""
+    fields = {
+        "batch" if c == "batch_size_per_device" else c: v for c, v in case.configuration.items() if c != "variant"
+    }
+    frame = store.history(**fields, nights=None, before=before)
+    frame = frame[frame["case_key"].map(series_base) == series_base(case.case_key)]
+    return [NightlyRow.from_record(row) for row in _records(frame)]
+
+
 def _detect(store: ResultStore, ids: RunIds, policy: Policy, notify, context) -> dict:
     decided = load_decisions(store, ids, policy)
     new: list[dict] = []
@@ -146,6 +145,8 @@ def _detect(store: ResultStore, ids: RunIds, policy: Policy, notify, context) ->
             store.touch_regression(regression_id, ids.run_id)  # type: ignore[arg-type]
         elif decision.action == "close":
             store.close_regression(regression_id, decision.closed_reason)  # type: ignore[arg-type]
+    for restart in decided.restarts:
+        log.warning("%s", restart.describe(policy))
     notified = 0
     if new:
         if notify is None:

@@ -61,7 +61,7 @@ def test_unreachable_docker_node_fails_its_cases_fast(tmp_path, pg_url, fault):
             "ps",
             "-aq",
             "--filter",
-            "label=dlperf.case=pytorch_reference/resnet50_v1.5/fp32/b4/2n1g",
+            "label=dlperf.case",
             "--filter",
             f"label=dlperf.run_id={run_id}",
         ],
