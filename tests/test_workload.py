@@ -41,6 +41,29 @@ def test_full_model_parameter_count() -> None:
     assert num_parameters(resnet50()) == 25_557_032
 
 
+def test_full_model_is_resnet50_v15_layer_for_layer() -> None:
+    """The full model (width 64, 1000 classes) against the ResNet-50 v1.5 definition: a 7x7/2 stem of 64
+    channels and a 3x3/2 max pool; stages of 3, 4, 6, 3 bottlenecks (1x1 -> 3x3 -> 1x1, expansion 4) of
+    64, 128, 256, 512 inner channels and 256, 512, 1024, 2048 out; a 2048 -> 1000 classifier; 53 convolutions
+    (49 + 4 projection shortcuts). Parameters and FLOPs: test_full_model_parameter_count above,
+    tests/test_efficiency.py (4.09 G multiply-accumulates at 224x224)."""
+    model = resnet50()
+    assert (model.conv1.in_channels, model.conv1.out_channels, model.conv1.kernel_size) == (3, 64, (7, 7))
+    assert model.conv1.stride == (2, 2) and (model.maxpool.kernel_size, model.maxpool.stride) == (3, 2)
+    stages = (model.layer1, model.layer2, model.layer3, model.layer4)
+    assert [len(stage) for stage in stages] == [3, 4, 6, 3]
+    for stage, inner in zip(stages, (64, 128, 256, 512)):
+        for block in stage:
+            assert [c.kernel_size for c in (block.conv1, block.conv2, block.conv3)] == [(1, 1), (3, 3), (1, 1)]
+            assert (block.conv1.out_channels, block.conv2.out_channels, block.conv3.out_channels) == (
+                inner,
+                inner,
+                4 * inner,
+            )
+    assert (model.fc.in_features, model.fc.out_features) == (2048, 1000)
+    assert sum(isinstance(m, nn.Conv2d) for m in model.modules()) == 53
+
+
 def test_output_shape_and_knobs() -> None:
     model = resnet50(width=8, num_classes=10).eval()
     with torch.no_grad():
