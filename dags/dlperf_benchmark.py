@@ -144,6 +144,18 @@ def _ids() -> RunIds:
             "Empty = every topology in the suite.",
             values_display={t: CHOICES.topology_display(t) for t in TOPOLOGIES},
         ),
+        "case_keys": Param(
+            [],
+            type=["array", "null"],
+            items={"type": "string", "minLength": 1},
+            uniqueItems=True,
+            title="Case keys",
+            description="Only these cases, by their full case key (results.case_key, e.g. "
+            "pytorch_reference/resnet50_v1.5/fp32/b8/1n1g+args=1f0c9a2e), with the batch size and torch.compile "
+            "choices below applied first; a key the suite does not plan is refused before any case runs. "
+            "Empty = every case the other filters leave. `dlperf reproduce --run` sets it.",
+            section="Filters",
+        ),
         "repeats": Param(
             0,
             type=["integer", "null"],

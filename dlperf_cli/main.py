@@ -76,7 +76,7 @@ def _redact(url: str) -> str:
         return re.sub(r"(://[^/@:]*:).*@", r"\1***@", url)
 
 
-RESULTS_COMMANDS = frozenset({"run", "import", "results", "report", "compare", "db"})
+RESULTS_COMMANDS = frozenset({"run", "import", "results", "report", "compare", "db", "reproduce"})
 """The commands that read or write the results database (they name it on stderr when they start)."""
 
 
@@ -332,6 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
     from dlperf_cli.data_cmds import add_data_commands
 
     add_data_commands(sub)  # dlperf compare, dlperf db analyst-role
+
+    from dlperf_cli.reproduce_cmd import add_reproduce_parser
+
+    add_reproduce_parser(sub)  # dlperf reproduce
     return p
 
 

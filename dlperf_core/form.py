@@ -14,17 +14,17 @@ at planning, a value that the chosen suite does not have.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 from dlperf_core.defaults import DEFAULT_SUITE
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import ADAPTERS
 from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.model import Topology
-from dlperf_core.plan import PlanFilters, check_fits, expand_cases
+from dlperf_core.plan import PlanFilters, check_fits, configuration_differences, expand_cases, missing_case_keys
 from dlperf_core.suite import Precision, Suite, load_suite
 
 log = logging.getLogger("dlperf")
@@ -297,3 +297,56 @@ def check_trigger(suite: Suite, filters: PlanFilters) -> None:
         problems.append(f"repeats: must be from 1 to {MAX_REPEATS}, got {filters.repeats}")
     if problems:
         raise ConfigError(FORM_SOURCE, problems)
+
+
+def apply_form(suite: Suite, filters: PlanFilters, params: Mapping[str, Any]) -> Suite:
+    """The trigger form applied to ``suite``, every value checked before any work: the filters must be values
+    the suite has (:func:`check_trigger`), then the batch size and torch.compile overrides, then ``case_keys``
+    (:attr:`PlanFilters.case_keys`) must name cases of the suite as those overrides leave it
+    (:func:`dlperf_core.plan.missing_case_keys`). Returns the suite with the overrides."""
+    check_trigger(suite, filters)
+    suite = with_batch_override(suite, params.get("batch_size") or None)
+    suite = with_compile_override(suite, params.get("compile"))
+    if problems := missing_case_keys(suite, filters):
+        raise ConfigError(FORM_SOURCE, problems)
+    return suite
+
+
+def reproduce_params(suite: Suite, configuration: Mapping[str, Any], case_key: str) -> dict[str, Any]:
+    """The trigger params (besides suite, runtime and inventory) that plan the stored case ``case_key``, whose
+    configuration (``results.configuration``, :attr:`dlperf_core.model.Case.configuration`) is
+    ``configuration``, once more from ``suite``: that case only, one repeat, its batch size and its
+    torch.compile mode (where the framework has one). Refused (ConfigError, saying why) when the suite cannot
+    give that configuration back: each configuration of the suite with the same fields and options is named
+    with how it differs from the stored one."""
+    framework = configuration.get("framework")
+    adapter = ADAPTERS.get(framework) if isinstance(framework, str) else None
+    if adapter is None:
+        raise ConfigError(suite.source, [f"framework {framework!r} of {case_key} is not one dlperf knows"])
+    params: dict[str, Any] = {
+        "case_keys": [case_key],
+        "repeats": 1,
+        "batch_size": int(configuration["batch_size_per_device"]),
+    }
+    if adapter.supports_compile:
+        params["compile"] = "compiled" if configuration.get("compile") else "eager"
+    filters = PlanFilters(repeats=1, case_keys=(case_key,))
+    try:
+        apply_form(suite, filters, params)
+    except ConfigError as exc:
+        overridden = with_compile_override(with_batch_override(suite, params["batch_size"]), params.get("compile"))
+        near = [case for case, _ in expand_cases(overridden) if _same_fields(case.configuration, configuration)]
+        why = [
+            f"the suite's {case.key} differs from the stored configuration in "
+            + "; ".join(configuration_differences(dict(configuration), case.configuration))
+            for case in near
+        ]
+        raise ConfigError(exc.source, [*exc.problems, *why]) from exc
+    return params
+
+
+def _same_fields(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two configurations have the same framework, model, precision, batch, topology, options and
+    compile (what a case key says in words)."""
+    names = ("framework", "model", "precision", "batch_size_per_device", "nodes", "gpus_per_node", "options", "compile")
+    return all(a.get(n) == b.get(n) for n in names)

@@ -7,8 +7,8 @@ re-reading the suite from the trigger form:
   cleanup tasks use it.
 * :class:`PlannedRun`: one case run (or one max batch search) with where and how long it may run; the
   environment capture adds ``environment_id``, node routing adds ``nodes``.
-* :class:`ExecutedRun`: a planned run with the runtime's :class:`~dlperf_core.model.CaseOutcome`, for
-  ``store_result``.
+* :class:`ExecutedRun`: a planned run with the runtime's :class:`~dlperf_core.model.CaseOutcome` and what was
+  launched on its nodes (:class:`~dlperf_core.launch_spec.LaunchSpec`), for ``store_result``.
 * :class:`Plan`: the three together, what ``plan_cases`` returns.
 
 The JSON form of a planned run is flat (``run``, ``runtime``, ``inventory``, ...) so that the task instance
@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dlperf_core.launch_spec import LaunchSpec
 from dlperf_core.model import CaseOutcome, CaseRun
 from dlperf_core.plan import SearchRun
 
@@ -60,10 +61,19 @@ class PlannedRun:
     search: SearchRun | None = None
     environment_id: int | None = None  # set by capture_environment (node routing: by collect_case)
     nodes: tuple[str, ...] = ()  # node routing: the nodes it runs on, in rank order
+    suite: str | None = None  # the suite file it was planned from (the launch spec keeps it)
 
     @classmethod
     def of(cls, run: CaseRun, settings: RunSettings, search: SearchRun | None = None) -> PlannedRun:
-        return cls(run, settings.runtime, settings.inventory, settings.timeout_s, settings.watchdog_s, search)
+        return cls(
+            run,
+            settings.runtime,
+            settings.inventory,
+            settings.timeout_s,
+            settings.watchdog_s,
+            search,
+            suite=settings.suite,
+        )
 
     @property
     def label(self) -> str:
@@ -89,6 +99,8 @@ class PlannedRun:
             data["environment_id"] = self.environment_id
         if self.nodes:
             data["nodes"] = list(self.nodes)
+        if self.suite is not None:
+            data["suite"] = self.suite
         return data
 
     @classmethod
@@ -102,26 +114,37 @@ class PlannedRun:
             search=SearchRun.from_dict(data["search"]) if data.get("search") else None,
             environment_id=data.get("environment_id"),
             nodes=tuple(data.get("nodes") or ()),
+            suite=data.get("suite"),
         )
 
 
 @dataclass(frozen=True)
 class ExecutedRun:
-    """A planned run and how it ended, before its log is parsed."""
+    """A planned run and how it ended, before its log is parsed, with what was launched (None: nothing was, or
+    the runtime could not say)."""
 
     planned: PlannedRun
     outcome: CaseOutcome
+    launch_spec: LaunchSpec | None = None
 
     @property
     def run(self) -> CaseRun:
         return self.planned.run
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.planned.to_dict(), "outcome": self.outcome.to_dict()}
+        data = {**self.planned.to_dict(), "outcome": self.outcome.to_dict()}
+        if self.launch_spec is not None:
+            data["launch_spec"] = self.launch_spec.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExecutedRun:
-        return cls(PlannedRun.from_dict(data), CaseOutcome.from_dict(data["outcome"]))
+        spec = data.get("launch_spec")
+        return cls(
+            PlannedRun.from_dict(data),
+            CaseOutcome.from_dict(data["outcome"]),
+            LaunchSpec.from_dict(spec) if spec else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dlperf_core.frameworks import ADAPTERS, get_adapter
 from dlperf_core.frameworks.allreduce_probe import PROBE_MODEL, AllreduceProbe
 from dlperf_core.inventory import Inventory
 from dlperf_core.maxbatch import MaxBatchSearch
-from dlperf_core.model import Case, CaseRun, Topology
+from dlperf_core.model import ARGS_MARK, Case, CaseRun, Topology, series_base
 from dlperf_core.suite import Suite
 
 
@@ -28,6 +28,7 @@ class PlanFilters:
     precisions: tuple[str, ...] = ()
     topologies: tuple[str, ...] = ()
     repeats: int | None = None
+    case_keys: tuple[str, ...] = ()  # only these cases (full keys, ``Case.key``); ``dlperf reproduce --run``
 
 
 def check_suite(suite: Suite) -> Suite:
@@ -103,7 +104,7 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
                             options=tuple(sorted(bench.options.items())),
                             compile=compiled,
                         )
-                        if case.key in seen:
+                        if case.key in seen or (filters.case_keys and case.key not in filters.case_keys):
                             continue
                         seen.add(case.key)
                         out.append((case, filters.repeats or bench.repeats or suite.repeats))
@@ -118,8 +119,11 @@ def probe_cases(suite: Suite, cases: list[Case], filters: PlanFilters = PlanFilt
     if probe is None or (filters.frameworks and AllreduceProbe.name not in filters.frameworks):
         return []
     topologies = list(dict.fromkeys((c.nodes, c.gpus_per_node) for c in cases))
+    if filters.case_keys:  # the probes of the topologies the suite has, of which only the keys asked for
+        wanted = [t for t in _suite_topologies(suite) if not filters.topologies or str(t) in filters.topologies]
+        topologies = list(dict.fromkeys((t.nodes, t.gpus_per_node) for t in wanted))
     sizes = ("--min-bytes", str(probe.min_bytes), "--max-bytes", str(probe.max_bytes))
-    return [
+    probes = [
         (
             Case(
                 AllreduceProbe.name,
@@ -136,6 +140,46 @@ def probe_cases(suite: Suite, cases: list[Case], filters: PlanFilters = PlanFilt
         )
         for nodes, gpus in topologies
     ]
+    return [(case, n) for case, n in probes if not filters.case_keys or case.key in filters.case_keys]
+
+
+def _suite_topologies(suite: Suite) -> list[Topology]:
+    """Every topology a benchmark of ``suite`` runs at, in suite order."""
+    return [t for bench in suite.benchmarks if not bench.search_only for t in (bench.topologies or suite.topologies)]
+
+
+def configuration_differences(stored: dict, now: dict) -> list[str]:
+    """How configuration ``now`` (``Case.configuration``) differs from ``stored``, one ``field: stored X, now Y``
+    per field that differs (in the order of ``stored``, then fields only ``now`` has)."""
+    names = list(stored) + [name for name in now if name not in stored]
+    return [
+        f"{name}: stored {stored.get(name)!r}, now {now.get(name)!r}"
+        for name in names
+        if stored.get(name) != now.get(name)
+    ]
+
+
+def missing_case_keys(suite: Suite, filters: PlanFilters) -> list[str]:
+    """One problem per key of ``filters.case_keys`` that ``suite`` (under the other filters) does not plan,
+    naming the suite's cases of the same fields and options (``series_base``) whose configuration differs
+    (another fingerprint: other extra arguments, another window), empty when every key is planned."""
+    if not filters.case_keys:
+        return []
+    cases = [case for case, _ in expand_cases(suite, replace(filters, case_keys=()))]
+    keys = {case.key for case in cases}
+    problems = []
+    for key in filters.case_keys:
+        if key in keys:
+            continue
+        near = [case.key for case in cases if series_base(case.key) == series_base(key)]
+        hint = (
+            f"; the suite has {', '.join(near)} (the same fields and options, another configuration: extra "
+            "arguments or window changed)"
+            if near
+            else ""
+        )
+        problems.append(f"case_keys: {key} is not a case of suite {suite.name!r} with this trigger's choices{hint}")
+    return problems
 
 
 def check_fits(cases: list[tuple[Case, int]], inventory: Inventory, source: str) -> None:
@@ -187,9 +231,11 @@ class SearchRun:
 
     @property
     def key(self) -> str:
-        """E.g. ``pytorch_reference/resnet50_v1.5/fp32/1n1g``: the case key without the batch."""
+        """E.g. ``pytorch_reference/resnet50_v1.5/fp32/1n1g+args=0c1d2e3f``: the case key without the batch, its
+        fingerprint too (every probe of the search has this key, whatever its batch)."""
         c = self.case
-        return f"{c.framework}/{c.model}/{c.precision}/{c.topology}{c.options_key}"
+        fingerprint = c.fingerprint_without("batch_size_per_device")
+        return f"{c.framework}/{c.model}/{c.precision}/{c.topology}{c.readable_options}+{ARGS_MARK}{fingerprint}"
 
     def probe_case(self, batch: int) -> Case:
         return replace(self.case, batch_size_per_device=batch)
@@ -204,8 +250,11 @@ class SearchRun:
 
 def plan_searches(suite: Suite, inventory: Inventory, filters: PlanFilters = PlanFilters()) -> list[SearchRun]:
     """The max batch size searches the suite asks for (``max_batch_search``), one per precision, after the
-    trigger's framework, model and precision filters; refused here if a search's topology does not fit."""
+    trigger's framework, model and precision filters (none when the trigger names case keys: a search is not a
+    case); refused here if a search's topology does not fit."""
     check_suite(suite)
+    if filters.case_keys:
+        return []
     out: list[SearchRun] = []
     seen: set[str] = set()
     for bench in suite.benchmarks:

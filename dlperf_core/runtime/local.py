@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 
 from dlperf_core.gpu_sampling import GpuSampler, GpuSamples, local_query
+from dlperf_core.launch_spec import NodeSpec, local_node
 from dlperf_core.model import CaseJob, CaseOutcome
 from dlperf_core.runtime.base import run_supervised, with_gpu_samples
 
@@ -103,15 +104,26 @@ class LocalRuntime:
     def cpu_threads_per_process(self, processes: int) -> int:
         return max(1, (os.cpu_count() or 1) // max(1, processes))
 
+    def node_command(self, job: CaseJob, i: int) -> tuple[tuple[str, ...], dict[str, str]]:
+        """The argv and the environment (on top of this process's) that launch ``i`` of ``job`` runs with."""
+        launch = job.launches[i]
+        env = {**launch.env, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
+        return with_memory_limit(launch.argv, launch.node.device_memory_mb), env
+
     def start_node(
         self, job: CaseJob, i: int, files: tuple | None = None, samples: GpuSamples | None = None
     ) -> LocalProcess:
         """Start launch ``i`` of ``job`` as a process group (``files``: container-only, unused here;
         ``samples``: unused, :meth:`execute` samples this machine's GPUs once for every node)."""
         launch = job.launches[i]
-        env = {**launch.env, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
-        argv = with_memory_limit(launch.argv, launch.node.device_memory_mb)
+        argv, env = self.node_command(job, i)
         return LocalProcess(launch.node.name, argv, env, job.log_dir / f"node{launch.node_rank}.log")
+
+    def node_specs(self, job: CaseJob) -> tuple[NodeSpec, ...]:
+        """What each node of ``job`` runs (:mod:`dlperf_core.launch_spec`): its command and the environment the
+        launch sets, in this process's working directory (the rest of the environment is inherited)."""
+        cwd = os.getcwd()
+        return tuple(local_node(launch, *self.node_command(job, i), cwd) for i, launch in enumerate(job.launches))
 
     def execute(self, job: CaseJob) -> CaseOutcome:
         """Run the case; on ``accelerator: nvidia`` nodes this machine's GPUs the case uses (0 .. devices per

@@ -28,6 +28,7 @@ from docker.types import DeviceRequest, Mount, Ulimit
 from dlperf_core.errors import ConfigError
 from dlperf_core.gpu_sampling import QUERY_COMMAND, GpuSampler, GpuSamples
 from dlperf_core.inventory import Inventory, Node, insecure_docker_nodes
+from dlperf_core.launch_spec import ImageRef, NodeSpec, docker_node, pick_digest
 from dlperf_core.model import CaseJob, CaseOutcome, ContainerSpec
 from dlperf_core.runtime.base import run_supervised, with_gpu_samples
 
@@ -241,6 +242,20 @@ def create_container(client, spec: ContainerSpec, *, pull: bool = False) -> str:
     return container["Id"]
 
 
+def image_ran(client, container_id: str, tag: str) -> tuple[ImageRef, str | None]:
+    """The image a created container runs (its ID, and its registry digest where it came from a registry) and
+    its working directory, as the engine says; only the tag (and None) if the engine cannot say."""
+    try:
+        info = client.inspect_container(container_id)
+        image_id = info.get("Image") or None
+        working_dir = (info.get("Config") or {}).get("WorkingDir") or None
+        digests = client.inspect_image(image_id).get("RepoDigests") if image_id else None
+    except Exception as exc:  # noqa: BLE001 - what ran is recorded where it can be; it never fails the case
+        log.warning("could not read the image of container %s: %s: %s", container_id[:12], type(exc).__name__, exc)
+        return ImageRef(tag), None
+    return ImageRef(tag, image_id, pick_digest(digests, tag)), working_dir
+
+
 def run_to_completion(target: DockerEndpoint | Node | str, spec: ContainerSpec, timeout_s: float) -> tuple[str, object]:
     """Run a one-shot container of ``spec`` (:func:`create_container`), wait for it (at most ``timeout_s``)
     and remove it; (its stdout, the client, for more questions to the same engine)."""
@@ -273,6 +288,8 @@ class ContainerProcess:
         self.oom_killed = False  # the kernel's OOM killer ended it (memory limit of the container)
         self.sampler: GpuSampler | None = None  # set by DockerRuntime.start_node on nvidia nodes
         self.id = create_container(self._client, spec, pull=self._endpoint.registry is not None)
+        # what the engine runs (the launch spec of the result): read before start, the tag may move meanwhile
+        self.image, self.working_dir = image_ran(self._client, self.id, spec.image)
         self._client.start(self.id)
         self._log_thread = threading.Thread(target=self._stream_log, daemon=True)
         self._log_thread.start()
@@ -345,6 +362,7 @@ class DockerRuntime:
     def __init__(self, inventory: Inventory):
         self.inventory = inventory
         self._endpoints: dict[str, DockerEndpoint] = {}
+        self._ran: dict[tuple[str, int], tuple[ImageRef, str | None]] = {}  # (run label, launch): image, workdir
 
     def endpoint(self, node: Node) -> DockerEndpoint:
         """The node's endpoint, its Airflow connection read once per runtime."""
@@ -365,9 +383,20 @@ class DockerRuntime:
             spec = replace(spec, files=files)
         endpoint = self.endpoint(launch.node)
         proc = ContainerProcess(endpoint, spec, job.log_dir / f"node{launch.node_rank}.log")
+        self._ran[(job.run_label, i)] = (proc.image, proc.working_dir)
         if spec.gpus and samples is not None:  # nvidia nodes: sample nvidia-smi in the container while it runs
             proc.sampler = GpuSampler(container_query(endpoint, proc.id), samples, period_s=1.0)
         return proc
+
+    def node_specs(self, job: CaseJob) -> tuple[NodeSpec, ...]:
+        """What ran on each node of ``job`` (:mod:`dlperf_core.launch_spec`): its container spec, and the image
+        and working directory the engine reported for the containers this runtime started (only the tag for a
+        node it did not start: another node's task, or a start that failed)."""
+        out = []
+        for i, (launch, spec) in enumerate(zip(job.launches, job.containers)):
+            image, working_dir = self._ran.get((job.run_label, i), (ImageRef(spec.image), None))
+            out.append(docker_node(launch, spec, image, working_dir))
+        return tuple(out)
 
     def execute(self, job: CaseJob) -> CaseOutcome:
         samples = {launch.node.name: GpuSamples() for launch in job.launches}  # a container sees its node's GPUs

@@ -31,6 +31,7 @@ from dlperf_core.frameworks import get_adapter
 from dlperf_core.handoff import ExecutedRun, PlannedRun
 from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.jobs import build_job, case_log_dir, default_log_root
+from dlperf_core.launch_spec import LaunchSpec, launch_spec_of
 from dlperf_core.model import CaseOutcome, NodeOutcome, RunIds
 from dlperf_core.runtime.gang import GAVE_UP, GangSettings, NodeShare, case_failure, run_node_share
 
@@ -175,6 +176,12 @@ def node_step(item: dict, ids: RunIds, node_name: str, preflight: dict | None, b
         "gpu_power": [list(p) for p in samples.power] if samples else [],
         "ran_on": here,
     }
+    try:  # what this node launched (its own container's image as its engine says), for the result's launch spec
+        spec = launch_spec_of(runtime, job, run, suite=planned.suite, inventory=planned.inventory)
+        if spec is not None:
+            result["launch_spec"] = spec.to_dict()
+    except Exception as exc:  # noqa: BLE001 - the result is stored without it
+        log.warning("no launch spec from %s: %s: %s", node_name, type(exc).__name__, exc)
     if rank == 0:
         path = Path(share.log_path)
         if path.is_file():
@@ -218,7 +225,16 @@ def collect_step(item: dict, results: dict[str, dict | None], ids: RunIds) -> di
     power = {n: [(t, w) for t, w in r["gpu_power"]] for n, r in results.items() if r and r.get("gpu_power")}
     outcome = CaseOutcome(started, finished, nodes, failure, max(peaks) if peaks else None, power or None)
     environment_id = _environment(planned, names, results)
-    return ExecutedRun(planned.with_environment(environment_id), outcome).to_dict()
+    return ExecutedRun(planned.with_environment(environment_id), outcome, merged_launch_spec(results)).to_dict()
+
+
+def merged_launch_spec(results: dict[str, dict | None]) -> LaunchSpec | None:
+    """The case's launch spec from its nodes' shares: each node as its own task saw it (the image its engine
+    ran), the nodes whose task said nothing as another node's task planned them; None if none reported one."""
+    views = {name: LaunchSpec.from_dict(r["launch_spec"]) for name, r in results.items() if r and r.get("launch_spec")}
+    if not views:
+        return None
+    return next(iter(views.values())).merged(views)
 
 
 def _environment(planned: PlannedRun, names: list[str], results: dict[str, dict | None]) -> int | None:

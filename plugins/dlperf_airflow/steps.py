@@ -20,15 +20,16 @@ from dlperf_airflow.runtimes import make_runtime
 from dlperf_core.defaults import SUITE_RUNTIME, DeploymentDefaults, fill_from_defaults
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.errors import ConfigError
-from dlperf_core.form import check_trigger, with_batch_override, with_compile_override
+from dlperf_core.form import apply_form
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
 from dlperf_core.home import dlperf_home
 from dlperf_core.home import resolve as _resolve  # relative suite and inventory paths: against DLPERF_HOME
 from dlperf_core.inventory import Inventory, check_docker_access, load_inventory
 from dlperf_core.jobs import build_job
+from dlperf_core.launch_spec import LaunchSpec, launch_spec_of
 from dlperf_core.measure import Measurement, figure_origin, judge, judge_probe
-from dlperf_core.model import CaseOutcome, CaseRun, RunIds
+from dlperf_core.model import CaseJob, CaseOutcome, CaseRun, RunIds, Runtime
 from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
 from dlperf_core.storage import (
     BenchmarkRunRecord,
@@ -85,10 +86,10 @@ def resolve_settings(params: dict) -> tuple[Settings, Suite, Inventory]:
         precisions=tuple(params.get("precisions") or ()),
         topologies=tuple(params.get("topologies") or ()),
         repeats=int(repeats) if repeats else None,
+        case_keys=tuple(params.get("case_keys") or ()),
     )
-    check_trigger(suite, filters)  # a filter value the chosen suite lacks is refused, not silently dropped
-    suite = with_batch_override(suite, params.get("batch_size") or None)
-    suite = with_compile_override(suite, params.get("compile"))
+    # a filter value the chosen suite lacks is refused, not silently dropped; then batch and compile overrides
+    suite = apply_form(suite, filters, params)
     return Settings(Path(suite.source), runtime, Path(inv_path), filters), suite, inventory
 
 
@@ -205,6 +206,8 @@ def execute_step(item: dict, ids: RunIds, preflight: dict | None = None) -> dict
         if blocker := case_blocker(names, health):
             log.warning("%s not started: %s", planned.label, blocker)
             return ExecutedRun(planned, CaseOutcome(started, datetime.now(UTC), [], blocker)).to_dict()
+    runtime: Runtime | None = None
+    job: CaseJob | None = None
     try:
         inventory = load_inventory(planned.inventory)
         runtime = make_runtime(planned.runtime, inventory)
@@ -213,7 +216,18 @@ def execute_step(item: dict, ids: RunIds, preflight: dict | None = None) -> dict
     except Exception as exc:  # the runtime itself failed (engine unreachable, ...): a failed run, not a crash
         now = datetime.now(UTC)
         outcome = CaseOutcome(started, now, [], f"runtime error: {type(exc).__name__}: {exc}")
-    return ExecutedRun(planned, outcome).to_dict()
+    spec = launch_spec(runtime, job, planned) if runtime is not None and job is not None else None
+    return ExecutedRun(planned, outcome, spec).to_dict()
+
+
+def launch_spec(runtime: Runtime, job: CaseJob, planned: PlannedRun) -> LaunchSpec | None:
+    """What ``runtime`` launched for ``job`` (:mod:`dlperf_core.launch_spec`), kept on the result row; None,
+    with a warning, when it cannot be told (never fails the case)."""
+    try:
+        return launch_spec_of(runtime, job, planned.run, suite=planned.suite, inventory=planned.inventory)
+    except Exception as exc:  # noqa: BLE001 - the result is stored without it
+        log.warning("no launch spec for %s: %s: %s", planned.label, type(exc).__name__, exc)
+        return None
 
 
 def _gpu_model(store: ResultStore, environment_id: int | None) -> str | None:
@@ -287,7 +301,15 @@ def store_step(executed: dict, ids: RunIds) -> Measurement:
     spool.drain(store)  # results an earlier task spooled while the database was down go first
     origin = figure_origin(case, done.planned.inventory)  # who printed the lines read: framework or dlperf
     record = ResultRecord.from_run(
-        ids.dag_id, ids.run_id, case, run.repeat, verdict, outcome, environment_id=environment_id, figure_origin=origin
+        ids.dag_id,
+        ids.run_id,
+        case,
+        run.repeat,
+        verdict,
+        outcome,
+        environment_id=environment_id,
+        figure_origin=origin,
+        launch_spec=done.launch_spec.to_dict() if done.launch_spec is not None else None,
     )
     spooled = store_or_spool(store, record, spool)
     if spooled is not None:

@@ -1,0 +1,576 @@
+"""What was launched on each node of one case run, as stored data: the launch spec (``results.launch_spec``).
+
+A runtime that ran a case describes what it started on every node (:class:`DescribesLaunches`): the node,
+the runtime, the image that ran (tag, image ID and registry digest, read from the node's Docker engine), argv,
+environment, the container's settings, the working directory and the dlperf version. ``store_result`` keeps
+it on the result row, and ``dlperf reproduce`` prints it back as shell commands (:func:`shell_script`) or
+re-runs the point.
+
+Secrets are never stored: an environment variable or a ``--flag`` whose name looks like a password, token,
+secret or key loses its value (:func:`is_secret_name`), a URL loses the password in it, the files a runtime
+puts into a container before start (per-case ssh keys) are kept by path only, and registry credentials are
+never part of a spec. What was left out is named in :attr:`NodeSpec.removed`.
+
+Plain data with its JSON form (``from_dict(to_dict(x)) == x``); no Airflow import.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
+
+from dlperf_core.frameworks import get_adapter
+from dlperf_core.model import CaseJob, CaseRun, ContainerSpec, NodeLaunch
+
+SPEC_FORMAT = 1
+"""Version of the spec's JSON shape (``format``)."""
+
+REMOVED = "<removed>"
+"""What stands in the place of a value that was not stored (an argument, or a password in a URL)."""
+
+REPRODUCED_LABEL = "dlperf.reproduced"
+"""Label of a container started by hand from :func:`shell_script` (besides the original run's labels)."""
+
+# --------------------------------------------------------------------------- secrets
+
+_SECRET_WORDS = frozenset(
+    {"pass", "passwd", "password", "passphrase", "pwd", "pw", "secret", "secrets", "token", "tokens", "key", "keys"}
+    | {"credential", "credentials", "creds", "auth", "authorization", "cookie", "apikey", "privatekey", "signature"}
+)
+_SECRET_ENDINGS = ("password", "passwd", "secret", "token", "key", "credential", "credentials")
+_REFERENCE_WORDS = frozenset({"file", "path", "dir", "env", "var"})
+"""A name ending in one of these points at a secret rather than holding it (``DLPERF_REGISTRY_PASSWORD_ENV``,
+``SSH_KEY_FILE``): kept."""
+
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*:)(?P<password>[^@/\s]+)(?P<tail>@)")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable or a command-line flag named ``name`` looks like it holds a password,
+    token, secret or key (``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``--api-key``, ``DOCKER_AUTH_CONFIG``), by
+    its words (split at ``_``, ``-`` and ``.``): one of them such a word, or ending in one (``apikey``). A name
+    whose last word is file, path, dir, env or var names where a secret is, and is kept. Errs on the side of
+    leaving a value out."""
+    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
+    if not words or words[-1] in _REFERENCE_WORDS:
+        return False
+    return any(w in _SECRET_WORDS or w.endswith(_SECRET_ENDINGS) for w in words)
+
+
+def _scrub_value(value: str) -> tuple[str, bool]:
+    """``value`` with the password of any URL in it replaced by :data:`REMOVED`; whether one was."""
+    scrubbed, n = _URL_PASSWORD.subn(lambda m: f"{m['head']}{REMOVED}{m['tail']}", value)
+    return scrubbed, n > 0
+
+
+def scrub_env(env: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(the environment without secrets, what was removed: ``env NAME`` per variable left out, ``env NAME (URL
+    password)`` per value whose URL lost its password)."""
+    kept: dict[str, str] = {}
+    removed: list[str] = []
+    for name in sorted(env):
+        if is_secret_name(name):
+            removed.append(f"env {name}")
+            continue
+        value, changed = _scrub_value(env[name])
+        if changed:
+            removed.append(f"env {name} (URL password)")
+        kept[name] = value
+    return kept, tuple(removed)
+
+
+def scrub_argv(argv: tuple[str, ...] | list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(argv without secrets, what was removed): the value of a ``--flag=value`` or ``--flag value`` whose
+    flag looks secret (:func:`is_secret_name`) becomes :data:`REMOVED`, and so does a URL's password. A
+    ``bash -c`` script is an argument like any other (its URLs are scrubbed; its own variables are not read)."""
+    out: list[str] = []
+    removed: list[str] = []
+    take_next: str | None = None
+    for arg in argv:
+        if take_next is not None:
+            out.append(REMOVED)
+            removed.append(f"argv {take_next}")
+            take_next = None
+            continue
+        if arg.startswith("-") and len(arg) > 1:
+            flag, eq, _value = arg.partition("=")
+            if is_secret_name(flag.lstrip("-")):
+                if eq:
+                    out.append(f"{flag}={REMOVED}")
+                    removed.append(f"argv {flag}")
+                else:
+                    out.append(arg)
+                    take_next = flag
+                continue
+        value, changed = _scrub_value(arg)
+        if changed:
+            removed.append("argv URL password")
+        out.append(value)
+    return tuple(out), tuple(removed)
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without a ``user:password@`` part (a Docker engine's address as it may be stored)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _scrub_value(url)[0]
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+# --------------------------------------------------------------------------- the spec
+
+
+def dlperf_version() -> str:
+    """dlperf's package version (its installed distribution's), else the source's ``dlperf_core.__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dlperf")
+    except PackageNotFoundError:
+        from dlperf_core import __version__
+
+        return __version__
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """The image a node's container ran: the tag it was asked for, the image ID the engine ran and, for an
+    image that came from a registry, its digest (``repo@sha256:...``, from ``RepoDigests``; None: built or
+    loaded locally)."""
+
+    tag: str
+    id: str | None = None
+    digest: str | None = None
+
+    @property
+    def exact(self) -> str:
+        """What names exactly this image on an engine: its ID, else its digest, else (not known) its tag."""
+        return self.id or self.digest or self.tag
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tag": self.tag, "id": self.id, "digest": self.digest}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ImageRef:
+        return cls(data["tag"], data.get("id"), data.get("digest"))
+
+
+def pick_digest(repo_digests: list[str] | None, tag: str) -> str | None:
+    """The registry digest of ``tag`` among an image's ``RepoDigests``: the one of the tag's repository, else the
+    first; None when it has none (a local build)."""
+    if not repo_digests:
+        return None
+    repo = tag.split("@", 1)[0]
+    if ":" in repo.rsplit("/", 1)[-1]:
+        repo = repo.rsplit(":", 1)[0]
+    return next((d for d in repo_digests if d.split("@", 1)[0] == repo), repo_digests[0])
+
+
+@dataclass(frozen=True)
+class BindMount:
+    source: str
+    target: str
+    read_only: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "target": self.target, "read_only": self.read_only}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BindMount:
+        return cls(data["source"], data["target"], bool(data.get("read_only", True)))
+
+
+@dataclass(frozen=True)
+class ContainerSettings:
+    """A node's container as the Docker engine got it (``docker_runtime.create_container``), in the terms of
+    ``docker run``: devices as ``HOST:CONTAINER:PERMS``, ulimits as ``NAME=SOFT:HARD``."""
+
+    name: str
+    network: str
+    hostname: str | None = None  # and its alias on a user-defined network
+    gpus: str | None = None  # "all": every GPU of the node (NVIDIA runtime device request)
+    devices: tuple[str, ...] = ()
+    ipc: str | None = None  # "host"; None: docker's default
+    shm_size: str | None = None
+    cap_add: tuple[str, ...] = ()
+    ulimits: tuple[str, ...] = ()
+    mounts: tuple[BindMount, ...] = ()
+    memory_limit_mb: int | None = None  # and no swap beyond it
+    labels: dict[str, str] = field(default_factory=dict)
+    files: tuple[str, ...] = ()  # files put in before start (per-case ssh keys): paths only, never their content
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "network": self.network,
+            "hostname": self.hostname,
+            "gpus": self.gpus,
+            "devices": list(self.devices),
+            "ipc": self.ipc,
+            "shm_size": self.shm_size,
+            "cap_add": list(self.cap_add),
+            "ulimits": list(self.ulimits),
+            "mounts": [m.to_dict() for m in self.mounts],
+            "memory_limit_mb": self.memory_limit_mb,
+            "labels": dict(self.labels),
+            "files": list(self.files),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ContainerSettings:
+        return cls(
+            name=data["name"],
+            network=data["network"],
+            hostname=data.get("hostname"),
+            gpus=data.get("gpus"),
+            devices=tuple(data.get("devices") or ()),
+            ipc=data.get("ipc"),
+            shm_size=data.get("shm_size"),
+            cap_add=tuple(data.get("cap_add") or ()),
+            ulimits=tuple(data.get("ulimits") or ()),
+            mounts=tuple(BindMount.from_dict(m) for m in data.get("mounts") or ()),
+            memory_limit_mb=data.get("memory_limit_mb"),
+            labels=dict(data.get("labels") or {}),
+            files=tuple(data.get("files") or ()),
+        )
+
+    @classmethod
+    def of(cls, spec: ContainerSpec) -> ContainerSettings:
+        """The settings of ``spec`` as ``docker_runtime.host_config_for`` hands them to the engine."""
+        return cls(
+            name=spec.name,
+            network=spec.network,
+            hostname=spec.hostname,
+            gpus="all" if spec.gpus else None,
+            devices=tuple(f"{d}:{d}:rwm" for d in spec.devices),
+            ipc="host" if spec.ipc_host else None,
+            shm_size=spec.shm_size,
+            cap_add=tuple(spec.cap_add),
+            ulimits=("memlock=-1:-1",) if spec.memlock_unlimited else (),
+            mounts=tuple(BindMount(m.source, m.target, m.read_only) for m in spec.mounts),
+            memory_limit_mb=spec.memory_limit_mb,
+            labels=dict(spec.labels),
+            files=tuple(f.path for f in spec.files),
+        )
+
+    def run_flags(self, *, name: str, labels: Mapping[str, str]) -> list[str]:
+        """The ``docker run`` flags of these settings, the container named ``name`` and labelled ``labels``."""
+        flags = ["--name", name]
+        for key, value in sorted(labels.items()):
+            flags += ["--label", f"{key}={value}"]
+        flags += ["--network", self.network]
+        if self.hostname:
+            flags += ["--hostname", self.hostname]
+            if self.network not in ("host", "bridge", "none"):
+                flags += ["--network-alias", self.hostname]
+        if self.gpus:
+            flags += ["--gpus", self.gpus]
+        for device in self.devices:
+            flags += ["--device", device]
+        if self.ipc:
+            flags += ["--ipc", self.ipc]
+        if self.shm_size:
+            flags += ["--shm-size", self.shm_size]
+        for cap in self.cap_add:
+            flags += ["--cap-add", cap]
+        for ulimit in self.ulimits:
+            flags += ["--ulimit", ulimit]
+        for m in self.mounts:
+            flags += [
+                "--mount",
+                f"type=bind,source={m.source},target={m.target}" + (",readonly" if m.read_only else ""),
+            ]
+        if self.memory_limit_mb:
+            flags += ["--memory", f"{self.memory_limit_mb}m", "--memory-swap", f"{self.memory_limit_mb}m"]
+        return flags
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What was started on one node."""
+
+    node: str
+    address: str
+    rank: int
+    runtime: str  # "docker" | "local"
+    argv: tuple[str, ...]
+    env: dict[str, str]  # what the launch set (a local process inherits the rest of the worker's environment)
+    dlperf_version: str
+    role: str = "launcher"  # "launcher" | "sshd" (mpirun's remote side)
+    image: ImageRef | None = None  # None: the local runtime
+    container: ContainerSettings | None = None  # None: the local runtime
+    working_dir: str | None = None  # None: the image's (not known)
+    engine: str | None = None  # the node's Docker engine (docker_url without credentials)
+    removed: tuple[str, ...] = ()  # what was not stored: "env HF_TOKEN", "argv --api-key", ...
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "address": self.address,
+            "rank": self.rank,
+            "role": self.role,
+            "runtime": self.runtime,
+            "image": self.image.to_dict() if self.image else None,
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "removed": list(self.removed),
+            "container": self.container.to_dict() if self.container else None,
+            "working_dir": self.working_dir,
+            "engine": self.engine,
+            "dlperf_version": self.dlperf_version,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NodeSpec:
+        return cls(
+            node=data["node"],
+            address=data["address"],
+            rank=int(data["rank"]),
+            role=data.get("role", "launcher"),
+            runtime=data["runtime"],
+            image=ImageRef.from_dict(data["image"]) if data.get("image") else None,
+            argv=tuple(data["argv"]),
+            env=dict(data.get("env") or {}),
+            removed=tuple(data.get("removed") or ()),
+            container=ContainerSettings.from_dict(data["container"]) if data.get("container") else None,
+            working_dir=data.get("working_dir"),
+            engine=data.get("engine"),
+            dlperf_version=data.get("dlperf_version", ""),
+        )
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One case run as it was launched: its nodes in rank order, where its plan came from (suite and inventory
+    files) and how its figure is read from node 0's log (format, warm-up, measured iterations)."""
+
+    case_key: str
+    repeat: int
+    nodes: tuple[NodeSpec, ...]
+    suite: str | None = None
+    inventory: str | None = None
+    log_format: str | None = None
+    warmup: int | None = None
+    measured: int | None = None
+    format: int = SPEC_FORMAT
+
+    @property
+    def runtime(self) -> str:
+        return self.nodes[0].runtime if self.nodes else "unknown"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "case_key": self.case_key,
+            "repeat": self.repeat,
+            "suite": self.suite,
+            "inventory": self.inventory,
+            "log_format": self.log_format,
+            "warmup": self.warmup,
+            "measured": self.measured,
+            "nodes": [n.to_dict() for n in self.nodes],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LaunchSpec:
+        return cls(
+            case_key=data["case_key"],
+            repeat=int(data["repeat"]),
+            nodes=tuple(NodeSpec.from_dict(n) for n in data["nodes"]),
+            suite=data.get("suite"),
+            inventory=data.get("inventory"),
+            log_format=data.get("log_format"),
+            warmup=data.get("warmup"),
+            measured=data.get("measured"),
+            format=int(data.get("format", SPEC_FORMAT)),
+        )
+
+    def merged(self, views: Mapping[str, LaunchSpec]) -> LaunchSpec:
+        """This spec with each node as that node saw it itself (``views``: node name -> the spec its own task
+        built, which knows the image its container ran); node routing, where every node starts only its own."""
+        nodes = []
+        for n in self.nodes:
+            own = views.get(n.node)
+            mine = [m for m in own.nodes if m.rank == n.rank] if own else []
+            nodes.append(mine[0] if mine else n)
+        return replace(self, nodes=tuple(nodes))
+
+
+def local_node(launch: NodeLaunch, argv: tuple[str, ...], env: Mapping[str, str], working_dir: str) -> NodeSpec:
+    """A node of the local runtime: the command and environment its process group got, secrets removed."""
+    clean_argv, argv_removed = scrub_argv(argv)
+    clean_env, env_removed = scrub_env(env)
+    return NodeSpec(
+        node=launch.node.name,
+        address=launch.node.address,
+        rank=launch.node_rank,
+        role=launch.role,
+        runtime="local",
+        argv=clean_argv,
+        env=clean_env,
+        removed=env_removed + argv_removed,
+        working_dir=working_dir,
+        dlperf_version=dlperf_version(),
+    )
+
+
+def docker_node(
+    launch: NodeLaunch, container: ContainerSpec, image: ImageRef, working_dir: str | None = None
+) -> NodeSpec:
+    """A node of the docker runtime: its container spec as the engine got it, the image that ran, secrets
+    removed."""
+    clean_argv, argv_removed = scrub_argv(container.command)
+    clean_env, env_removed = scrub_env(container.environment)
+    return NodeSpec(
+        node=launch.node.name,
+        address=launch.node.address,
+        rank=launch.node_rank,
+        role=launch.role,
+        runtime="docker",
+        image=image,
+        argv=clean_argv,
+        env=clean_env,
+        removed=env_removed + argv_removed,
+        container=ContainerSettings.of(container),
+        working_dir=working_dir or container.working_dir,
+        engine=without_userinfo(launch.node.docker_url),
+        dlperf_version=dlperf_version(),
+    )
+
+
+@runtime_checkable
+class DescribesLaunches(Protocol):
+    """A runtime that can say what it launched for a job's nodes (both of dlperf's runtimes can)."""
+
+    def node_specs(self, job: CaseJob) -> tuple[NodeSpec, ...]: ...
+
+
+def launch_spec_of(
+    runtime: object, job: CaseJob, case_run: CaseRun, *, suite: str | None, inventory: str | None
+) -> LaunchSpec | None:
+    """The launch spec of ``case_run`` as ``runtime`` ran ``job`` (None: the runtime cannot describe it)."""
+    if not isinstance(runtime, DescribesLaunches):
+        return None
+    case = case_run.case
+    adapter = get_adapter(case.framework)
+    warmup, measured = adapter.parse_window(case)
+    return LaunchSpec(
+        case_key=case.key,
+        repeat=case_run.repeat,
+        nodes=runtime.node_specs(job),
+        suite=suite,
+        inventory=inventory,
+        log_format=adapter.log_format,
+        warmup=warmup,
+        measured=measured,
+    )
+
+
+# --------------------------------------------------------------------------- as shell commands
+
+_DOCKER_OWN_NETWORKS = ("host", "bridge", "none")
+
+
+def node_log_name(node: NodeSpec) -> str:
+    """The file the printed commands write a node's output to (as the runtime names node logs)."""
+    return f"node{node.rank}.log"
+
+
+def _docker_lines(node: NodeSpec) -> list[str]:
+    assert node.container is not None
+    image = node.image or ImageRef("unknown")
+    lines = []
+    if image.digest:
+        lines.append(shlex.join(["docker", "pull", image.digest]))
+    if image.id:
+        missing = f"dlperf reproduce: image {image.id} ({image.tag}) is not on this engine: pull or build it first"
+        lines.append(f"docker image inspect {shlex.quote(image.id)} >/dev/null || echo {shlex.quote(missing)} >&2")
+    network = node.container.network
+    if network not in _DOCKER_OWN_NETWORKS:
+        create = shlex.join(["docker", "network", "create", "--label", "dlperf.network=1", network])
+        lines.append(f"docker network inspect {shlex.quote(network)} >/dev/null 2>&1 || {create} >/dev/null")
+    run = ["docker", "run", "--rm"]
+    labels = {**node.container.labels, REPRODUCED_LABEL: "true"}
+    run += node.container.run_flags(name=f"{node.container.name}-repro", labels=labels)
+    if node.working_dir:
+        run += ["--workdir", node.working_dir]
+    for name, value in sorted(node.env.items()):
+        run += ["--env", f"{name}={value}"]
+    for removed in node.removed:  # a secret's name only: docker passes on the value of your own environment
+        if removed.startswith("env ") and " (" not in removed:
+            run += ["--env", removed[len("env ") :]]
+    run += [image.exact, *node.argv]
+    lines.append(f"{shlex.join(run)} 2>&1 | tee {shlex.quote(node_log_name(node))}")
+    return lines
+
+
+def _local_lines(node: NodeSpec) -> list[str]:
+    command = shlex.join(["env", *(f"{k}={v}" for k, v in sorted(node.env.items())), *node.argv])
+    cd = f"cd {shlex.quote(node.working_dir)} && " if node.working_dir else ""
+    return [f"({cd}{command}) 2>&1 | tee {shlex.quote(node_log_name(node))}"]
+
+
+def _image_comment(image: ImageRef | None) -> str:
+    if image is None:
+        return "image not known"
+    digest = f"registry digest {image.digest}" if image.digest else "no registry digest (built or loaded locally)"
+    return f"image {image.tag}, id {image.id or 'not known'}, {digest}"
+
+
+def shell_script(spec: LaunchSpec, *, run_id: str, dag_id: str, figure: str | None = None) -> str:
+    """The launch spec as commands a person runs by hand: per node, a comment naming it (rank, role, address,
+    image ID and digest, dlperf version), then for the docker runtime a check that the image that ran is there
+    (pulled by digest where it came from a registry), the network, and one ``docker run --rm`` with exactly the
+    settings, environment and argv that ran (the container's name ends ``-repro``, its labels are the run's
+    with ``dlperf.reproduced=true``); for the local runtime the command with its environment. Each writes its
+    output, the node's log, to ``node<rank>.log`` too."""
+    multi = len(spec.nodes) > 1
+    head = [
+        f"# dlperf reproduce: {spec.case_key} repeat {spec.repeat} of run {run_id} (DAG {dag_id})"
+        + (f": {figure}" if figure else ""),
+        f"# {spec.runtime} runtime, {len(spec.nodes)} node(s)"
+        + (": run each node's lines on that node, all nodes at once (sshd nodes first)" if multi else ""),
+    ]
+    if spec.log_format:
+        window = ""
+        if spec.warmup is not None:
+            window += f" --warmup {spec.warmup}"
+        if spec.measured is not None:
+            window += f" --measured {spec.measured}"
+        head.append(
+            f"# the figure, from node 0's log: dlperf parse node0.log --format {spec.log_format}{window} --strict"
+        )
+    removed = sorted({r for n in spec.nodes for r in n.removed})
+    if removed:
+        head.append(
+            "# never stored (secrets): "
+            + ", ".join(removed)
+            + f"; set them in your environment, and replace {REMOVED} in a command by the value"
+        )
+    if any(n.container and n.container.files for n in spec.nodes):
+        head.append(
+            "# files the runtime put into the containers before start (per-case ssh keys) are not stored: "
+            "without them those containers cannot reach each other; `dlperf reproduce --run` makes new ones"
+        )
+    out = ["\n".join(head)]
+    order = sorted(spec.nodes, key=lambda n: (n.role != "sshd", n.rank))
+    for node in order:
+        where = f"address {node.address}" + (f", engine {node.engine}" if node.engine else "")
+        block = [
+            f"# node {node.node}: rank {node.rank} ({node.role}), {where}, dlperf {node.dlperf_version or 'unknown'}"
+        ]
+        if node.runtime == "docker":
+            block.append(f"# {_image_comment(node.image)}")
+        if node.runtime == "docker" and node.container is not None:
+            block += _docker_lines(node)
+        else:
+            block += _local_lines(node)
+        out.append("\n".join(block))
+    return "\n\n".join(out) + "\n"
