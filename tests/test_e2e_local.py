@@ -26,6 +26,13 @@ def test_local_runtime_smoke_suite_lands_in_postgres(tmp_path, pg_url):
     assert summary["speedup"].notna().all()
     # the figures in the printed table are the ones stored
     assert f"{one['median_throughput']:.2f}" in run.stdout
+    # each table names its configuration's fingerprint, the one stored, as README.md shows it
+    (fingerprint,) = {key.split("+args=")[1] for key in rows["case_key"]}
+    assert f"configuration args={fingerprint}\n" in run.stdout
+    assert f"configuration args={fingerprint}\n" in (REPO / "README.md").read_text()
+    stored = rows.iloc[0]["configuration"]
+    assert stored["extra_args"] == ["--image-size", "64", "--width", "16", "--device", "cpu"]
+    assert (stored["warmup_iterations"], stored["measured_iterations"]) == (3, 10)
 
 
 def test_bad_suite_is_refused_before_anything_runs(tmp_path, pg_url):
