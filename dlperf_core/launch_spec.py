@@ -403,8 +403,8 @@ class LaunchSpec:
         return replace(self, nodes=tuple(nodes))
 
 
-def local_node(launch: NodeLaunch, argv: tuple[str, ...], env: Mapping[str, str], working_dir: str) -> NodeSpec:
-    """A node of the local runtime: the command and environment its process group got, secrets removed."""
+def _node(launch: NodeLaunch, runtime: str, argv: tuple[str, ...], env: Mapping[str, str], **more: Any) -> NodeSpec:
+    """The spec of one node of ``runtime``: who it is, and its command and environment with secrets removed."""
     clean_argv, argv_removed = scrub_argv(argv)
     clean_env, env_removed = scrub_env(env)
     return NodeSpec(
@@ -412,13 +412,18 @@ def local_node(launch: NodeLaunch, argv: tuple[str, ...], env: Mapping[str, str]
         address=launch.node.address,
         rank=launch.node_rank,
         role=launch.role,
-        runtime="local",
+        runtime=runtime,
         argv=clean_argv,
         env=clean_env,
         removed=env_removed + argv_removed,
-        working_dir=working_dir,
         dlperf_version=dlperf_version(),
+        **more,
     )
+
+
+def local_node(launch: NodeLaunch, argv: tuple[str, ...], env: Mapping[str, str], working_dir: str) -> NodeSpec:
+    """A node of the local runtime: the command and environment its process group got, secrets removed."""
+    return _node(launch, "local", argv, env, working_dir=working_dir)
 
 
 def docker_node(
@@ -426,22 +431,15 @@ def docker_node(
 ) -> NodeSpec:
     """A node of the docker runtime: its container spec as the engine got it, the image that ran, secrets
     removed."""
-    clean_argv, argv_removed = scrub_argv(container.command)
-    clean_env, env_removed = scrub_env(container.environment)
-    return NodeSpec(
-        node=launch.node.name,
-        address=launch.node.address,
-        rank=launch.node_rank,
-        role=launch.role,
-        runtime="docker",
+    return _node(
+        launch,
+        "docker",
+        container.command,
+        container.environment,
         image=image,
-        argv=clean_argv,
-        env=clean_env,
-        removed=env_removed + argv_removed,
         container=ContainerSettings.of(container),
         working_dir=working_dir or container.working_dir,
         engine=without_userinfo(launch.node.docker_url),
-        dlperf_version=dlperf_version(),
     )
 
 

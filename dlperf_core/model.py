@@ -79,6 +79,15 @@ def configuration_fingerprint(configuration: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
+def fingerprint_of(key_or_variant: str | None) -> str | None:
+    """The fingerprint a case key or variant ends with (``1f0c9a2e``; :data:`UNKNOWN_ARGS` for rows stored before
+    configurations were recorded), None when it has none."""
+    marker = "+" + ARGS_MARK
+    text = key_or_variant or ""
+    i = text.rfind(marker)
+    return None if i < 0 else text[i + len(marker) :]
+
+
 def series_base(case_key: str) -> str:
     """``case_key`` without its ``+args=...`` part: the configuration as the readable fields and options say it,
     whatever its extra arguments and window (``.../1n1g+compile+args=1f0c9a2e`` -> ``.../1n1g+compile``)."""

@@ -21,7 +21,7 @@ import pandas as pd
 
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.frameworks import get_adapter
-from dlperf_core.model import ARGS_MARK, UNKNOWN_ARGS
+from dlperf_core.model import ARGS_MARK, UNKNOWN_ARGS, fingerprint_of
 from dlperf_core.noise import UNRELIABLE_RULE, unreliable_reason
 from dlperf_core.origin import origin_words
 
@@ -42,14 +42,6 @@ def variant_label(variant: str | None) -> str:
     ``static_loss_scale=128, compiled``; '' for none."""
     parts = [p for p in (variant or "").split("+") if p and not p.startswith(ARGS_MARK)]
     return ", ".join("compiled" if p == "compile" else p for p in parts)
-
-
-def fingerprint_of(variant: str | None) -> str | None:
-    """The configuration fingerprint a variant ends with (``1f0c9a2e``; ``unknown`` for rows stored before
-    configurations were recorded), None when it has none."""
-    marker = "+" + ARGS_MARK
-    i = (variant or "").rfind(marker)
-    return None if i < 0 else (variant or "")[i + len(marker) :]
 
 
 def identity_line(table: SeedTable, results: pd.DataFrame | None = None) -> str | None:
