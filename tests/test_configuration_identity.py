@@ -1,5 +1,5 @@
 """A configuration is identified by everything that changes the work (issue 21): the case key ends with the
-fingerprint of the full configuration (``+args=...``), every result keeps that configuration as JSON, and
+fingerprint of the full configuration but its topology, which the key names itself (``+args=...``), every result keeps that configuration as JSON, and
 results that differ in extra arguments or window never share a history series, a ``latest`` row or a
 baseline; rows stored before migration 0010 keep everything and are marked ``+args=unknown``."""
 
