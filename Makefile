@@ -33,7 +33,7 @@ demo-seeds: venv
 
 ## Start what the tests need (PostgreSQL, Docker engine, locally built images), then run pytest.
 test: venv services
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
 
 ## Lint (ruff), format check (ruff format) and type check (mypy), configured in pyproject.toml; all three run,
 ## the target fails if any does. scripts/lint-fix.sh applies ruff's safe fixes and formatting.
@@ -53,6 +53,7 @@ services:
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-docker.sh
 	bash scripts/ensure-sshd.sh
+	bash scripts/ensure-registry.sh
 	bash scripts/ensure-redis.sh
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-compose.sh >/dev/null

@@ -40,7 +40,7 @@ def bare_run(args: list[str], nproc: int = 1, threads: int | None = None) -> flo
         cmd = bare_command(args, nproc)
         if threads:
             cmd += ["--threads", str(threads)]
-        with open(log, "wb") as out:
+        with log.open("wb") as out:
             subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=True, env=bare_env())
         warmup = int(args[args.index("--warmup-iterations") + 1])
         measured = int(args[args.index("--iterations") + 1])

@@ -2,7 +2,10 @@
 
 Nightly at 02:00 UTC on the default suite, and on demand from the Trigger form (suite, runtime, filters,
 repeats). Planning happens once: ``plan_cases`` returns the plan (:class:`dlperf_core.handoff.Plan`): its
-``cases``, ``searches`` and ``settings`` are what every later task reads. Shape:
+``cases``, ``searches`` and ``settings`` are what every later task reads. Every task takes and returns
+dlperf's own types (:mod:`dlperf_core.handoff` and their kin); XCom carries their JSON form
+(:mod:`dlperf_core.json_form`), so Airflow's ``allowed_deserialization_classes`` must name ``dlperf_core.*``.
+Shape:
 
     plan_cases (setup) -> preflight, capture_environment -> run_case[i] -> store_result[i] -> finish_run
     plan_cases -> plan_searches -> search_max_batch[j] -> finish_run      (suites with max_batch_search)
@@ -45,7 +48,13 @@ from dlperf_airflow.task_ids import (
 )
 from dlperf_core.defaults import DEFAULT_SUITE, FORM_DEFAULT, RUNTIMES, SUITE_RUNTIME
 from dlperf_core.form import COMPILE_MODES, discover_choices
+from dlperf_core.handoff import ExecutedRun, NodeReport, Plan, PlannedRun
+from dlperf_core.maxbatch import SearchVerdict
+from dlperf_core.measure import Measurement
 from dlperf_core.model import RunIds
+from dlperf_core.preflight import PreflightReport
+from dlperf_core.regression import DetectionReport
+from dlperf_core.verdict import RunCounts
 
 DAG_ID = "dlperf_benchmark"
 POOL = "dlperf_cluster"
@@ -193,32 +202,34 @@ def _ids() -> RunIds:
     },
 )
 def dlperf_benchmark():
-    @task(task_id=PLAN_CASES, multiple_outputs=True)  # cases, searches, settings: each its own XCom too
-    def plan_cases(**context) -> dict:
-        trigger = "scheduled" if context["dag_run"].run_type == "scheduled" else "manual"
-        who = "scheduler" if trigger == "scheduled" else getattr(context["dag_run"], "triggering_user_name", None)
-        return steps.plan_step(dict(context["params"]), _ids(), trigger, who)
+    @task(task_id=PLAN_CASES)
+    def plan_cases() -> Plan:
+        ctx = get_current_context()
+        run = ctx["dag_run"]
+        trigger = "scheduled" if run.run_type == "scheduled" else "manual"
+        who = "scheduler" if trigger == "scheduled" else getattr(run, "triggering_user_name", None)
+        return steps.plan_step(ctx["params"], _ids(), trigger, who)
 
     @task
-    def plan_searches(searches: list[dict]) -> list[dict]:
+    def plan_searches(plan: Plan) -> list[PlannedRun]:
         """The plan's max batch size searches, as a task's return value: what a mapped task can expand over
-        (Airflow maps only over return values, not over one key of ``plan_cases``'s outputs)."""
-        return searches
+        (Airflow maps only over a task's whole return value)."""
+        return list(plan.searches)
 
     @task(**ON_THE_CLUSTER)
-    def search_max_batch(search: dict, health: dict) -> dict:
+    def search_max_batch(search: PlannedRun, health: PreflightReport) -> SearchVerdict:
         from dlperf_airflow.maxbatch_step import search_step
 
-        get_current_context()["dlperf_case"] = steps.item_label(search)  # type: ignore[typeddict-unknown-key]
+        get_current_context()["dlperf_case"] = search.label  # type: ignore[typeddict-unknown-key]
         verdict = search_step(search, _ids(), health)
         if verdict.status == "failed":
             from airflow.sdk.exceptions import AirflowFailException
 
-            raise AirflowFailException(f"{steps.item_label(search)}: {verdict.reason}")
-        return verdict.to_dict()
+            raise AirflowFailException(f"{search.label}: {verdict.reason}")
+        return verdict
 
     @task
-    def capture_environment(plan: list[dict]) -> list[dict]:
+    def capture_environment(plan: Plan) -> list[PlannedRun]:
         """GPUs, driver, CUDA/cuDNN/NCCL, framework, image, topology, IB, hosts: stored once per distinct
         environment; each case run is tagged with its environment_id. Never fails the run."""
         from dlperf_airflow.environment_step import capture_step
@@ -226,27 +237,27 @@ def dlperf_benchmark():
         return capture_step(plan, _ids())
 
     @task(task_id=RUN_CASE, **ON_THE_CLUSTER)
-    def run_case(item: dict, health: dict) -> dict:
-        get_current_context()["dlperf_case"] = steps.item_label(item)  # type: ignore[typeddict-unknown-key]
+    def run_case(item: PlannedRun, health: PreflightReport) -> ExecutedRun:
+        get_current_context()["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]
         return steps.execute_step(item, _ids(), health)
 
     @task(execution_timeout=timedelta(minutes=30))
-    def preflight(plan: list[dict], searches: list[dict]) -> dict:
+    def preflight(plan: Plan) -> PreflightReport:
         """Every node over SSH before any case runs; a sick node's cases fail with the reason."""
-        return steps.preflight_step(plan + searches)
+        return steps.preflight_step(plan)
 
     @task(task_id=STORE_RESULT, map_index_template="{{ dlperf_case }}")
-    def store_result(executed: dict) -> dict:
-        get_current_context()["dlperf_case"] = steps.item_label(executed)  # type: ignore[typeddict-unknown-key]
+    def store_result(executed: ExecutedRun) -> Measurement:
+        get_current_context()["dlperf_case"] = executed.label  # type: ignore[typeddict-unknown-key]
         verdict = steps.store_step(executed, _ids())
         if verdict.status != "ok":
             from airflow.sdk.exceptions import AirflowFailException
 
-            raise AirflowFailException(f"{steps.item_label(executed)} failed: {verdict.reason}")
-        return verdict.to_dict()
+            raise AirflowFailException(f"{executed.label} failed: {verdict.reason}")
+        return verdict
 
     @task(trigger_rule="all_done")
-    def finish_run() -> dict:
+    def finish_run() -> RunCounts:
         return steps.finish_step(_ids())
 
     @task
@@ -256,18 +267,18 @@ def dlperf_benchmark():
         return report_step(_ids())
 
     @task
-    def detect_regressions(**context) -> dict:
+    def detect_regressions() -> DetectionReport:
         """Each case's median against its last good nights (median/MAD); store verdicts, alert (nightly)."""
         from dlperf_airflow.regression_step import detect_step
 
-        return detect_step(_ids(), context=context)
+        return detect_step(_ids(), context=get_current_context())
 
     @task
-    def remove_containers(settings: dict) -> list[str]:
-        return steps.cleanup_step(settings, _ids())
+    def remove_containers(plan: Plan) -> list[str]:
+        return steps.cleanup_step(plan.settings, _ids())
 
     @task
-    def route_cases(plan: list[dict]) -> list[dict]:
+    def route_cases(plan: Plan) -> list[PlannedRun]:
         """Which node tasks each case run uses (the others skip it), logged once for the whole plan."""
         from dlperf_airflow.node_step import route_step
 
@@ -284,37 +295,37 @@ def dlperf_benchmark():
             map_index_template="{{ dlperf_case }}",
             execution_timeout=ON_THE_CLUSTER["execution_timeout"],
         )
-        def run_on_node(item: dict, health: dict) -> dict:
+        def run_on_node(item: PlannedRun, health: PreflightReport) -> NodeReport:
             from airflow.sdk.exceptions import AirflowSkipException
 
             from dlperf_airflow.node_step import XComBoard, node_step
 
             ctx = get_current_context()
-            ctx["dlperf_case"] = steps.item_label(item)  # type: ignore[typeddict-unknown-key]
-            share = node_step(item, _ids(), node.name, health, XComBoard(ctx["ti"]))
-            if "skipped" in share:
-                raise AirflowSkipException(share["skipped"])
-            return share
+            ctx["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]
+            report = node_step(item, _ids(), node.name, health, XComBoard(ctx["ti"]))
+            if report.skipped is not None:
+                raise AirflowSkipException(report.skipped)
+            return report
 
         return run_on_node
 
     @task(task_id=COLLECT_CASE, trigger_rule="all_done", map_index_template="{{ dlperf_case }}")
-    def collect_case(item: dict) -> dict:
+    def collect_case(item: PlannedRun) -> ExecutedRun:
         """The case's outcome from its nodes' tasks (a node task that failed or never ran reads as None)."""
         from dlperf_airflow.node_step import collect_step
 
         ctx = get_current_context()
-        ctx["dlperf_case"] = steps.item_label(item)  # type: ignore[typeddict-unknown-key]
+        ctx["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]
         ti = ctx["ti"]
         assert ROUTING is not None  # the case_run group exists only under node routing
-        results = {
+        reports = {
             node.name: ti.xcom_pull(task_ids=in_case_run(node_task_id(node.name)), map_indexes=ti.map_index)
             for node in ROUTING.nodes
         }
-        return collect_step(item, results, _ids())
+        return collect_step(item, reports, _ids())
 
     @task_group(group_id=CASE_RUN_GROUP)
-    def case_run(item: dict, health: dict):
+    def case_run(item: PlannedRun, health: PreflightReport):
         assert ROUTING is not None
         shares = [on_node(node)(item=item, health=health) for node in ROUTING.nodes]
         executed = collect_case(item)
@@ -323,23 +334,22 @@ def dlperf_benchmark():
 
     def remove_containers_on(node):
         @task(task_id=f"remove_containers_{node.name}", queue=node.queue)
-        def remove_node_containers(settings: dict) -> list[str]:
-            return steps.cleanup_node_step(settings, _ids(), node.name)
+        def remove_node_containers(plan: Plan) -> list[str]:
+            return steps.cleanup_node_step(plan.settings, _ids(), node.name)
 
         return remove_node_containers
 
     plan = plan_cases()
-    cases, settings = plan["cases"], plan["settings"]
-    searches = plan_searches(plan["searches"])
-    health = preflight(cases, searches)
+    searches = plan_searches(plan)
+    health = preflight(plan)
     found = search_max_batch.partial(health=health).expand(search=searches)
     if ROUTING is None:
-        stored = store_result.expand(executed=run_case.partial(health=health).expand(item=capture_environment(cases)))
-        cleanups = [remove_containers(settings)]
+        stored = store_result.expand(executed=run_case.partial(health=health).expand(item=capture_environment(plan)))
+        cleanups = [remove_containers(plan)]
     else:  # each node's container from a task on that node's worker; the environment is probed there too
-        stored = case_run.partial(health=health).expand(item=route_cases(cases))
+        stored = case_run.partial(health=health).expand(item=route_cases(plan))
         stored >> found  # max batch probes (central) never share a node with a case run
-        cleanups = [remove_containers_on(node)(settings) for node in ROUTING.nodes]
+        cleanups = [remove_containers_on(node)(plan) for node in ROUTING.nodes]
     done = finish_run()
     [stored, found] >> done
     detected = done >> detect_regressions()

@@ -7,12 +7,11 @@ Per node ``<name>`` of the inventory:
   ``conn_timeout`` and ``cmd_timeout: null`` (the provider's default of 10 s of silence would kill a
   quiet benchmark; tasks are bounded by their ``execution_timeout`` instead);
 - the Docker connection ``dlperf_docker_<name>`` (or the node's ``docker.conn_id``; when the node declares
-  ``docker.tls`` or ``docker.registry``): conn type ``docker``, host/login = the registry's server and
-  username, password = ``$<docker.registry.password_env>`` (left as it is when the inventory names no
-  variable, so one set by hand stays), extras ``tls_ca_cert``, ``tls_client_cert``, ``tls_client_key``,
-  ``tls_verify`` (and ``email``). The engine address stays the inventory's ``docker_url``; the docker
-  runtime reaches it with this connection's TLS client and registry login
-  (``dlperf_airflow.docker_runtime.DockerEndpoint``);
+  ``docker.registry``): the Docker provider's registry login, conn type ``docker``, host/login = the
+  registry's server and username, password = ``$<docker.registry.password_env>`` (left as it is when the
+  inventory names no variable, so one set by hand stays), extra ``email``. The docker runtime gives it to the
+  provider's ``DockerHook(docker_conn_id=...)``, which logs in with it; the engine's address and TLS client
+  stay the inventory's ``docker_url`` and ``docker.tls`` (``dlperf_airflow.docker_runtime.DockerEndpoint``);
 - the one-slot pool ``dlperf_node_<name>``: one task at a time on that node.
 
 Idempotent: what already matches is left alone, what differs is updated, nothing is duplicated.
@@ -39,7 +38,7 @@ PREFIX = "dlperf_node_"
 POOL_DESCRIPTION = "one task at a time on node {name} (dlperf cluster sync)"
 DESCRIPTIONS = {
     "ssh": "dlperf node (dlperf cluster sync)",
-    "docker": "dlperf node's Docker engine (dlperf cluster sync)",
+    "docker": "dlperf node's registry login (dlperf cluster sync)",
 }
 
 
@@ -69,37 +68,29 @@ class ConnectionSpec:
 
     @classmethod
     def docker_for_node(cls, node: Node, environ: Mapping[str, str] = os.environ) -> ConnectionSpec | None:
-        """The node's Docker connection (TLS client files, registry login), or None when it declares
-        neither. Raises ConfigError when the registry's password variable is not set."""
-        docker = node.docker
-        if docker.tls is None and docker.registry is None:
+        """The node's Docker connection: the registry login of ``docker.registry`` as the Docker provider
+        reads it (host, login, password, extra ``email``), or None when the node declares no registry.
+        Raises ConfigError when the registry's password variable is not set."""
+        registry = node.docker.registry
+        if registry is None:
             return None
-        extra: dict = {}
-        if docker.tls is not None:
-            extra.update(
-                tls_ca_cert=docker.tls.ca_cert,
-                tls_client_cert=docker.tls.client_cert,
-                tls_client_key=docker.tls.client_key,
-                tls_verify=docker.tls.verify,
-            )
-        host = login = password = None
-        if (registry := docker.registry) is not None:
-            host, login = registry.server, registry.username
-            if registry.email:
-                extra["email"] = registry.email
-            if registry.password_env:
-                password = environ.get(registry.password_env)
-                if password is None:
-                    raise ConfigError(
-                        f"node {node.name}",
-                        [
-                            (
-                                f"docker.registry.password_env: ${registry.password_env} is not set (the registry "
-                                f"password of connection {node.docker_conn_id})"
-                            )
-                        ],
-                    )
-        return cls(node.docker_conn_id, host, login, None, extra, conn_type="docker", password=password)
+        extra: dict = {"email": registry.email} if registry.email else {}
+        password = None
+        if registry.password_env:
+            password = environ.get(registry.password_env)
+            if password is None:
+                raise ConfigError(
+                    f"node {node.name}",
+                    [
+                        (
+                            f"docker.registry.password_env: ${registry.password_env} is not set (the registry "
+                            f"password of connection {node.docker_conn_id})"
+                        )
+                    ],
+                )
+        return cls(
+            node.docker_conn_id, registry.server, registry.username, None, extra, conn_type="docker", password=password
+        )
 
 
 def docker_specs(inventory: Inventory, environ: Mapping[str, str] = os.environ) -> list[ConnectionSpec]:
@@ -115,7 +106,7 @@ def docker_specs(inventory: Inventory, environ: Mapping[str, str] = os.environ) 
                 [
                     (
                         f"node {node.name}: docker connection {spec.conn_id} is shared with another node that gives it "
-                        "different TLS files or registry; give each its own docker.conn_id"
+                        "a different registry login; give each its own docker.conn_id"
                     )
                 ],
             )
@@ -217,7 +208,7 @@ def _metadata_db_ready() -> str | None:
 
     try:
         tables = set(inspect(settings.engine).get_table_names())
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever stops the check (no engine, no server, no rights) is the answer
         return f"cannot reach Airflow's metadata DB: {type(exc).__name__}: {exc}"
     missing = {"connection", "slot_pool"} - tables
     return (

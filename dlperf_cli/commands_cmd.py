@@ -7,28 +7,35 @@ import sys
 
 
 def _cmd_commands(args: argparse.Namespace) -> int:
+    from dlperf_core.errors import ConfigError
+
+    try:
+        text = _suite_commands(args)
+    except (ConfigError, ValueError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
+def _suite_commands(args: argparse.Namespace) -> str:
+    """The text ``dlperf commands`` prints; ConfigError or ValueError for a suite or inventory it cannot use."""
     from dlperf_core.commands import suite_commands
     from dlperf_core.errors import ConfigError
     from dlperf_core.inventory import load_inventory
     from dlperf_core.plan import PlanFilters
     from dlperf_core.suite import load_suite
 
-    try:
-        suite = load_suite(args.suite)
-        inventory_path = args.inventory or suite.inventory_path()
-        if inventory_path is None:
-            raise ConfigError(args.suite, ["no inventory: give --inventory or set one in the suite"])
-        inventory = load_inventory(inventory_path)
-        filters = PlanFilters(
-            frameworks=tuple(args.framework or ()),
-            precisions=tuple(args.precision or ()),
-            topologies=tuple(args.topology or ()),
-        )
-        print(suite_commands(suite, inventory, filters))
-    except (ConfigError, ValueError) as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    return 0
+    suite = load_suite(args.suite)
+    inventory_path = args.inventory or suite.inventory_path()
+    if inventory_path is None:
+        raise ConfigError(args.suite, ["no inventory: give --inventory or set one in the suite"])
+    filters = PlanFilters(
+        frameworks=tuple(args.framework or ()),
+        precisions=tuple(args.precision or ()),
+        topologies=tuple(args.topology or ()),
+    )
+    return suite_commands(suite, load_inventory(inventory_path), filters)
 
 
 def add_commands_parser(sub) -> None:

@@ -9,13 +9,15 @@ import os
 import sys
 from pathlib import Path
 
+from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DAG_ID = "dlperf_benchmark"
 
 
 def airflow_settings(airflow_home: Path) -> dict[str, str]:
     """The embedded Airflow's configuration (environment variables): this checkout's DAGs and plugins, no
-    examples, an SQLite metadata database in ``airflow_home``, quiet logs."""
+    examples, an SQLite metadata database in ``airflow_home``, quiet logs, dlperf's hand-offs allowed back."""
     return {
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
@@ -23,6 +25,8 @@ def airflow_settings(airflow_home: Path) -> dict[str, str]:
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        # the DAG's tasks hand each other dlperf's types (dlperf_core.json_form): Airflow must read them back
+        "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES": ALLOWED_DESERIALIZATION_CLASSES,
     }
 
 

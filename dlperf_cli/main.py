@@ -72,7 +72,7 @@ def _redact(url: str) -> str:
 
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL SQLAlchemy reads: mask all between "://user:" and the last "@"
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: mask all between "://user:" and the last "@"
         return re.sub(r"(://[^/@:]*:).*@", r"\1***@", url)
 
 

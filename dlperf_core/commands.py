@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn
 
 from dlperf_core.inventory import Inventory
 from dlperf_core.jobs import build_job
 from dlperf_core.model import CaseJob, CaseRun, RunIds
 from dlperf_core.plan import PlanFilters, expand_cases
 from dlperf_core.suite import Suite
+
+if TYPE_CHECKING:
+    from dlperf_core.gpu_sampling import GpuSamples
+    from dlperf_core.sshkeys import ContainerFile
 
 GOLDEN_IDS = RunIds(dag_id="dlperf_benchmark", run_id="commands")
 
@@ -26,16 +31,19 @@ class DryRunDocker:
     python: str = "python3"
     workload_dir: str = "/opt/dlperf/workload"
 
-    def cpu_threads_per_process(self, processes: int) -> int | None:
+    # The Runtime protocol's methods. A dry run executes and starts nothing: the two that would are not implemented.
+    def cpu_threads_per_process(self, processes: int) -> int | None:  # noqa: ARG002 - the protocol's signature
         return None
 
-    def execute(self, job):  # pragma: no cover - never executes
-        raise RuntimeError("a dry run executes nothing")
+    def execute(self, job: CaseJob) -> NoReturn:  # pragma: no cover - never executes
+        raise NotImplementedError("a dry run executes nothing")
 
-    def start_node(self, job, i, files=None, samples=None):  # pragma: no cover - never starts
-        raise RuntimeError("a dry run starts nothing")
+    def start_node(  # pragma: no cover - never starts
+        self, job: CaseJob, i: int, files: tuple[ContainerFile, ...] | None = None, samples: GpuSamples | None = None
+    ) -> NoReturn:
+        raise NotImplementedError("a dry run starts nothing")
 
-    def cleanup(self, labels):  # pragma: no cover
+    def cleanup(self, labels: dict[str, str]) -> list[str]:  # noqa: ARG002 - the protocol's signature  # pragma: no cover
         return []
 
 

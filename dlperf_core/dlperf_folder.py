@@ -22,6 +22,11 @@ _CASE_DIR = re.compile(r"^(\d+)n(\d+)g$")
 _LOG_NAME = re.compile(r"^(?P<model>.+?)_b(?P<batch>\d+)_(?P<precision>[A-Za-z0-9]+)_(?P<repeat>\d+)\.log$")
 PRECISION_ALIASES = {"fp16": "amp", "mixed": "amp", "amp": "amp", "fp32": "fp32", "tf32": "tf32"}
 
+#: One case's figures in the result JSON: average_speed, batch_size_per_device, median_speed, speedup.
+CaseFigures = dict[str, float | None]
+#: The DLPerf result JSON: ``{model key: {case: figures}}``.
+ResultJson = dict[str, dict[str, CaseFigures]]
+
 
 @dataclass(frozen=True)
 class FolderLog:
@@ -72,7 +77,7 @@ class RepeatFigure:
     throughput: float | None
 
 
-def result_json(figures: list[RepeatFigure]) -> dict[str, dict[str, dict]]:
+def result_json(figures: list[RepeatFigure]) -> ResultJson:
     """The DLPerf result JSON. Keys are the model name, or ``<model>_b<batch>_<precision>`` when a model
     appears with several batch sizes or precisions (so they cannot collide)."""
     groups: dict[tuple[str, int, str], dict[str, list[float]]] = {}
@@ -83,12 +88,12 @@ def result_json(figures: list[RepeatFigure]) -> dict[str, dict[str, dict]]:
         if fig.throughput is not None:
             values.append(fig.throughput)
     models = [k[0] for k in groups]
-    out: dict[str, dict[str, dict]] = {}
+    out: ResultJson = {}
     for (model, batch, precision), cases in groups.items():
         name = model if models.count(model) == 1 else f"{model}_b{batch}_{precision}"
         base = cases.get("1n1g")
         base_median = statistics.median(base) if base else None
-        table = {}
+        table: dict[str, CaseFigures] = {}
         for case in sorted(cases, key=lambda c: tuple(int(x) for x in _CASE_DIR.match(c).groups())):  # type: ignore[union-attr]
             values = cases[case]
             median = statistics.median(values) if values else None

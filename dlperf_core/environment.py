@@ -21,8 +21,10 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 SECTION = re.compile(r"^@@dlperf:([a-z_]+)@@$", re.M)
 MISSING = "@@missing@@"
@@ -147,7 +149,7 @@ class NodeProbe:
     cpu_model: str | None = None
     cpu_count: int | None = None
     memory_total_mb: float | None = None
-    python: dict = field(default_factory=dict)  # the Python probe's JSON
+    python: dict[str, Any] = field(default_factory=dict)  # the Python probe's JSON
     missing: tuple[str, ...] = ()  # what was not found, e.g. "gpus: nvidia-smi not found"
 
 
@@ -212,11 +214,11 @@ def _ib_ports(text: str, device_line: str, port_line: str, fields: dict[str, str
     to its key: state, rate or link). A port without a state is left out."""
     ports: list[InfinibandPort] = []
     device = None
-    port: dict | None = None
+    port: dict[str, str] | None = None  # "n": the port's number, then its fields
 
     def flush() -> None:
         if device and port and "state" in port:
-            ports.append(InfinibandPort(device, port["n"], port["state"], port.get("rate"), port.get("link")))
+            ports.append(InfinibandPort(device, int(port["n"]), port["state"], port.get("rate"), port.get("link")))
 
     for line in text.splitlines():
         stripped = line.strip()
@@ -225,7 +227,7 @@ def _ib_ports(text: str, device_line: str, port_line: str, fields: dict[str, str
             device, port = m.group(1), None
         elif m := re.match(port_line, stripped):
             flush()
-            port = {"n": int(m.group(1))}
+            port = {"n": m.group(1)}
         elif port is not None:
             for pattern, key in fields.items():
                 if m := re.match(pattern, stripped):
@@ -302,7 +304,7 @@ def parse_probe(text: str) -> NodeProbe:
             missing.append("infiniband: no port found (" + "; ".join(ib_missing or ["no HCA"]) + ")")
     cpu_model, cpu_count = parse_cpuinfo(body("cpuinfo"))
     memory = parse_meminfo(body("meminfo"))
-    python_info: dict = {}
+    python_info: dict[str, Any] = {}
     raw = body("python").strip()
     if raw:
         try:
@@ -386,16 +388,17 @@ class Environment:
         """sha256 of everything that describes the environment (so equal environments share a row)."""
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what the ``data`` column holds)."""
-        return json.loads(json.dumps(asdict(self)))
+        data: dict[str, Any] = json.loads(json.dumps(asdict(self)))
+        return data
 
     def infrastructure(self) -> dict[str, object]:
         """The fields compared between nights to tell an infrastructure change from a slowdown."""
         return {name: getattr(self, name) for name in INFRASTRUCTURE_FIELDS}
 
 
-def _one(values: list) -> object | None:
+def _one(values: Sequence[object]) -> object | None:
     """The single distinct value, or the distinct values joined by ',' when nodes differ, or None."""
     distinct = list(dict.fromkeys(v for v in values if v not in (None, "")))
     if not distinct:
@@ -403,8 +406,8 @@ def _one(values: list) -> object | None:
     return distinct[0] if len(distinct) == 1 else ",".join(map(str, distinct))
 
 
-def _framework_version(framework: str | None, python: dict) -> str | None:
-    installed = python.get("frameworks", {})
+def _framework_version(framework: str | None, python: dict[str, Any]) -> str | None:
+    installed: dict[str, str] = python.get("frameworks", {})
     for dist in FRAMEWORK_DISTRIBUTIONS.get(framework or "", ()):
         if dist in installed:
             return installed[dist]
@@ -464,7 +467,7 @@ def combine(
     )
 
 
-def environment_changes(before: dict | None, after: dict | None) -> list[str]:
+def environment_changes(before: Mapping[str, object] | None, after: Mapping[str, object] | None) -> list[str]:
     """``"field: old -> new"`` for every infrastructure field that differs between two environments
     (given as :meth:`Environment.infrastructure` dicts or rows with those keys)."""
     if before is None or after is None:

@@ -15,7 +15,7 @@ class ConfigError(ValueError):
         super().__init__(f"invalid {source} ({len(self.problems)} problem(s)):\n{lines}")
 
 
-def _loc(loc: tuple) -> str:
+def _loc(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):

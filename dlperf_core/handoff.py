@@ -1,4 +1,4 @@
-"""What one DAG task hands to the next, as typed data with its JSON form (Airflow's XCom carries the dicts).
+"""What one DAG task hands to the next, as typed data: DAG tasks take and return these types themselves.
 
 The benchmark DAG plans once (``plan_cases``) and every later task reads what planning decided instead of
 re-reading the suite from the trigger form:
@@ -10,23 +10,25 @@ re-reading the suite from the trigger form:
 * :class:`ExecutedRun`: a planned run with the runtime's :class:`~dlperf_core.model.CaseOutcome` and what was
   launched on its nodes (:class:`~dlperf_core.launch_spec.LaunchSpec`), for ``store_result``.
 * :class:`Plan`: the three together, what ``plan_cases`` returns.
+* :class:`NodeReport`: one node's part of a case run under node routing, for ``collect_case``.
 
-The JSON form of a planned run is flat (``run``, ``runtime``, ``inventory``, ...) so that the task instance
-pages of the Airflow UI show it plainly; ``from_dict(to_dict(x)) == x`` for each.
+Each is a :class:`~dlperf_core.json_form.JsonForm`: Airflow's XCom stores the JSON form generated from the
+type, and the next task reads the type back (``from_json(to_json(x)) == x``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
+from dlperf_core.json_form import JsonForm
 from dlperf_core.launch_spec import LaunchSpec
 from dlperf_core.model import CaseOutcome, CaseRun
 from dlperf_core.plan import SearchRun
+from dlperf_core.runtime.gang import NodeShare
 
 
 @dataclass(frozen=True)
-class RunSettings:
+class RunSettings(JsonForm):
     """A trigger's resolved choices, decided once by planning."""
 
     suite: str  # the suite file
@@ -35,22 +37,9 @@ class RunSettings:
     timeout_s: float
     watchdog_s: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "suite": self.suite,
-            "runtime": self.runtime,
-            "inventory": self.inventory,
-            "timeout_s": self.timeout_s,
-            "watchdog_s": self.watchdog_s,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunSettings:
-        return cls(data["suite"], data["runtime"], data["inventory"], data["timeout_s"], data.get("watchdog_s"))
-
 
 @dataclass(frozen=True)
-class PlannedRun:
+class PlannedRun(JsonForm):
     """One case run to execute (``search`` set: the first probe of a max batch search)."""
 
     run: CaseRun
@@ -85,41 +74,9 @@ class PlannedRun:
     def with_environment(self, environment_id: int | None) -> PlannedRun:
         return replace(self, environment_id=environment_id)
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "run": self.run.to_dict(),
-            "runtime": self.runtime,
-            "inventory": self.inventory,
-            "timeout_s": self.timeout_s,
-            "watchdog_s": self.watchdog_s,
-        }
-        if self.search is not None:
-            data["search"] = self.search.to_dict()
-        if self.environment_id is not None:
-            data["environment_id"] = self.environment_id
-        if self.nodes:
-            data["nodes"] = list(self.nodes)
-        if self.suite is not None:
-            data["suite"] = self.suite
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PlannedRun:
-        return cls(
-            run=CaseRun.from_dict(data["run"]),
-            runtime=data["runtime"],
-            inventory=data["inventory"],
-            timeout_s=data["timeout_s"],
-            watchdog_s=data.get("watchdog_s"),
-            search=SearchRun.from_dict(data["search"]) if data.get("search") else None,
-            environment_id=data.get("environment_id"),
-            nodes=tuple(data.get("nodes") or ()),
-            suite=data.get("suite"),
-        )
-
 
 @dataclass(frozen=True)
-class ExecutedRun:
+class ExecutedRun(JsonForm):
     """A planned run and how it ended, before its log is parsed, with what was launched (None: nothing was, or
     the runtime could not say)."""
 
@@ -131,41 +88,42 @@ class ExecutedRun:
     def run(self) -> CaseRun:
         return self.planned.run
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {**self.planned.to_dict(), "outcome": self.outcome.to_dict()}
-        if self.launch_spec is not None:
-            data["launch_spec"] = self.launch_spec.to_dict()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ExecutedRun:
-        spec = data.get("launch_spec")
-        return cls(
-            PlannedRun.from_dict(data),
-            CaseOutcome.from_dict(data["outcome"]),
-            LaunchSpec.from_dict(spec) if spec else None,
-        )
+    @property
+    def label(self) -> str:
+        return self.planned.label
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(JsonForm):
     """What planning decided for one DAG run: settings, case runs and max batch searches."""
 
     settings: RunSettings
     cases: list[PlannedRun] = field(default_factory=list)
     searches: list[PlannedRun] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "settings": self.settings.to_dict(),
-            "cases": [p.to_dict() for p in self.cases],
-            "searches": [p.to_dict() for p in self.searches],
-        }
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Plan:
-        return cls(
-            RunSettings.from_dict(data["settings"]),
-            [PlannedRun.from_dict(p) for p in data.get("cases", ())],
-            [PlannedRun.from_dict(p) for p in data.get("searches", ())],
-        )
+@dataclass(frozen=True)
+class ProbeOutput:
+    """The environment probe's output on one node (:mod:`dlperf_core.environment`) and its image's digest."""
+
+    output: str
+    digest: str | None
+
+
+@dataclass(frozen=True)
+class NodeReport(JsonForm):
+    """What one node's task returns under node routing: its share of the case run
+    (:class:`~dlperf_core.runtime.gang.NodeShare`; None when the case does not use the node, ``skipped`` says
+    why), with what ``collect_case`` needs from that node alone: node 0's log, the GPU samples, what the node
+    launched, its environment probe."""
+
+    node: str
+    share: NodeShare | None = None
+    skipped: str | None = None
+    ran_on: str | None = None  # the node whose worker ran the task (DLPERF_NODE there)
+    gpu_memory_peak_mb: float | None = None
+    gpu_power: tuple[tuple[float, float], ...] = ()
+    launch_spec: LaunchSpec | None = None
+    log: str | None = None  # node 0's log (rank 0 only)
+    log_error: str | None = None  # why node 0's log did not travel
+    probe: ProbeOutput | None = None

@@ -24,17 +24,18 @@ An inventory is a YAML file::
         ssh: {user: dlperf, port: 22, key_file: /home/airflow/.ssh/id_ed25519,
               host_key: "ssh-ed25519 AAAA..."}   # preflight; host_key pins the node's key
         docker:                    # how Airflow reaches docker_url (see DockerAccess); all optional
-          conn_id: dlperf_docker_node0           # the default: Airflow Docker connection of this node
           tls: {ca_cert: /etc/dlperf/docker/ca.pem, client_cert: /etc/dlperf/docker/cert.pem,
                 client_key: /etc/dlperf/docker/key.pem}   # required for a tcp:// docker_url ...
           insecure: false                        # ... unless this says true (a trusted test network only)
           registry: {server: registry.example.com:5000, username: bench, password_env: DLPERF_REGISTRY_PASSWORD}
+          conn_id: dlperf_docker_node0           # the default: the Airflow Docker connection (registry login)
 
 Everything has a sensible default so a laptop inventory is two lines per node.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -82,11 +83,13 @@ class DockerTls(BaseModel):
 
 
 class DockerRegistry(BaseModel):
-    """A container registry the node's engine logs in to (the Airflow Docker connection's host and login).
+    """A container registry the node's engine logs in to, as ``dlperf cluster sync`` writes it to the node's
+    Airflow Docker connection (the Docker provider's registry login: host = ``server``, login = ``username``,
+    password, extra ``email``). The docker runtime logs in only through that connection, with the provider's
+    own ``DockerHook(docker_conn_id=...)``.
 
     The password is never written in the inventory: ``password_env`` names an environment variable that
-    ``dlperf cluster sync`` (or, without a connection, the worker) reads; or set the password on the Airflow
-    connection yourself."""
+    ``dlperf cluster sync`` reads; without it, set the password on the Airflow connection yourself."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     server: str = Field(min_length=1)  # host[:port] of the registry
@@ -104,11 +107,14 @@ DOCKER_CONN_PREFIX = "dlperf_docker_"
 class DockerAccess(BaseModel):
     """How Airflow reaches the node's Docker Engine at ``docker_url``.
 
-    ``conn_id`` names the node's Airflow Docker connection (default ``dlperf_docker_<name>``, made by
-    ``dlperf cluster sync`` from ``tls`` and ``registry``); when it exists, its TLS files and registry login
-    are used, else the ones given here. A Docker socket on TCP without TLS is root on the node for anyone who
-    can reach it: a ``tcp://`` docker_url needs ``tls``, or ``insecure: true`` said explicitly (stand-in
-    nodes on a trusted test network)."""
+    ``tls``: the engine's TLS client, given to the Docker provider's hook as ``tls`` (with ``docker_url`` as
+    ``base_url``); it lives here only (the provider's Docker connection has no TLS fields). A Docker socket on
+    TCP without TLS is root on the node for anyone who can reach it: a ``tcp://`` docker_url needs ``tls``, or
+    ``insecure: true`` said explicitly (stand-in nodes on a trusted test network).
+
+    ``conn_id`` names the node's Airflow Docker connection, which in the Docker provider is a registry login
+    (default ``dlperf_docker_<name>``, written by ``dlperf cluster sync`` from ``registry``). When it exists
+    the provider's hook logs in with it; a node that declares ``registry`` (or names ``conn_id``) needs it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     conn_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
@@ -189,11 +195,10 @@ class Node(BaseModel):
         return self.address if self.network == "host" else self.container_hostname
 
 
-def insecure_docker_nodes(nodes) -> list[str]:
+def insecure_docker_nodes(nodes: Iterable[Node]) -> list[str]:
     """Why each node's engine would be reached over the network without TLS (empty: none is).
 
-    Pure: it looks at the inventory only (a TLS config only in the Airflow connection does not count; declare
-    it in the inventory, ``dlperf cluster sync`` writes it to the connection)."""
+    Pure: it looks at the inventory only, where a node's TLS client is declared (``docker.tls``)."""
     return [
         f"node {n.name}: docker_url {n.docker_url} is a Docker socket on TCP without TLS, which is root on the "
         "node for anyone who can reach that port; configure TLS (docker: {tls: {ca_cert: ..., client_cert: ..., "

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from dlperf_core.json_form import JsonForm
 from dlperf_core.model import Topology
 from dlperf_core.parsing.failures import OUT_OF_MEMORY
 
@@ -74,12 +75,12 @@ class Probe:
     def out_of_memory(self) -> bool:
         return self.status != "ok" and OUT_OF_MEMORY in (self.reason or "").lower()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 @dataclass(frozen=True)
-class SearchVerdict:
+class SearchVerdict(JsonForm):
     """What a finished search concluded (see the module docstring for the statuses)."""
 
     status: SearchStatus
@@ -87,9 +88,6 @@ class SearchVerdict:
     first_oom_batch: int | None
     reason: str | None
     probes: tuple[Probe, ...]
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "probes": [p.to_dict() for p in self.probes]}
 
     @property
     def summary(self) -> str:

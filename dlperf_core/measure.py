@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dlperf_core.efficiency import (
     energy_per_sample,
@@ -18,6 +19,7 @@ from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.gpu_sampling import case_power_w
 from dlperf_core.inventory import load_inventory
+from dlperf_core.json_form import JsonForm
 from dlperf_core.model import Case, CaseOutcome
 from dlperf_core.origin import FigureOrigin
 from dlperf_core.parsing import ParsedRun, parse_file
@@ -26,7 +28,7 @@ from dlperf_core.parsing.failures import ERROR_TAIL_CHARS, error_line
 
 
 @dataclass(frozen=True)
-class Measurement:
+class Measurement(JsonForm):
     status: str  # "ok" | "failed"
     reason: str | None
     throughput: float | None  # samples/s by dlperf's window rule
@@ -38,7 +40,7 @@ class Measurement:
     energy_per_sample_j: float | None = None
     gpu_power_mean_w: float | None = None  # the case's GPUs' mean board power over the window, summed (W)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))
 
 
@@ -65,7 +67,7 @@ def window_times(parsed: ParsedRun) -> tuple[float | None, float | None]:
     return times.get(first - 1), times.get(last)
 
 
-def efficiency(case: Case, parsed: ParsedRun, outcome: CaseOutcome, gpu_model: str | None) -> dict:
+def efficiency(case: Case, parsed: ParsedRun, outcome: CaseOutcome, gpu_model: str | None) -> dict[str, float | None]:
     """MFU, energy per sample and mean power of an ok run (None each where unknown: CPU nodes, no power
     sampled, a GPU missing from the peak table)."""
     power = case_power_w(outcome.gpu_power, *window_times(parsed)) if outcome.gpu_power else None

@@ -172,7 +172,7 @@ class Case:
         left_out = (*TOPOLOGY_FIELDS, *names)
         return configuration_fingerprint({k: v for k, v in self.configuration.items() if k not in left_out})
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             **asdict(self),
             "extra_args": list(self.extra_args),
@@ -180,7 +180,7 @@ class Case:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> Case:
+    def from_dict(cls, data: dict[str, Any]) -> Case:
         return cls(
             **{
                 **data,
@@ -199,11 +199,11 @@ class CaseRun:
     index: int = 0  # position in the plan
     total: int = 1
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"case": self.case.to_dict(), "repeat": self.repeat, "index": self.index, "total": self.total}
 
     @classmethod
-    def from_dict(cls, data: dict) -> CaseRun:
+    def from_dict(cls, data: dict[str, Any]) -> CaseRun:
         return cls(Case.from_dict(data["case"]), data["repeat"], data.get("index", 0), data.get("total", 1))
 
 
@@ -299,7 +299,7 @@ class CaseOutcome:
         """The log the parser reads: node 0's (rank 0 prints the figures)."""
         return self.nodes[0].log_path if self.nodes else None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "started_at": self.started_at.isoformat(),
             "finished_at": self.finished_at.isoformat(),
@@ -313,7 +313,7 @@ class CaseOutcome:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> CaseOutcome:
+    def from_dict(cls, data: dict[str, Any]) -> CaseOutcome:
         """The inverse of :meth:`to_dict` (``log_path`` is node 0's, so it is not kept twice)."""
         power = data.get("gpu_power")
         return cls(
@@ -370,7 +370,7 @@ class Runtime(Protocol):
     def execute(self, job: CaseJob) -> CaseOutcome: ...
 
     def start_node(
-        self, job: CaseJob, i: int, files: tuple | None = None, samples: GpuSamples | None = None
+        self, job: CaseJob, i: int, files: tuple[ContainerFile, ...] | None = None, samples: GpuSamples | None = None
     ) -> NodeProcess:
         """Start only launch ``i`` of ``job`` (a node's own share, :mod:`dlperf_core.runtime.gang`);
         ``files`` replace the container's ssh files (None: the job's own); ``samples`` collect the node's GPU

@@ -8,7 +8,9 @@ travels through Airflow's XCom as JSON. The suite file itself only checks its ow
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import ADAPTERS, get_adapter
@@ -148,7 +150,7 @@ def _suite_topologies(suite: Suite) -> list[Topology]:
     return [t for bench in suite.benchmarks if not bench.search_only for t in (bench.topologies or suite.topologies)]
 
 
-def configuration_differences(stored: dict, now: dict) -> list[str]:
+def configuration_differences(stored: Mapping[str, object], now: Mapping[str, object]) -> list[str]:
     """How configuration ``now`` (``Case.configuration``) differs from ``stored``, one ``field: stored X, now Y``
     per field that differs (in the order of ``stored``, then fields only ``now`` has)."""
     names = list(stored) + [name for name in now if name not in stored]
@@ -240,11 +242,11 @@ class SearchRun:
     def probe_case(self, batch: int) -> Case:
         return replace(self.case, batch_size_per_device=batch)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"case": self.case.to_dict(), "search": self.search.model_dump(), "index": self.index}
 
     @classmethod
-    def from_dict(cls, data: dict) -> SearchRun:
+    def from_dict(cls, data: dict[str, Any]) -> SearchRun:
         return cls(Case.from_dict(data["case"]), MaxBatchSearch.model_validate(data["search"]), data.get("index", 0))
 
 

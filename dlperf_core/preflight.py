@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from dlperf_core.inventory import Node
+from dlperf_core.json_form import JsonForm
 
 BEGIN = "@@dlperf-check"
 END = "@@dlperf-end"
@@ -41,12 +42,18 @@ class NodeHealth:
         """One line for a skipped case: the node and its first problem (all of them, joined)."""
         return f"{self.name}: {'; '.join(self.problems)}" if self.problems else f"{self.name}: ok"
 
-    def to_dict(self) -> dict:
-        return {"name": self.name, "ok": self.ok, "problems": list(self.problems), "checks": dict(self.checks)}
 
-    @classmethod
-    def from_dict(cls, data: dict) -> NodeHealth:
-        return cls(data["name"], bool(data["ok"]), tuple(data.get("problems", ())), dict(data.get("checks", {})))
+@dataclass(frozen=True)
+class PreflightReport(JsonForm):
+    """What the ``preflight`` task found: a status line, and the health of each node it checked (none when it
+    was skipped). A sick node is reported, never raised: its cases fail with :meth:`blocker`, the others run."""
+
+    status: str
+    nodes: tuple[NodeHealth, ...] = ()
+
+    def blocker(self, node_names: Iterable[str]) -> str | None:
+        """Why a case on ``node_names`` must not start (:func:`case_blocker`), or None."""
+        return case_blocker(node_names, {h.name: h for h in self.nodes})
 
 
 def unreachable(name: str, error: str) -> NodeHealth:
@@ -147,13 +154,15 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
+# The judges take a check's block (exit status, printed text) and give (what was seen, the problems); those whose
+# check prints its verdict in the text leave the status unread (``_rc``).
 def _judge_docker(rc: int, body: str) -> tuple[str, list[str]]:
     if rc != 0:
         return f"failed: {_last_line(body)}", [f"docker does not answer: {_last_line(body)}"]
     return f"server {_last_line(body)}", []
 
 
-def _judge_nvidia_runtime(rc: int, body: str) -> tuple[str, list[str]]:
+def _judge_nvidia_runtime(_rc: int, body: str) -> tuple[str, list[str]]:
     runtimes = re.search(r"^runtimes=(.*)$", body, re.M)
     cli = re.search(r"^nvidia-container-cli=(.*)$", body, re.M)
     has_runtime = bool(runtimes and '"nvidia"' in runtimes[1])
@@ -196,13 +205,13 @@ def _judge_infiniband(rc: int, body: str, devices: Sequence[str]) -> tuple[str, 
     return seen, problems
 
 
-def _judge_paths(rc: int, body: str) -> tuple[str, list[str]]:
+def _judge_paths(_rc: int, body: str) -> tuple[str, list[str]]:
     missing = re.findall(r"^missing (.+)$", body, re.M)
     present = re.findall(r"^present (.+)$", body, re.M)
     return f"{len(present)} present, {len(missing)} missing", [f"path missing: {p}" for p in missing]
 
 
-def _judge_disk(rc: int, body: str, min_free_gb: float) -> tuple[str, list[str]]:
+def _judge_disk(_rc: int, body: str, min_free_gb: float) -> tuple[str, list[str]]:
     seen, problems = [], []
     for kb, path in re.findall(r"^free_kb (\d+) (.+)$", body, re.M):
         gb = int(kb) / 1024 / 1024

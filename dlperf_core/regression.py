@@ -52,6 +52,7 @@ from datetime import date
 from typing import Any, Literal
 
 from dlperf_core.environment import environment_changes
+from dlperf_core.json_form import JsonForm
 from dlperf_core.model import series_base
 
 MAD_TO_SIGMA = 1.4826
@@ -88,7 +89,7 @@ class Night:
     night: date
     run_id: str
     median: float
-    environment: dict | None = None  # Environment.infrastructure() or a row with those keys
+    environment: Mapping[str, object] | None = None  # Environment.infrastructure() or a row with those keys
     environment_id: int | None = None
 
 
@@ -138,7 +139,7 @@ class Verdict:
     def is_new_regression(self) -> bool:
         return self.kind == "new"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "night": self.night.isoformat(),
@@ -292,22 +293,13 @@ def describe_regression(regression: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- what one run decides
 
 
-def _missing(value: Any) -> bool:
-    """None, NaN or pandas' NA: what a store row holds for "no value"."""
-    if value is None:
-        return True
-    try:
-        return bool(value != value)  # noqa: PLR0124 - NaN is not equal to itself
-    except TypeError:  # pandas.NA: comparing it gives NA, whose truth is undefined
-        return True
-
-
 def _optional_int(value: Any) -> int | None:
-    return None if _missing(value) else int(value)
+    """A row's value (None: no value; the store's edge turns pandas' missing values into None)."""
+    return None if value is None else int(value)
 
 
 def _optional_float(value: Any) -> float | None:
-    return None if _missing(value) else float(value)
+    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -558,18 +550,41 @@ class RunDecisions:
         """The cases judged a new regression (stored only on a scheduled run)."""
         return tuple(d for d in self.decisions if d.verdict.kind == "new")
 
-    def result(self, alerts: list[dict[str, Any]], notified: int) -> dict[str, Any]:
-        """What the ``detect_regressions`` step returns: ``alerts`` are the stored new regressions of a
-        scheduled run (:meth:`Decision.alert`); a manual run lists its new verdicts instead."""
-        return {
-            "trigger": self.trigger,
-            "stored": self.scheduled,
-            "judged": len(self.decisions),
-            "verdicts": self.counts,
-            "new_regressions": alerts if self.scheduled else [d.to_dict() for d in self.new],
-            "notifiers_called": notified,
-            "history_restarts": [restart.describe() for restart in self.restarts],
-        }
+    def result(self, notified: int) -> DetectionReport:
+        """What the ``detect_regressions`` task returns: the new regressions are those stored (and given to the
+        notifiers) on a scheduled run, the new verdicts on a manual run (nothing is stored)."""
+        return DetectionReport(
+            trigger=self.trigger,
+            stored=self.scheduled,
+            judged=len(self.decisions),
+            verdicts=dict(self.counts),
+            new_regressions=tuple(NewRegression(d.case_key, d.describe(), d.label) for d in self.new),
+            notifiers_called=notified,
+            history_restarts=tuple(restart.describe() for restart in self.restarts),
+        )
+
+
+@dataclass(frozen=True)
+class NewRegression:
+    """A case judged a new regression tonight: its key, the task log's line, and what it is put down to."""
+
+    case_key: str
+    description: str
+    label: Label | None
+
+
+@dataclass(frozen=True)
+class DetectionReport(JsonForm):
+    """What the ``detect_regressions`` task returns (its XCom): counts per verdict kind and the new regressions
+    (stored, and alerted, only on a scheduled run)."""
+
+    trigger: str
+    stored: bool
+    judged: int
+    verdicts: dict[str, int]
+    new_regressions: tuple[NewRegression, ...]
+    notifiers_called: int
+    history_restarts: tuple[str, ...] = ()
 
 
 FabricEvidence = Callable[[int, int], bool | None] | Mapping[tuple[int, int], bool | None] | None
@@ -585,7 +600,7 @@ def decide_run(
     cases: Iterable[CaseResult],
     history: Mapping[str, Sequence[NightlyRow]],
     open_regressions: Mapping[str, OpenRegression] | None = None,
-    environments: Mapping[int, dict] | None = None,
+    environments: Mapping[int, Mapping[str, object]] | None = None,
     fabric: FabricEvidence = None,
     policy: Policy = Policy(),
 ) -> RunDecisions:

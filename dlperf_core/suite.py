@@ -205,12 +205,15 @@ class Suite(BaseModel):
         """Measured iterations, resolved like :meth:`warmup_for`."""
         return self._iterations_for(bench, "measured_iterations", adapter_default)
 
-    def _iterations_for(self, bench: Benchmark, field: str, adapter_default: int | None) -> int:
-        own = getattr(bench, field)
+    def _iterations_for(
+        self, bench: Benchmark, field: Literal["warmup_iterations", "measured_iterations"], adapter_default: int | None
+    ) -> int:
+        own: int | None = getattr(bench, field)
         if own is not None:
             return own
         if field in self.model_fields_set or adapter_default is None:
-            return getattr(self, field)
+            suites: int = getattr(self, field)
+            return suites
         return adapter_default
 
     def inventory_path(self) -> Path | None:

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from dlperf_core.json_form import JsonForm
+
 if TYPE_CHECKING:
     from dlperf_core.storage import ResultStore
 
@@ -103,14 +105,24 @@ class RunVerdict:
             f"searches and {len(failed[2])} of {len(probes)} fabric probes failed: {'; '.join(self.reasons)}"
         )
 
-    def summary(self) -> dict[str, int]:
+    def summary(self) -> RunCounts:
         """What ``finish_run`` returns: how many case runs, failed ones, searches and probes were stored."""
-        return {
-            "results": len(self._of("case_run")),
-            "failed": len(self._failed("case_run")),
-            "max_batch_searches": len(self._of("max_batch_search")),
-            "fabric_probes": len(self._of("fabric_probe")),
-        }
+        return RunCounts(
+            results=len(self._of("case_run")),
+            failed=len(self._failed("case_run")),
+            max_batch_searches=len(self._of("max_batch_search")),
+            fabric_probes=len(self._of("fabric_probe")),
+        )
+
+
+@dataclass(frozen=True)
+class RunCounts(JsonForm):
+    """What a finished run stored: case runs (and how many failed), max batch searches, fabric probes."""
+
+    results: int
+    failed: int
+    max_batch_searches: int
+    fabric_probes: int
 
 
 def judge_run(outcomes: Iterable[Outcome]) -> RunVerdict:

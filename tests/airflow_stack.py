@@ -17,6 +17,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
 from helpers import REPO
 
 AIRFLOW = [sys.executable, "-m", "airflow"]
@@ -60,15 +61,15 @@ class AirflowStack:
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
         """Start ``airflow ARGS`` in the background (``env``: added to the stack's environment)."""
-        out = open(self.home / f"{name}.out", "wb")
-        self.processes[name] = subprocess.Popen(
-            [*AIRFLOW, *args],
-            env={**self.env, **(env or {})},
-            cwd=self.home,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: stop() ends it and its workers, nothing else
-        )
+        with (self.home / f"{name}.out").open("wb") as out:  # the process keeps its own handle of the file
+            self.processes[name] = subprocess.Popen(
+                [*AIRFLOW, *args],
+                env={**self.env, **(env or {})},
+                cwd=self.home,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stop() ends it and its workers, nothing else
+            )
 
     def stop(self) -> None:
         for proc in self.processes.values():
@@ -152,6 +153,7 @@ def prepare_stack(
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES": ALLOWED_DESERIALIZATION_CLASSES,
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url,

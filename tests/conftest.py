@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import subprocess
@@ -29,12 +28,12 @@ def _pg_ready(host: str, port: int) -> bool:
 
 def _start_local_pg() -> None:
     """Start the local PostgreSQL cluster(s) (Debian layout), ignoring failures."""
-    for version in sorted(glob.glob("/etc/postgresql/*")):
+    for version in sorted(Path("/etc/postgresql").glob("*")):
         subprocess.run(
             [
                 "pg_ctlcluster",
                 "--skip-systemctl-redirect",
-                Path(version).name,
+                version.name,
                 "main",
                 "start",
             ],

@@ -1,7 +1,7 @@
 """``dlperf cluster sync`` against a real Airflow metadata DB in PostgreSQL: creates one SSH connection and
-one one-slot pool per node, and the Docker connection (TLS client, registry login) of a node that declares
-one, a second run changes nothing, a changed inventory updates in place, --prune removes nodes that left, and
-a bad inventory is refused without writing anything.
+one one-slot pool per node, and the Docker connection (the Docker provider's registry login) of a node that
+declares a registry, a second run changes nothing, a changed inventory updates in place, --prune removes
+nodes that left, and a bad inventory is refused without writing anything.
 
 The metadata DB is a fresh PostgreSQL database (``pg_url``) migrated by the real ``airflow db migrate``;
 the CLI runs as a subprocess with ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`` pointing at it, like in the
@@ -126,12 +126,7 @@ def test_cluster_sync_is_idempotent_against_a_real_metadata_db(tmp_path, pg_url)
         None,
         "s3cret-registry",
     )
-    assert json.loads(d.extra) == {
-        "tls_ca_cert": "/certs/ca.pem",
-        "tls_client_cert": "/certs/cert.pem",
-        "tls_client_key": "/certs/key.pem",
-        "tls_verify": True,
-    }
+    assert json.loads(d.extra) == {}  # a registry login only: the engine's TLS client stays in the inventory
     a = conns["dlperf_node_gpu-a"]
     assert (a.conn_type, a.host, a.login, a.port) == ("ssh", "10.1.0.10", "bench", 2222)
     # No Fernet key here, so the extra is stored as plain JSON and can be read back as such.

@@ -147,7 +147,7 @@ def test_eager_and_compiled_end_to_end_on_cpu(tmp_path, pg_url):
     assert list(rows["compile"].astype(bool)) == [False, True]
     assert set(rows["status"]) == {"ok"} and (rows["throughput"] > 0).all()
     assert rows["mfu"].isna().all() and rows["energy_per_sample_j"].isna().all()  # CPU: unknown, not 0
-    log = open(rows.iloc[1]["log_path"]).read()
+    log = Path(rows.iloc[1]["log_path"]).read_text()
     assert "compile : True" in log
     summary = run.store.summary(run_id=run.run_id)
     assert sorted(summary["speedup"]) == [1.0, 1.0]  # each against its own 1n1g

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
 from e2e_helpers import docker_output
 from helpers import REPO, docker_available, image_present
 
@@ -98,13 +99,15 @@ def test_compose_file_validates_with_the_example_env(compose, tmp_path):
     assert out.returncode == 0, out.stderr
     config = yaml.safe_load(out.stdout)
     services = config["services"]
-    assert CORE_SERVICES <= set(services)
+    assert CORE_SERVICES.issubset(services)
     for name in CORE_SERVICES - {"postgres", "redis"}:
         svc = services[name]
         assert svc["image"] == AIRFLOW_IMAGE, name
         env = svc["environment"]
         assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
         assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
+        # the tasks' hand-offs are dlperf's types: every Airflow component may read them back from XCom
+        assert env["AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES"] == ALLOWED_DESERIALIZATION_CLASSES
         # dlperf's results: own database and user in the same server as Airflow's metadata DB
         assert env["DLPERF_DB_URL"] == "postgresql+psycopg2://dlperf:change-me@postgres:5432/dlperf"
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres:5432/airflow")
@@ -361,7 +364,8 @@ def test_compose_passes_the_nightly_defaults_and_state_volumes(compose, tmp_path
 
 
 @pytest.mark.docker
-def test_check_env_refuses_the_examples_secrets_naming_them(compose, airflow_image, tmp_path):
+@pytest.mark.usefixtures("airflow_image")
+def test_check_env_refuses_the_examples_secrets_naming_them(compose, tmp_path):
     example = _env_example(tmp_path)
     args = [*compose, "--env-file", str(example), "-f", str(REPO / "docker-compose.yaml")]
     project = ["--project-directory", str(REPO), "-p", f"dlperfcheck{uuid.uuid4().hex[:6]}"]
@@ -405,7 +409,7 @@ def _wait_for(argv: list[str], timeout: float = 60) -> subprocess.CompletedProce
 
 
 @pytest.mark.docker
-def test_postgres_image_keeps_the_official_images_contract(tmp_path):
+def test_postgres_image_keeps_the_official_images_contract():
     """POSTGRES_* variables, the init folder (dlperf's own script), pg_isready, password auth over TCP, and a
     data folder that survives a new container."""
     _service_images()

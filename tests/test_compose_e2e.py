@@ -183,7 +183,7 @@ def check_pages(ui: str, token: str, night: str, env_file: Path, tmp_path: Path)
     import urllib.request
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        def redirect_request(self, *_args, **_kwargs):  # type: ignore[no-untyped-def]
             return None
 
     opener = urllib.request.build_opener(NoRedirect)

@@ -3,9 +3,10 @@ runtime or inventory open, read from the environment when the run is planned, ne
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from dlperf_airflow import steps
 from dlperf_core.defaults import (
     DEFAULT_SUITE,
     FORM_DEFAULT,
@@ -13,6 +14,7 @@ from dlperf_core.defaults import (
     fill_from_defaults,
 )
 from dlperf_core.errors import ConfigError
+from dlperf_core.trigger import resolve_trigger
 from helpers import REPO
 
 COMPOSE = {
@@ -65,12 +67,20 @@ def test_planning_reads_the_defaults_when_the_run_starts(monkeypatch):
     for name in COMPOSE:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DLPERF_HOME", str(REPO))
-    settings, suite, _ = steps.resolve_settings(form_defaults)
-    assert (suite.name, settings.runtime, settings.inventory_path.name) == ("smoke", "local", "local.yaml")
+    resolved = resolve_trigger(form_defaults, DeploymentDefaults.from_env())
+    assert (resolved.suite.name, resolved.settings.runtime, Path(resolved.settings.inventory).name) == (
+        "smoke",
+        "local",
+        "local.yaml",
+    )
     for name, value in COMPOSE.items():
         monkeypatch.setenv(name, value)
-    settings, suite, inventory = steps.resolve_settings(form_defaults)
-    assert (suite.name, settings.runtime, inventory.name) == ("smoke", "docker", "docker-local")
+    resolved = resolve_trigger(form_defaults, DeploymentDefaults.from_env())
+    assert (resolved.suite.name, resolved.settings.runtime, resolved.inventory.name) == (
+        "smoke",
+        "docker",
+        "docker-local",
+    )
+    assert resolved.from_defaults == ("suite", "runtime", "inventory")
     monkeypatch.setenv("DLPERF_DEFAULT_SUITE", "suites/llm-cpu.yaml")
-    settings, suite, _ = steps.resolve_settings(form_defaults)
-    assert suite.name == "llm-cpu"
+    assert resolve_trigger(form_defaults, DeploymentDefaults.from_env()).suite.name == "llm-cpu"

@@ -2,10 +2,12 @@
 
 * Planning refuses a node whose Docker Engine is on TCP without TLS (root on the node for anyone who can reach
   the port) unless the inventory says ``insecure: true``; TLS files, unix:// and ssh:// sockets are fine.
-* :class:`DockerEndpoint` (the one place a node's Docker client is built) takes the TLS client and registry
-  login from the node's Airflow Docker connection (here in the ``AIRFLOW_CONN_*`` form) when it exists, else
-  from the inventory, and makes the client through the provider's ``DockerHook``.
-* ``dlperf cluster sync`` writes that connection (its spec; the DB round trip is in test_cluster_sync.py).
+* :class:`DockerEndpoint` (the one place a node's Docker client is built) gives the provider's ``DockerHook``
+  the node's ``docker_url`` as ``base_url``, the inventory's TLS files as ``tls`` and, for a registry login,
+  the node's Airflow Docker connection (here in the ``AIRFLOW_CONN_*`` form) as ``docker_conn_id``: the hook
+  logs in itself. A missing login connection, or one that is no registry login, is a clear error.
+* ``dlperf cluster sync`` writes that connection from ``docker.registry`` (its spec; the DB round trip is in
+  test_cluster_sync.py).
 * The environment probe is a ContainerSpec started by the runtime's own ``create_container``.
 """
 
@@ -84,8 +86,12 @@ def test_the_example_cluster_declares_tls():
 
 
 def test_the_docker_runtime_refuses_it_at_planning(tmp_path):
-    from dlperf_airflow.steps import resolve_settings
+    from dlperf_core.defaults import DeploymentDefaults
+    from dlperf_core.trigger import resolve_trigger
     from helpers import REPO
+
+    def resolve_settings(params):
+        return resolve_trigger(params, DeploymentDefaults())
 
     path = tmp_path / "inventory.yaml"
     path.write_text("nodes:\n  - {name: n0, gpus: 2, docker_url: 'tcp://10.9.9.9:2375'}\n")
@@ -151,126 +157,193 @@ def _connection(monkeypatch, conn_id: str, **fields) -> None:
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "docker", **fields}))
 
 
-def test_tls_and_registry_login_come_from_the_nodes_connection(tmp_path, monkeypatch, fake_hook):
+REGISTRY_LOGIN = {"host": "registry.example.com", "port": 5000, "login": "bench", "password": "s3cret-pw"}
+
+
+@pytest.fixture
+def provider_api(monkeypatch):
+    """The Docker provider's own hook, its docker APIClient replaced: what the hook connects to and logs in
+    with, recorded (the real engine and registry: test_docker_tls.py)."""
+    import airflow.providers.docker.hooks.docker as provider
+
+    made: list = []
+
+    class ApiClient:
+        def __init__(self, **kwargs):
+            self.kwargs, self.logins = kwargs, []
+            made.append(self)
+
+        def ping(self) -> bool:
+            return True
+
+        def login(self, **kwargs) -> None:
+            self.logins.append(kwargs)
+
+    monkeypatch.setattr(provider, "APIClient", ApiClient)
+    return made
+
+
+@pytest.mark.usefixtures("fake_hook")
+def test_tls_comes_from_the_inventory_and_the_login_from_the_nodes_connection(tmp_path, monkeypatch):
     from dlperf_airflow.docker_runtime import DockerEndpoint
 
-    (tmp_path / "inv").mkdir()
-    (tmp_path / "conn").mkdir()
-    inventory_tls, conn_tls = _tls_files(tmp_path / "inv"), _tls_files(tmp_path / "conn")
-    node = _node(docker_url="tcp://10.0.0.10:2376", docker={"tls": inventory_tls})
-    _connection(
-        monkeypatch,
-        node.docker_conn_id,
-        host="registry.example.com",
-        port=5000,
-        login="bench",
-        password="s3cret-pw",
-        extra={
-            "tls_ca_cert": conn_tls["ca_cert"],
-            "tls_client_cert": conn_tls["client_cert"],
-            "tls_client_key": conn_tls["client_key"],
-            "tls_verify": "true",
-            "email": "bench@example.com",
-        },
-    )
+    tls = _tls_files(tmp_path)
+    node = _node(docker_url="tcp://10.0.0.10:2376", docker={"tls": {**tls, "verify": False}})
+    _connection(monkeypatch, node.docker_conn_id, **REGISTRY_LOGIN, extra={"email": "bench@example.com"})
 
     endpoint = DockerEndpoint.for_node(node)
-    assert endpoint.source == "connection dlperf_docker_gpu0"
-    assert endpoint.tls.ca_cert == conn_tls["ca_cert"] and endpoint.tls.verify is True
-    assert endpoint.tls.cert == (conn_tls["client_cert"], conn_tls["client_key"])
+    assert endpoint.tls.ca_cert == tls["ca_cert"] and endpoint.tls.verify is False
+    assert endpoint.tls.cert == (tls["client_cert"], tls["client_key"])
+    assert endpoint.conn_id == "dlperf_docker_gpu0" and endpoint.logs_in
     assert "s3cret-pw" not in repr(endpoint)
 
+    # the hook is built the way the provider takes it; the login is the hook's own (nothing logs in here)
     client = endpoint.client(timeout=30)
     assert client.hook_args == {
-        "docker_conn_id": None,
+        "docker_conn_id": "dlperf_docker_gpu0",
         "base_url": "tcp://10.0.0.10:2376",
         "tls": endpoint.tls,
         "timeout": 30,
     }
-    assert client.named("login") == [
-        (
-            "login",
-            (),
-            {
-                "username": "bench",
-                "password": "s3cret-pw",
-                "registry": "registry.example.com:5000",
-                "email": "bench@example.com",
-                "reauth": True,
-            },
-        )
+    assert client.named("login") == []
+    assert endpoint.client(login=False).hook_args["docker_conn_id"] is None  # e.g. the log stream's second client
+
+
+def test_the_providers_hook_logs_in_with_the_nodes_connection(tmp_path, monkeypatch, provider_api):
+    """The real DockerHook: tcp:// becomes https:// under the inventory's TLS, and it logs in itself with the
+    node's connection (host:port, login, password, extras email and reauth, as the provider reads them)."""
+    from dlperf_airflow.docker_runtime import DockerEndpoint
+
+    node = _node(docker_url="tcp://10.0.0.10:2376", docker={"tls": _tls_files(tmp_path)})
+    _connection(monkeypatch, node.docker_conn_id, **REGISTRY_LOGIN, extra={"email": "bench@example.com"})
+    endpoint = DockerEndpoint.for_node(node)
+    endpoint.client(timeout=30)
+    endpoint.client(login=False)
+    first, second = provider_api
+    assert first.kwargs == {"base_url": "https://10.0.0.10:2376", "version": None, "tls": endpoint.tls, "timeout": 30}
+    assert first.logins == [
+        {
+            "username": "bench",
+            "password": "s3cret-pw",
+            "registry": "registry.example.com:5000",
+            "email": "bench@example.com",
+            "reauth": True,
+        }
     ]
-    assert endpoint.client(login=False).named("login") == []  # e.g. the log stream's second client
+    assert second.logins == []
 
 
-def test_without_a_connection_the_inventory_decides(tmp_path, monkeypatch, fake_hook):
+@pytest.mark.usefixtures("fake_hook")
+def test_a_registry_login_is_the_nodes_connection_or_a_clear_error(tmp_path, monkeypatch):
     from dlperf_airflow.docker_runtime import DockerEndpoint, docker_client
 
     tls = _tls_files(tmp_path)
-    node = _node(
-        docker_url="tcp://10.0.0.10:2376",
-        docker={
-            "tls": {**tls, "verify": False},
-            "registry": {"server": "r.example.com", "username": "u", "password_env": "DLPERF_T_PW"},
-        },
-    )
+    registry = {"server": "r.example.com", "username": "u", "password_env": "DLPERF_T_PW"}
+    node = _node(docker_url="tcp://10.0.0.10:2376", docker={"tls": tls, "registry": registry})
     monkeypatch.delenv("AIRFLOW_CONN_DLPERF_DOCKER_GPU0", raising=False)
-    monkeypatch.setenv("DLPERF_T_PW", "from-env")
+    monkeypatch.setenv("DLPERF_T_PW", "from-env")  # never read by the runtime: the login is the connection's
+
+    # the inventory declares a registry, the connection is missing: no login of its own, a clear error
     endpoint = DockerEndpoint.for_node(node)
-    assert endpoint.source == "inventory"
-    assert endpoint.tls.ca_cert == tls["ca_cert"] and endpoint.tls.verify is False
-    assert (endpoint.registry.registry, endpoint.registry.username, endpoint.registry.password) == (
-        "r.example.com",
-        "u",
-        "from-env",
-    )
+    assert endpoint.tls.ca_cert == tls["ca_cert"] and not endpoint.logs_in
+    with pytest.raises(
+        ConfigError,
+        match="docker.registry r.example.com: the Airflow Docker connection "
+        "dlperf_docker_gpu0 that logs in to the registry does not exist; run `dlperf cluster sync",
+    ):
+        endpoint.client()
+    assert endpoint.client(login=False).hook_args["docker_conn_id"] is None  # the engine is still reachable
+    # ... and once `dlperf cluster sync` wrote it, the hook logs in with it
+    _connection(monkeypatch, node.docker_conn_id, host="r.example.com", login="u", password="from-env")
+    assert docker_client(node).hook_args["docker_conn_id"] == "dlperf_docker_gpu0"
 
-    # a connection with only a registry login: TLS still from the inventory
-    _connection(monkeypatch, node.docker_conn_id, host="other.example.com", login="v", password="pw2")
-    endpoint = DockerEndpoint.for_node(node)
-    assert endpoint.tls.ca_cert == tls["ca_cert"] and endpoint.registry.registry == "other.example.com"
+    # an explicit docker.conn_id must exist too
+    named = _node(name="b", docker={"conn_id": "shared_registry"})
+    with pytest.raises(ConfigError, match="docker.conn_id shared_registry: the Airflow Docker connection"):
+        docker_client(named)
 
-    # a unix socket as today: no TLS, no login
-    plain = DockerEndpoint.for_node(_node(name="local"))
-    assert (plain.base_url, plain.tls, plain.registry) == ("unix:///var/run/docker.sock", None, None)
-    client = docker_client(_node(name="local"))
-    assert client.hook_args["tls"] is None and client.named("login") == []
-    assert docker_client("unix:///tmp/other.sock").hook_args["base_url"] == "unix:///tmp/other.sock"
-
-    # insecure, said explicitly: plain TCP
-    insecure = DockerEndpoint.for_node(
-        _node(name="stand-in", docker_url="tcp://10.0.0.9:2375", docker={"insecure": True})
-    )
-    assert insecure.tls is None
-    # a TCP node without TLS that slipped past planning is refused here too
-    with pytest.raises(ConfigError, match="without TLS"):
-        DockerEndpoint.for_node(_node(name="bare", docker_url="tcp://10.0.0.9:2375"))
-    # ... unless its connection brings the TLS files
+    # a Docker connection that is no registry login (the TLS-only one older versions wrote) is refused, saying why
     _connection(
         monkeypatch,
-        "dlperf_docker_bare",
+        "dlperf_docker_old",
         extra={
             "tls_ca_cert": tls["ca_cert"],
             "tls_client_cert": tls["client_cert"],
             "tls_client_key": tls["client_key"],
         },
     )
-    assert DockerEndpoint.for_node(_node(name="bare", docker_url="tcp://10.0.0.9:2375")).tls is not None
+    old = _node(name="old", docker_url="tcp://10.0.0.11:2376", docker={"tls": tls})
+    with pytest.raises(ConfigError, match="dlperf_docker_old has no registry host: a Docker connection is a registry"):
+        docker_client(old)
+    assert "docker.tls" in str(DockerEndpoint.for_node(old).login_error)
+
+    # no registry, no connection: no login, and no pull
+    plain = DockerEndpoint.for_node(_node(name="local"))
+    assert (plain.base_url, plain.tls, plain.conn_id) == ("unix:///var/run/docker.sock", None, None)
+    client = docker_client(_node(name="local"))
+    assert client.hook_args == {
+        "docker_conn_id": None,
+        "base_url": "unix:///var/run/docker.sock",
+        "tls": None,
+        "timeout": 120,
+    }
+    assert docker_client("unix:///tmp/other.sock").hook_args["base_url"] == "unix:///tmp/other.sock"
 
 
-def test_the_provider_hook_takes_tcp_to_https_under_tls(tmp_path):
-    """The real DockerHook (no daemon needed to construct it) gets the TLS config the endpoint built."""
-    from dlperf_airflow.docker_runtime import DockerEndpoint, DockerHook
+def test_tls_is_the_inventorys_only(tmp_path, monkeypatch):
+    from dlperf_airflow.docker_runtime import DockerEndpoint
 
-    endpoint = DockerEndpoint.for_node(_node(docker_url="tcp://10.0.0.10:2376", docker={"tls": _tls_files(tmp_path)}))
-    hook = DockerHook(docker_conn_id=None, base_url=endpoint.base_url, tls=endpoint.tls, timeout=5)
-    assert hook._DockerHook__base_url == ["https://10.0.0.10:2376"] and hook._DockerHook__tls is endpoint.tls
+    tls = _tls_files(tmp_path)
+    # insecure, said explicitly: plain TCP
+    insecure = DockerEndpoint.for_node(
+        _node(name="stand-in", docker_url="tcp://10.0.0.9:2375", docker={"insecure": True})
+    )
+    assert insecure.tls is None
+    # a TCP node without TLS that slipped past planning is refused here too ...
+    with pytest.raises(ConfigError, match="without TLS"):
+        DockerEndpoint.for_node(_node(name="bare", docker_url="tcp://10.0.0.9:2375"))
+    # ... and TLS files in the connection's extras (which the Docker provider does not define) do not count
+    _connection(
+        monkeypatch,
+        "dlperf_docker_bare",
+        **REGISTRY_LOGIN,
+        extra={
+            "tls_ca_cert": tls["ca_cert"],
+            "tls_client_cert": tls["client_cert"],
+            "tls_client_key": tls["client_key"],
+        },
+    )
+    with pytest.raises(ConfigError, match="without TLS"):
+        DockerEndpoint.for_node(_node(name="bare", docker_url="tcp://10.0.0.9:2375"))
+
+
+def test_the_engines_ca_holds_against_a_ca_bundle_in_the_environment(tmp_path, monkeypatch):
+    """requests lets $REQUESTS_CA_BUNDLE replace a session's own ``verify`` (docker/docker-py#2433), and dlperf's
+    Airflow image sets it: the TLS config the runtime gives the hook keeps the engine's CA (or no verify)."""
+    import docker
+
+    from dlperf_airflow.docker_runtime import EngineTls
+
+    tls = _tls_files(tmp_path)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/elsewhere.pem")
+    url = "https://10.0.0.10:2376/v1.41/_ping"
+
+    def verify_of(config) -> object:  # what requests verifies a request with (the client never connects here)
+        client = docker.APIClient(base_url="https://10.0.0.10:2376", version="1.41", tls=config)
+        return client.merge_environment_settings(url, {}, None, None, None)["verify"]
+
+    cert = (tls["client_cert"], tls["client_key"])
+    assert verify_of(docker.tls.TLSConfig(client_cert=cert, ca_cert=tls["ca_cert"], verify=True)) == (
+        "/etc/ssl/certs/elsewhere.pem"  # docker-py's own: the bundle wins
+    )
+    assert verify_of(EngineTls(client_cert=cert, ca_cert=tls["ca_cert"], verify=True)) == tls["ca_cert"]
+    assert verify_of(EngineTls(client_cert=cert, ca_cert=tls["ca_cert"], verify=False)) is False
 
 
 # --------------------------------------------------------------------------- dlperf cluster sync's spec
 
 
-def test_cluster_sync_spec_of_the_docker_connection(tmp_path, monkeypatch):
+def test_cluster_sync_spec_of_the_docker_connection(tmp_path, monkeypatch, provider_api):
     from dlperf_cli.cluster_cmd import ConnectionSpec, docker_specs
 
     tls = _tls_files(tmp_path)
@@ -282,49 +355,40 @@ def test_cluster_sync_spec_of_the_docker_connection(tmp_path, monkeypatch):
         },
     )
     spec = ConnectionSpec.docker_for_node(node, {"PW": "pw"})
+    # the provider's registry login, nothing else: TLS is not written (the provider defines no TLS fields)
     assert spec == ConnectionSpec(
-        "dlperf_docker_gpu0",
-        "r.example.com:5000",
-        "u",
-        None,
-        {
-            "tls_ca_cert": tls["ca_cert"],
-            "tls_client_cert": tls["client_cert"],
-            "tls_client_key": tls["client_key"],
-            "tls_verify": True,
-            "email": "e@x",
-        },
-        conn_type="docker",
-        password="pw",
+        "dlperf_docker_gpu0", "r.example.com:5000", "u", None, {"email": "e@x"}, conn_type="docker", password="pw"
     )
     with pytest.raises(ConfigError, match=r"\$PW is not set"):
         ConnectionSpec.docker_for_node(node, {})
     assert ConnectionSpec.docker_for_node(_node(), {}) is None  # nothing to put in it: no connection
-    tls_only = ConnectionSpec.docker_for_node(
-        _node(name="b", docker_url="tcp://10.0.0.11:2376", docker={"tls": tls}), {}
-    )
-    assert (tls_only.host, tls_only.login, tls_only.password) == (None, None, None)
+    tls_only = _node(name="b", docker_url="tcp://10.0.0.11:2376", docker={"tls": tls})
+    assert ConnectionSpec.docker_for_node(tls_only, {}) is None
 
-    # what sync writes is what the endpoint reads back
+    # what sync writes is what the provider's hook logs in with
     from dlperf_airflow.docker_runtime import DockerEndpoint
 
     _connection(monkeypatch, spec.conn_id, host=spec.host, login=spec.login, password=spec.password, extra=spec.extra)
-    endpoint = DockerEndpoint.for_node(node)
-    assert endpoint.source == "connection dlperf_docker_gpu0"
-    assert (endpoint.registry.registry, endpoint.registry.username, endpoint.registry.password) == (
-        "r.example.com:5000",
-        "u",
-        "pw",
-    )
+    DockerEndpoint.for_node(node).client()
+    assert provider_api[0].logins == [
+        {"username": "u", "password": "pw", "registry": "r.example.com:5000", "email": "e@x", "reauth": True}
+    ]
 
     shared = Inventory(
         nodes=(
             node.model_copy(update={"docker": node.docker.model_copy(update={"conn_id": "shared"})}),
-            _node(name="b", docker_url="tcp://10.0.0.11:2376", docker={"conn_id": "shared", "tls": tls}),
+            _node(
+                name="b",
+                docker_url="tcp://10.0.0.11:2376",
+                docker={"conn_id": "shared", "tls": tls, "registry": {"server": "other.example.com", "username": "u"}},
+            ),
         )
     )
-    with pytest.raises(ConfigError, match="different TLS files or registry"):
+    with pytest.raises(ConfigError, match="a different registry login"):
         docker_specs(shared, {"PW": "pw"})
+    # nodes may share one registry login and still have their own TLS files
+    same = Inventory(nodes=(shared.nodes[0], tls_only.model_copy(update={"docker": shared.nodes[0].docker})))
+    assert [s.conn_id for s in docker_specs(same, {"PW": "pw"})] == ["shared"]
 
 
 # --------------------------------------------------------------------------- the probe is a ContainerSpec

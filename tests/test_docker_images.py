@@ -63,7 +63,7 @@ def docker_engine() -> None:
 
 
 @pytest.fixture(scope="module")
-def reference_image(docker_engine: None) -> str:
+def reference_image(docker_engine: None) -> str:  # noqa: ARG001 - requested for its skip (no engine)
     """The reference image, built or refreshed by scripts/build-images.sh unless DLPERF_TEST_NO_BUILD=1."""
     if os.environ.get("DLPERF_TEST_NO_BUILD") == "1":
         if docker("image", "inspect", IMAGE, check=False).returncode != 0:
@@ -106,17 +106,16 @@ def _has_train_py(image: str) -> bool:
 
 
 def _node_command(node_rank: int, script: Sequence[str]) -> list[str]:
-    torchrun = [
+    return [
         "python3", "-m", "torch.distributed.run",
         "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(node_rank),
         "--master_addr", "node0", "--master_port", "29500",
         *script,
     ]  # fmt: skip
-    return torchrun
 
 
 @pytest.fixture
-def docker_network(docker_engine: None) -> Iterator[tuple[str, list[str]]]:
+def docker_network(docker_engine: None) -> Iterator[tuple[str, list[str]]]:  # noqa: ARG001 - requested for its skip
     """A fresh user-defined network, and a list the test fills with container names; all removed after."""
     suffix = uuid.uuid4().hex[:10]
     network = f"dlperf-test-{suffix}"

@@ -60,18 +60,18 @@ def _oneflow_log(path: Path) -> Path:
 SEEDS = {
     "ngc_pytorch": (
         case("ngc_pytorch", "fp32", 128, 1, 8, 5, 90),
-        lambda tmp: REAL / "ngc_pytorch" / "pytorch_gpu8_fp32_bs128.txt",
+        lambda _tmp: REAL / "ngc_pytorch" / "pytorch_gpu8_fp32_bs128.txt",
     ),
     "ngc_mxnet": (
         case("ngc_mxnet", "fp32", 96, 1, 1, 100, 400),  # the file's first run (1 GPU) is node 0's
-        lambda tmp: REAL / "ngc_mxnet" / "mxnet_gpu1_gpu8_fp32_bs96.txt",
+        lambda _tmp: REAL / "ngc_mxnet" / "mxnet_gpu1_gpu8_fp32_bs96.txt",
     ),
     "mindspore": (case("mindspore", "fp32", 128, 2, 8, 100, 100), lambda tmp: _mindspore_log(tmp / "ms.log")),
     "oneflow": (case("oneflow", "fp32", 128, 2, 8, 20, 180), lambda tmp: _oneflow_log(tmp / "of.log")),
     # the published PLSC log prints every 100 steps of a long training: a window of whole prints
     "paddle_plsc": (
         case("paddle_plsc", "amp", 128, 1, 8, 1000, 10000),
-        lambda tmp: REAL / "paddle_plsc_arcface" / "static" / "ms1mv3_r50_static_128_fp16_1.0" / "training.log",
+        lambda _tmp: REAL / "paddle_plsc_arcface" / "static" / "ms1mv3_r50_static_128_fp16_1.0" / "training.log",
     ),
 }
 
@@ -117,7 +117,7 @@ def test_seed_framework_from_case_to_stored_row(framework, tmp_path, pg_url, mon
     outcome = runtime.execute(stand_in(job, log))
     assert outcome.failure is None, outcome.failure
     planned = PlannedRun(run, "docker", inventory="<in memory: replay>", timeout_s=120, watchdog_s=60)
-    verdict = steps.store_step(ExecutedRun(planned, outcome).to_dict(), ids)
+    verdict = steps.store_step(ExecutedRun(planned, outcome), ids)
     assert verdict.status == "ok", verdict.reason
 
     warmup, measured = adapter.parse_window(the_case)

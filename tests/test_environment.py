@@ -24,6 +24,8 @@ from dlperf_core.environment import (
     run_probe_locally,
 )
 from dlperf_core.gpu_sampling import GpuMemoryPeak, parse_memory_sample
+from dlperf_core.handoff import Plan, PlannedRun, RunSettings
+from dlperf_core.model import Case, CaseRun
 from dlperf_core.storage import ResultStore
 
 DATA = Path(__file__).parent / "data" / "environment"
@@ -231,10 +233,10 @@ def test_capture_step_tags_every_item(pg_url, monkeypatch):
     from dlperf_core.model import RunIds
 
     monkeypatch.setenv("DLPERF_DB_URL", pg_url)
-    runs = [{"case": STEP_CASE, "repeat": r} for r in range(2)] + [{"case": {**STEP_CASE, "nodes": 2}, "repeat": 0}]
-    items = [{"runtime": "local", "inventory": "inventories/local.yaml", "run": run} for run in runs]
-    tagged = capture_step(items, RunIds("dag", "run"))
-    env_ids = {item["environment_id"] for item in tagged}
+    runs = [CaseRun(Case(**STEP_CASE), r) for r in range(2)] + [CaseRun(Case(**{**STEP_CASE, "nodes": 2}), 0)]
+    settings = RunSettings("suites/smoke.yaml", "local", "inventories/local.yaml", 60.0, None)
+    tagged = capture_step(Plan(settings, [PlannedRun.of(run, settings) for run in runs]), RunIds("dag", "run"))
+    env_ids = {item.environment_id for item in tagged}
     assert len(tagged) == 3 and len(env_ids) == 1 and None not in env_ids  # one machine, one environment
     store = ResultStore(pg_url)
     assert len(store.environments()) == 1
@@ -246,12 +248,9 @@ def test_capture_step_never_raises(monkeypatch):
     from dlperf_core.model import RunIds
 
     monkeypatch.setenv("DLPERF_DB_URL", "postgresql+psycopg2://nobody@127.0.0.1:1/none")
-    item = {
-        "runtime": "docker",
-        "inventory": "/nonexistent/inventory.yaml",
-        "run": {"case": {**STEP_CASE, "model": "m"}, "repeat": 0},
-    }
-    assert capture_step([item], RunIds("dag", "run")) == [{**item, "environment_id": None}]
+    settings = RunSettings("suites/smoke.yaml", "docker", "/nonexistent/inventory.yaml", 60.0, None)
+    item = PlannedRun.of(CaseRun(Case(**{**STEP_CASE, "model": "m"}), 0), settings).with_environment(3)
+    assert capture_step(Plan(settings, [item]), RunIds("dag", "run")) == [item.with_environment(None)]
 
 
 # --------------------------------------------------------------------------- GPU memory

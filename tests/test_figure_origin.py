@@ -151,10 +151,10 @@ def _inventory_file(tmp_path: Path, accelerator: str) -> Path:
     return path
 
 
-def _executed(case: Case, inventory: str, log: Path, repeat: int, failure: str | None = None) -> dict:
+def _executed(case: Case, inventory: str, log: Path, repeat: int, failure: str | None = None) -> ExecutedRun:
     outcome = CaseOutcome(T0, T0 + timedelta(seconds=30), [NodeOutcome("node0", 0, 0, str(log))], failure)
     planned = PlannedRun(CaseRun(case, repeat), "docker", inventory=inventory, timeout_s=60, watchdog_s=None)
-    return ExecutedRun(planned, outcome).to_dict()
+    return ExecutedRun(planned, outcome)
 
 
 def test_the_store_step_stores_the_adapters_origin(store: ResultStore, dialect_url: str, tmp_path, monkeypatch):

@@ -177,15 +177,19 @@ def test_batch_override_replaces_every_batch_and_is_bounded():
 
 
 def test_plan_step_settings_refuse_and_override(monkeypatch):
-    """What plan_cases does with the form's values (steps.resolve_settings): refused before any case
-    runs when the chosen suite lacks a value; the batch override reaches every planned case."""
-    from dlperf_airflow import steps
+    """What plan_cases does with the form's values (dlperf_core.trigger): refused before any case runs when the
+    chosen suite lacks a value; the batch override reaches every planned case."""
+    from dlperf_core.defaults import DeploymentDefaults
+    from dlperf_core.trigger import plan_trigger, resolve_trigger
+
+    def resolve(params):
+        return resolve_trigger(params, DeploymentDefaults())
 
     monkeypatch.setenv("DLPERF_HOME", str(REPO))
     params = {"suite": "suites/smoke.yaml", "runtime": "local", "topologies": ["4n8g"]}
     with pytest.raises(ConfigError, match="topologies: 4n8g not in suite 'smoke'"):
-        steps.resolve_settings(params)
-    settings, suite, inventory = steps.resolve_settings(
+        resolve(params)
+    resolved = resolve(
         {
             "suite": "suites/smoke.yaml",
             "runtime": "local",
@@ -197,13 +201,13 @@ def test_plan_step_settings_refuse_and_override(monkeypatch):
             "precisions": None,
         }  # the UI sends null for a cleared multi-select
     )
-    runs = plan_suite(suite, inventory, settings.filters)
+    runs = [p.run for p in plan_trigger(resolved).cases]
     assert [(r.case.framework, r.case.topology, r.case.batch_size_per_device) for r in runs] == [
         ("pytorch_reference", "1n2g", 4),
         ("allreduce_probe", "1n2g", 1),  # the suite's fabric probe at the same topology (messages, no batch)
     ]
     with pytest.raises(ConfigError, match="batch_size"):
-        steps.resolve_settings({"suite": "suites/smoke.yaml", "batch_size": 5000})
+        resolve({"suite": "suites/smoke.yaml", "batch_size": 5000})
 
 
 PROBE = r"""

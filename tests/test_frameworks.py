@@ -37,7 +37,7 @@ def test_reference_launch_is_one_torchrun_per_node():
 class FakeRuntime:
     name, python, workload_dir = "docker", "python3", "/opt/dlperf/workload"
 
-    def cpu_threads_per_process(self, processes):
+    def cpu_threads_per_process(self, _processes):
         return 1
 
 

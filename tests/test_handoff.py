@@ -1,28 +1,44 @@
-"""The typed hand-offs between DAG tasks: each survives its JSON form (what XCom carries) unchanged, and the
-plan the DAG computes once holds everything the later tasks used to re-read from the trigger form."""
+"""The typed hand-offs between DAG tasks: each survives its JSON form (what XCom carries) unchanged, also through
+Airflow's own serde as a task's return value is stored and read back, and the plan the DAG computes once holds
+everything the later tasks used to re-read from the trigger form."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 
-from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
+import pydantic
+import pytest
+
+from dlperf_core.handoff import ExecutedRun, NodeReport, Plan, PlannedRun, ProbeOutput, RunSettings
 from dlperf_core.inventory import load_inventory
+from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
+from dlperf_core.launch_spec import ContainerSettings, ImageRef, LaunchSpec, NodeSpec
+from dlperf_core.maxbatch import Probe, SearchVerdict
 from dlperf_core.measure import Measurement
 from dlperf_core.model import CaseOutcome, CaseRun, NodeOutcome
 from dlperf_core.plan import plan_searches, plan_suite
+from dlperf_core.preflight import NodeHealth, PreflightReport
+from dlperf_core.regression import DetectionReport, NewRegression
+from dlperf_core.runtime.gang import NodeShare
 from dlperf_core.storage.records import ResultRecord
 from dlperf_core.suite import load_suite
+from dlperf_core.verdict import RunCounts
 from helpers import REPO
 
 SETTINGS = RunSettings("suites/smoke.yaml", "docker", "inventories/docker-local.yaml", 600.0, None)
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
 
 def _json_round_trip(data: dict) -> dict:
     return json.loads(json.dumps(data))
 
 
-def test_every_hand_off_survives_its_json_form():
+def every_hand_off() -> list[object]:
+    """One value of every type a DAG task returns, filled as the DAG fills it."""
     suite = load_suite(REPO / "tests/data/maxbatch/suite.yaml")
     inventory = load_inventory(REPO / "inventories/docker-local.yaml")
     runs = plan_suite(suite, inventory, allow_empty=True)
@@ -33,25 +49,93 @@ def test_every_hand_off_survives_its_json_form():
         cases=[PlannedRun.of(r, SETTINGS) for r in runs],
         searches=[PlannedRun.of(CaseRun(s.case, 0, 9000 + s.index), SETTINGS, s) for s in searches],
     )
-    assert Plan.from_dict(_json_round_trip(plan.to_dict())) == plan
-
-    now = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
     outcome = CaseOutcome(
-        now, now, [NodeOutcome("node0", 0, 0, "/logs/node0.log")], None, 812.5, {"node0": [(1.0, 300.0), (2.0, 310.5)]}
+        NOW, NOW, [NodeOutcome("node0", 0, 0, "/logs/node0.log")], None, 812.5, {"node0": [(1.0, 300.0), (2.0, 310.5)]}
     )
     routed = PlannedRun.of(CaseRun(searches[0].case, 1, 3, 4), SETTINGS).with_environment(7)
-    routed = PlannedRun.from_dict({**routed.to_dict(), "nodes": ["node0", "node1"]})
-    executed = ExecutedRun(routed, outcome)
-    back = ExecutedRun.from_dict(_json_round_trip(executed.to_dict()))
-    assert back == executed
-    assert back.planned.nodes == ("node0", "node1") and back.planned.environment_id == 7
-    assert back.outcome.log_path == "/logs/node0.log"
-    assert plan.searches[0].label.startswith("max batch ") and routed.label.endswith(" r1")
+    routed = PlannedRun(**{**vars(routed), "nodes": ("node0", "node1")})
+    node = NodeSpec(
+        "node0",
+        "10.0.0.1",
+        0,
+        "docker",
+        ("python", "train.py"),
+        {"NCCL_DEBUG": "INFO"},
+        "0.1",
+        image=ImageRef("dlperf/pytorch-reference:cpu", "sha256:ab"),
+        container=ContainerSettings("dlperf-x-n0", "host", devices=("/dev/infiniband:/dev/infiniband:rwm",)),
+    )
+    spec = LaunchSpec(routed.run.case.key, 1, (node,), suite="suites/smoke.yaml")
+    share = NodeShare("node1", 1, 0, "/logs/node1.log", None, False, NOW.isoformat(), NOW.isoformat())
+    return [
+        plan,
+        ExecutedRun(routed, outcome, spec),
+        ExecutedRun(plan.searches[0], CaseOutcome(NOW, NOW, [], "preflight: node0: disk full")),
+        PreflightReport(
+            "checked: 1 ok, 1 failed", (NodeHealth("a", True), NodeHealth("b", False, ("disk",), {"disk": "1 GB"}))
+        ),
+        NodeReport(
+            "node1", share, ran_on="node1", gpu_power=((1.0, 250.0),), launch_spec=spec, probe=ProbeOutput("x", None)
+        ),
+        NodeReport("node0", skipped="the case runs on node1"),
+        Measurement("ok", None, 123.4, 120.0, 100, 6, 105, 0.31),
+        SearchVerdict("found", 64, 128, None, (Probe(32, "ok", None, 10.0), Probe(128, "failed", "out of memory"))),
+        RunCounts(3, 1, 1, 0),
+        DetectionReport("manual", False, 2, {"new": 1, "steady": 1}, (NewRegression("k", "k: 5% slower", None),), 0),
+    ]
+
+
+def test_every_hand_off_survives_its_json_form():
+    for value in every_hand_off():
+        back = type(value).from_json(_json_round_trip(value.to_json()))  # type: ignore[attr-defined]
+        assert back == value, type(value).__name__
+    plan, executed = every_hand_off()[:2]
+    assert executed.planned.nodes == ("node0", "node1") and executed.planned.environment_id == 7  # type: ignore[union-attr]
+    assert executed.outcome.log_path == "/logs/node0.log"  # type: ignore[union-attr]
+    assert plan.searches[0].label.startswith("max batch ") and executed.label.endswith(" r1")  # type: ignore[union-attr]
+
+
+def test_a_wrong_shape_is_refused_by_name():
+    data = every_hand_off()[0].to_json()  # type: ignore[attr-defined]
+    del data["settings"]["runtime"]
+    with pytest.raises(pydantic.ValidationError, match="runtime"):
+        Plan.from_json(data)
+
+
+SERDE_ROUND_TRIP = """
+import json, sys
+from airflow.sdk.serde import deserialize, serialize
+sys.path.insert(0, "tests")
+from test_handoff import every_hand_off
+for value in every_hand_off():
+    stored = json.loads(json.dumps(serialize(value)))  # what the XCom table holds
+    assert stored["__classname__"].startswith("dlperf_core."), stored
+    assert deserialize(stored) == value, type(value).__name__
+    assert deserialize(serialize([value])) == [value]  # a mapped task's input: a list of them
+print("ok", len(every_hand_off()))
+"""
+
+
+@pytest.mark.parametrize("allowed", [ALLOWED_DESERIALIZATION_CLASSES, "airflow.*"])
+def test_airflow_serde_carries_every_hand_off_only_where_allowed(tmp_path, allowed):
+    """Airflow's serde (what XCom uses) stores each hand-off as its class and JSON form and gives the type back,
+    once ``allowed_deserialization_classes`` names dlperf_core (as compose, the embedded runtime and the tests'
+    stacks set it); with Airflow's default it refuses by name."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env |= {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES": allowed}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests")])
+    proc = subprocess.run(
+        [sys.executable, "-c", SERDE_ROUND_TRIP], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    if allowed == "airflow.*":
+        assert proc.returncode != 0 and "was not found in allow list" in proc.stderr, proc.stderr[-2000:]
+    else:
+        assert proc.returncode == 0 and proc.stdout.startswith("ok 10"), proc.stderr[-3000:]
 
 
 def test_a_result_row_is_filled_from_the_case_the_measurement_and_the_outcome():
     case = plan_suite(load_suite(REPO / "suites/smoke.yaml"), load_inventory(REPO / "inventories/local.yaml"))[0].case
-    now = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+    now = NOW
     outcome = CaseOutcome(now, now, [NodeOutcome("node0", 0, 0, "/logs/node0.log")], None, 512.0)
     measurement = Measurement("ok", None, 123.4, 120.0, 100, 6, 105)
     record = ResultRecord.from_run("d", "r", case, 2, measurement, outcome, environment_id=5)

@@ -75,7 +75,8 @@ def run_ids(proc: subprocess.CompletedProcess[str]) -> set[str]:
 # --------------------------------------------------------------------------- in-process defaults
 
 
-def test_defaults_hang_off_the_checkout_whatever_the_cwd(tmp_path, monkeypatch, no_overrides):
+@pytest.mark.usefixtures("no_overrides")
+def test_defaults_hang_off_the_checkout_whatever_the_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     state = REPO / ".dlperf"
     assert home.checkout_root() == REPO and home.dlperf_home() == REPO
@@ -89,7 +90,8 @@ def test_defaults_hang_off_the_checkout_whatever_the_cwd(tmp_path, monkeypatch, 
     assert list(tmp_path.iterdir()) == []  # nothing written into the current directory
 
 
-def test_dlperf_home_moves_everything_and_specific_overrides_win(tmp_path, monkeypatch, no_overrides):
+@pytest.mark.usefixtures("no_overrides")
+def test_dlperf_home_moves_everything_and_specific_overrides_win(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DLPERF_HOME", "elsewhere")  # relative: taken against the current directory
     state = tmp_path / "elsewhere" / ".dlperf"
@@ -112,13 +114,31 @@ def test_dlperf_home_moves_everything_and_specific_overrides_win(tmp_path, monke
     assert (default_log_root(), default_spool_dir(), report_root()) == (Path("/l"), Path("/s"), Path("/r"))
 
 
-def test_the_dags_suite_and_inventory_paths_follow_the_same_home(tmp_path, monkeypatch, no_overrides):
+@pytest.mark.usefixtures("no_overrides")
+def test_the_dags_suite_and_inventory_paths_follow_the_same_home(tmp_path, monkeypatch):
     from dlperf_airflow import steps
+    from dlperf_core.defaults import DeploymentDefaults
+    from dlperf_core.trigger import resolve_trigger
 
     monkeypatch.chdir(tmp_path)
-    assert steps.dlperf_home() == REPO and steps._resolve("inventories/local.yaml") == REPO / "inventories/local.yaml"
+    form = {"suite": "suites/smoke.yaml", "runtime": "local", "inventory": "inventories/local.yaml"}
+    settings = resolve_trigger(form, DeploymentDefaults()).settings
+    assert steps.dlperf_home() == REPO
+    assert (settings.suite, settings.inventory) == (
+        str(REPO / "suites/smoke.yaml"),
+        str(REPO / "inventories/local.yaml"),
+    )
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites/smoke.yaml").write_text((REPO / "suites/smoke.yaml").read_text())
+    (tmp_path / "inventories").mkdir()
+    (tmp_path / "inventories/local.yaml").write_text((REPO / "inventories/local.yaml").read_text())
     monkeypatch.setenv("DLPERF_HOME", str(tmp_path))
-    assert steps.dlperf_home() == tmp_path and steps._resolve("suites/a.yaml") == tmp_path / "suites/a.yaml"
+    settings = resolve_trigger(form, DeploymentDefaults()).settings
+    assert steps.dlperf_home() == tmp_path
+    assert (settings.suite, settings.inventory) == (
+        str(tmp_path / "suites/smoke.yaml"),
+        str(tmp_path / "inventories/local.yaml"),
+    )
 
 
 def test_embedded_airflow_home_follows_dlperf_home(tmp_path):
@@ -146,7 +166,8 @@ def test_embedded_airflow_home_follows_dlperf_home(tmp_path):
 # --------------------------------------------------------------------------- the start line
 
 
-def test_start_line_only_for_commands_that_use_results(monkeypatch, no_overrides):
+@pytest.mark.usefixtures("no_overrides")
+def test_start_line_only_for_commands_that_use_results(monkeypatch):
     parse = build_parser().parse_args
     monkeypatch.setenv("DLPERF_DB_URL", "postgresql+psycopg2://dlperf:secret@db:5432/dlperf")
     masked = "dlperf: results database postgresql+psycopg2://dlperf:***@db:5432/dlperf"

@@ -18,11 +18,14 @@ import os
 import subprocess
 import sys
 import uuid
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
 
 from airflow_stack import AirflowStack, prepare_stack, start_stack
+from dlperf_core.handoff import NodeReport, PlannedRun
 from dlperf_core.storage import ResultStore
 from e2e_helpers import run_ok
 from helpers import DLPERF, REPO, dlperf_containers, docker_marks
@@ -160,14 +163,17 @@ def test_each_node_task_runs_on_its_node_worker(stack: AirflowStack, pg_url, clu
         assert t["state"] == "success", t
         path = (
             f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{t['task_id']}/xcomEntries/return_value"
-            f"?map_index={t['map_index']}&deserialize=true"
+            f"?map_index={t['map_index']}"
         )
         status, entry = stack.request("GET", path, token=token)
         assert status == 200, entry
-        share = entry["value"]  # type: ignore[index]
-        assert share["ran_on"] == node, f"task for {node} ran on the worker of {share['ran_on']}"
-        assert share["exit_code"] == 0 and share["failure"] is None, share
-        ran[(node, t["map_index"])] = share["rank"]
+        stored = entry["value"]  # type: ignore[index]
+        stored = json.loads(stored) if isinstance(stored, str) else stored  # the serde form: class, version, data
+        assert stored["__classname__"] == "dlperf_core.handoff.NodeReport", stored
+        report = NodeReport.from_json(stored["__data__"])
+        assert report.ran_on == node, f"task for {node} ran on the worker of {report.ran_on}"
+        assert report.share is not None and report.share.exit_code == 0 and report.share.failure is None, report
+        ran[(node, t["map_index"])] = report.share.rank
     # the 1n1g case ran on node0 alone (node1's task skipped it); the 2n1g case on both, node0 as rank 0
     assert sorted(ran.values(), key=str) == [0, 0, 1, "skipped"], ran
     assert dlperf_containers() == []
@@ -180,7 +186,7 @@ def test_each_node_task_runs_on_its_node_worker(stack: AirflowStack, pg_url, clu
     )
     rows = ResultStore(pg_url).results(run_id=run_id)
     assert list(rows["status"]) == ["ok"] and rows["throughput"].iloc[0] > 0, rows[["case_key", "reason"]]
-    node0_log = open(rows["log_path"].iloc[0]).read()  # node 0's log, brought to store_result through XCom
+    node0_log = Path(rows["log_path"].iloc[0]).read_text()  # node 0's log, brought to store_result through XCom
     assert "dlperf: ssh to every node works" in node0_log and "[1,0]<stdout>" in node0_log
     assert dlperf_containers() == []
 
@@ -220,7 +226,7 @@ def test_the_dag_renders_one_task_per_node_on_its_queue_and_pool(cluster, tmp_pa
     assert "case_run.store_result" in shape["searches_after"]  # probes never share a node with a case run
 
 
-def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, tmp_path, cluster):
+def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, cluster):
     from dlperf_airflow.node_step import node_step
     from dlperf_core.inventory import load_inventory
     from dlperf_core.model import RunIds
@@ -230,26 +236,25 @@ def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, tmp_path, cl
 
     suite = load_suite(REPO / "suites/smoke.yaml")
     run = plan_suite(suite, load_inventory(cluster), PlanFilters(topologies=("2n1g",), repeats=1))[0]
-    item = {"run": run.to_dict(), "inventory": cluster, "runtime": "docker", "timeout_s": 60, "watchdog_s": None}
+    item = PlannedRun(run, "docker", cluster, 60, None)
     monkeypatch.setenv("DLPERF_NODE", "node1")
     board = DictBoard()
-    share = node_step(item, RunIds("d", "r"), "node0", None, board.view("node0"))
-    assert share["failure"] == (
+    report = node_step(item, RunIds("d", "r"), "node0", None, board.view("node0"))
+    assert report.share is not None and report.share.failure == (
         "node0: its task ran on the worker of node node1; give each node's worker only that node's queue (node-a)"
     )
     assert board.states["node0"]["phase"] == "gave_up"  # node1's task stops waiting for it
     one = plan_suite(suite, load_inventory(cluster), PlanFilters(topologies=("1n1g",)))[0]
     assert one.case.key.startswith("pytorch_reference/resnet50_v1.5/fp32/b8/1n1g+args=")
-    assert node_step({**item, "run": one.to_dict()}, RunIds("d", "r"), "node1", None, board.view("node1")) == {
-        "node": "node1",
-        "skipped": f"{one.case.key} runs on node0",
-    }
+    assert node_step(replace(item, run=one), RunIds("d", "r"), "node1", None, board.view("node1")) == NodeReport(
+        "node1", skipped=f"{one.case.key} runs on node0"
+    )
 
 
-def test_a_trigger_outside_the_deployments_inventory_is_refused(monkeypatch, tmp_path, cluster):
-    from dlperf_airflow.node_step import check_routed
+def test_a_trigger_outside_the_deployments_inventory_is_refused(tmp_path, cluster):
     from dlperf_core.errors import ConfigError
     from dlperf_core.inventory import load_inventory
+    from dlperf_core.trigger import check_routed
 
     routing = load_inventory(cluster)
     check_routed(routing, routing)

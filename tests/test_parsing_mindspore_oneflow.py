@@ -163,7 +163,7 @@ def dlperf_mindspore(text: str, nodes: int, cards: int, batch: int, warmup: int 
             cur_step = int(re.findall(step_pt, line)[0]) * cur_epoch
             if cur_step > train:
                 break
-        if "epoch time:" in line:
+        if "epoch time:" in line:  # noqa: SIM102 - nested as in DLPerf's script (a faithful port)
             if cur_step > warmup:
                 cost_time += float(re.findall(time_pt, line)[0])
     iter_num = (train - warmup) * nodes * cards

@@ -21,7 +21,14 @@ from pathlib import Path
 import pytest
 
 from dlperf_core.inventory import Inventory, Node, SshAccess
-from dlperf_core.preflight import NodeHealth, case_blocker, judge_output, preflight_script, split_blocks
+from dlperf_core.preflight import (
+    NodeHealth,
+    PreflightReport,
+    case_blocker,
+    judge_output,
+    preflight_script,
+    split_blocks,
+)
 from helpers import REPO, docker_available, image_present
 
 SSHD = "/usr/sbin/sshd"
@@ -46,7 +53,7 @@ class Sshd:
         for key in (self.host_key, self.client_key):
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
         (folder / "authorized_keys").write_text(Path(f"{self.client_key}.pub").read_text())
-        os.chmod(folder / "authorized_keys", 0o600)
+        (folder / "authorized_keys").chmod(0o600)
         self.config = folder / "sshd_config"
         self.config.write_text(
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {self.host_key}\nPidFile {folder}/sshd.pid\n"
@@ -93,7 +100,7 @@ class Sshd:
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory) -> Iterator[Sshd]:
-    if not os.path.exists(SSHD) or shutil.which("ssh-keygen") is None:
+    if not Path(SSHD).exists() or shutil.which("ssh-keygen") is None:
         pytest.skip("openssh-server not installed (scripts/ensure-sshd.sh installs it)")
     if os.geteuid() != 0 and not Path("/run/sshd").is_dir():
         pytest.skip("sshd needs /run/sshd, which only root can create")
@@ -128,7 +135,8 @@ def _good_node(sshd: Sshd, data: Path, **overrides) -> Node:
 
 
 @pytest.mark.docker
-def test_good_node_passes_over_real_ssh(sshd, docker_engine, tmp_path):
+@pytest.mark.usefixtures("docker_engine")
+def test_good_node_passes_over_real_ssh(sshd, tmp_path):
     from dlperf_airflow.preflight import check_node
 
     if not image_present(BASE_IMAGE):
@@ -146,7 +154,8 @@ def test_good_node_passes_over_real_ssh(sshd, docker_engine, tmp_path):
 
 
 @pytest.mark.docker
-def test_node_declaring_8_nvidia_gpus_is_reported(sshd, docker_engine, tmp_path):
+@pytest.mark.usefixtures("docker_engine")
+def test_node_declaring_8_nvidia_gpus_is_reported(sshd, tmp_path):
     from dlperf_airflow.preflight import check_node
 
     node = _good_node(
@@ -172,7 +181,8 @@ def test_node_declaring_8_nvidia_gpus_is_reported(sshd, docker_engine, tmp_path)
 
 
 @pytest.mark.docker
-def test_missing_image_that_cannot_be_pulled_is_reported(sshd, docker_engine, tmp_path):
+@pytest.mark.usefixtures("docker_engine")
+def test_missing_image_that_cannot_be_pulled_is_reported(sshd, tmp_path):
     from dlperf_airflow.preflight import check_node
 
     image = "dlperf/no-such-image:never"
@@ -212,7 +222,8 @@ def test_wrong_host_key_is_refused(sshd, tmp_path):
 
 
 @pytest.mark.docker
-def test_airflow_connection_is_used_when_it_exists(sshd, docker_engine, tmp_path, monkeypatch):
+@pytest.mark.usefixtures("docker_engine")
+def test_airflow_connection_is_used_when_it_exists(sshd, tmp_path, monkeypatch):
     """The connection `dlperf cluster sync` would write (here through AIRFLOW_CONN_*) wins over the
     inventory's ssh block: the inventory below points at a dead port, the connection at the sshd."""
     from dlperf_airflow.preflight import check_node
@@ -238,9 +249,8 @@ def test_airflow_connection_is_used_when_it_exists(sshd, docker_engine, tmp_path
 
 
 @pytest.mark.docker
-def test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run(
-    sshd, docker_engine, tmp_path, monkeypatch, sqlite_url
-):
+@pytest.mark.usefixtures("docker_engine")
+def test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run(sshd, tmp_path, monkeypatch, sqlite_url):
     """plan -> preflight -> run_case -> store_result with a real ResultStore: 1n1g runs on the good node,
     2n1g needs the bad one too and is stored as failed with "preflight: bad: ..." without starting."""
     from dlperf_airflow import steps
@@ -264,24 +274,25 @@ def test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run(
         "repeats": 1,
         "frameworks": ["pytorch_reference"],
     }
-    plan = steps.plan_step(params, ids, "manual")["cases"]
-    assert len(plan) == 2
+    plan = steps.plan_step(params, ids, "manual")
+    assert len(plan.cases) == 2
 
     health = steps.preflight_step(plan)
-    assert health["status"] == "checked: 1 ok, 1 failed"
-    assert health["nodes"]["good"]["ok"] is True
-    assert health["nodes"]["bad"]["problems"][0].startswith("unreachable over ssh")
+    assert health.status == "checked: 1 ok, 1 failed"
+    nodes = {h.name: h for h in health.nodes}
+    assert nodes["good"].ok is True
+    assert nodes["bad"].problems[0].startswith("unreachable over ssh")
 
     verdicts = {}
-    for item in plan:
+    for item in plan.cases:
         executed = steps.execute_step(item, ids, health)
-        verdicts[steps.item_label(item)] = (executed["outcome"], steps.store_step(executed, ids))
+        verdicts[item.label] = (executed.outcome, steps.store_step(executed, ids))
     one = next(v for k, v in verdicts.items() if "/1n1g" in k)
     two = next(v for k, v in verdicts.items() if "/2n1g" in k)
     assert one[1].status == "ok" and one[1].throughput > 0
     assert two[1].status == "failed"
     assert two[1].reason.startswith("preflight: bad: unreachable over ssh: ")
-    assert two[0]["nodes"] == []  # nothing was started
+    assert two[0].nodes == []  # nothing was started
 
     rows = ResultStore(sqlite_url).results(run_id=ids.run_id)
     by_topology = {f"{r.nodes}n{r.gpus_per_node}g": r for r in rows.itertuples()}
@@ -290,7 +301,7 @@ def test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run(
     assert by_topology["2n1g"].reason.startswith("preflight: bad: ")
 
 
-def test_preflight_is_skipped_without_ssh(tmp_path, monkeypatch, sqlite_url):
+def test_preflight_is_skipped_without_ssh(monkeypatch, sqlite_url):
     from dlperf_airflow import steps
     from dlperf_core.model import RunIds
 
@@ -303,10 +314,8 @@ def test_preflight_is_skipped_without_ssh(tmp_path, monkeypatch, sqlite_url):
             "topologies": ["2n1g"],
             "repeats": 1,
         }
-        plan = steps.plan_step(params, RunIds("dlperf_benchmark", f"manual__noss_{Path(inventory).stem}"), "manual")[
-            "cases"
-        ]
-        assert steps.preflight_step(plan) == {"status": steps.PREFLIGHT_NO_SSH, "nodes": {}}
+        plan = steps.plan_step(params, RunIds("dlperf_benchmark", f"manual__noss_{Path(inventory).stem}"), "manual")
+        assert steps.preflight_step(plan) == PreflightReport(steps.PREFLIGHT_NO_SSH)
 
 
 # --------------------------------------------------------------------------- the pure judgement

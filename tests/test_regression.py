@@ -144,7 +144,7 @@ class FileNotifier(BaseNotifier):
     def notify(self, context):
         import os
 
-        with open(os.environ[NOTIFIED], "a") as out:
+        with Path(os.environ[NOTIFIED]).open("a") as out:
             out.write(json.dumps(context["dlperf_regressions"], default=str) + "\n")
 
 
@@ -231,7 +231,7 @@ def test_planted_slowdown_raises_exactly_one_regression(history_db):
     slow_key = "pt/resnet50/amp/b256/1n8g"
     run_id = add_night(store, 20, slow={slow_key: 0.95}, env_id=env_a)
     result = detect_step(RunIds("dlperf_benchmark", run_id))
-    assert result["stored"] and result["verdicts"] == {"new": 1, "steady": 1}
+    assert result.stored and result.verdicts == {"new": 1, "steady": 1}
     stored = store.regressions()
     assert len(stored) == 1
     row = stored.iloc[0]
@@ -244,19 +244,19 @@ def test_planted_slowdown_raises_exactly_one_regression(history_db):
     assert len(calls) == 1 and [r["case_key"] for r in calls[0]] == [slow_key]
 
     # the same DAG run judged again: no duplicate row
-    detect_step(RunIds("dlperf_benchmark", run_id), notify=lambda regressions, context: 0)
+    detect_step(RunIds("dlperf_benchmark", run_id), notify=lambda _regressions, _context: 0)
     assert len(store.regressions(open_only=False)) == 1
 
     # the next night is still slow: the same regression, seen again, no new alert
     run_2 = add_night(store, 21, slow={slow_key: 0.95}, env_id=env_a)
-    assert detect_step(RunIds("dlperf_benchmark", run_2))["verdicts"] == {"continuing": 1, "steady": 1}
+    assert detect_step(RunIds("dlperf_benchmark", run_2)).verdicts == {"continuing": 1, "steady": 1}
     assert len(store.regressions(open_only=False)) == 1
     assert store.regressions().iloc[0]["last_seen_run_id"] == run_2
     assert len(notified(notified_file)) == 1
 
     # back to normal: closed
     run_3 = add_night(store, 22, env_id=env_a)
-    assert detect_step(RunIds("dlperf_benchmark", run_3))["verdicts"] == {"recovered": 1, "steady": 1}
+    assert detect_step(RunIds("dlperf_benchmark", run_3)).verdicts == {"recovered": 1, "steady": 1}
     assert store.regressions().empty
     closed = store.regressions(open_only=False).iloc[0]
     assert closed["status"] == "closed" and run_3 in closed["closed_reason"]
@@ -292,8 +292,8 @@ def test_manual_run_is_judged_but_stores_and_alerts_nothing(history_db):
         store, 20, trigger="manual", slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_a, run_id="manual__2026-01-21"
     )
     result = detect_step(RunIds("dlperf_benchmark", run_id))
-    assert not result["stored"] and result["verdicts"] == {"new": 1, "steady": 1}
-    assert [r["case_key"] for r in result["new_regressions"]] == ["pt/resnet50/amp/b256/1n8g"]
+    assert not result.stored and result.verdicts == {"new": 1, "steady": 1}
+    assert [r.case_key for r in result.new_regressions] == ["pt/resnet50/amp/b256/1n8g"]
     assert store.regressions(open_only=False).empty
     assert notified(notified_file) == []
     # and a manual run is not part of the nightly history
@@ -549,11 +549,10 @@ def test_a_manual_run_is_judged_but_decides_nothing():
     (decision,) = decided.decisions
     assert not decided.scheduled and decision.verdict.kind == "new" and decision.label == "fabric"
     assert decision.action is None
-    result = decided.result([], 0)
-    assert result["stored"] is False and result["verdicts"] == {"new": 1} and result["judged"] == 1
-    (listed,) = result["new_regressions"]
-    assert listed["kind"] == "new" and listed["run_id"] == "manual__1" and listed["label"] == "fabric"
-    assert listed["case_key"] == KEY and listed["nodes"] == 1
+    result = decided.result(0)
+    assert result.stored is False and result.verdicts == {"new": 1} and result.judged == 1
+    (listed,) = result.new_regressions
+    assert listed.case_key == KEY and listed.label == "fabric" and listed.description == decision.describe()
     back = decide(tonight(1000.0), history, trigger="manual", open_regressions={KEY: open_}).decisions[0]
     assert back.verdict.kind == "recovered" and back.action is None  # the nightly series' regression stays open
 
@@ -622,8 +621,17 @@ def test_the_fabric_is_judged_at_tonights_largest_message_size():
 def test_store_rows_become_the_core_types():
     import pandas as pd
 
+    from dlperf_airflow.regression_step import records_of
+
+    # the edge: pandas' missing values (NA, NaN, NaT) reach the core as None
+    frame = pd.DataFrame({"environment_id": pd.array([pd.NA, 4], dtype="Int64"), "median_throughput": [1.5, None]})
+    assert records_of(frame) == [
+        {"environment_id": None, "median_throughput": 1.5},
+        {"environment_id": 4, "median_throughput": None},
+    ]
+    assert records_of(frame.iloc[:0]) == []
     case = CaseResult.from_record(
-        {**CONFIG, "case_key": KEY, "median_throughput": 1.5, "n": 2, "environment_id": pd.NA, "extra": 1},
+        {**CONFIG, "case_key": KEY, "median_throughput": 1.5, "n": 2, "environment_id": None, "extra": 1},
         tuple(CONFIG),
     )
     assert case == CaseResult(KEY, CONFIG, 1.5, 2, None) and case.topology == (1, 8)
@@ -632,7 +640,7 @@ def test_store_rows_become_the_core_types():
             "case_key": KEY,
             "night": START,
             "run_id": "r",
-            "median_throughput": float("nan"),
+            "median_throughput": None,
             "n": 0,
             "n_failed": 3,
             "run_status": "failed",
@@ -652,6 +660,6 @@ def test_store_rows_become_the_core_types():
     )
     assert open_ == OpenRegression(3, 9.0, 10.0, 0.1, "slower", "r")
     probe = FabricFigure.from_record(
-        {"nodes": 1, "gpus_per_node": 8, "size_bytes": GIB, "busbw_gbs": float("nan"), "run_id": "r"}
+        {"nodes": 1, "gpus_per_node": 8, "size_bytes": GIB, "busbw_gbs": None, "run_id": "r"}
     )
     assert probe.busbw_gbs is None and probe.night is None

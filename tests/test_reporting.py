@@ -128,7 +128,7 @@ def record_regression(store: ResultStore, latest: dict[tuple, list[float]]) -> N
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def filled(request, tmp_path):
+def filled(request):
     url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
     return url, fill_store(url)
 

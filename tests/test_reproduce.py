@@ -23,7 +23,7 @@ import yaml
 from dlperf_core.commands import DryRunDocker
 from dlperf_core.errors import ConfigError
 from dlperf_core.form import apply_form, reproduce_params
-from dlperf_core.handoff import ExecutedRun, PlannedRun
+from dlperf_core.handoff import ExecutedRun, NodeReport, PlannedRun
 from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.jobs import build_job
 from dlperf_core.launch_spec import (
@@ -172,9 +172,9 @@ def test_the_docker_spec_keeps_every_setting_and_survives_json_without_any_secre
     assert len(runs) == 2
     first = runs[0]
     assert first[:3] == ["docker", "run", "--rm"] and "--gpus" in first and first[first.index("--gpus") + 1] == "all"
-    assert ["--ulimit", "memlock=-1:-1"] == first[first.index("--ulimit") : first.index("--ulimit") + 2]
+    assert first[first.index("--ulimit") : first.index("--ulimit") + 2] == ["--ulimit", "memlock=-1:-1"]
     assert "type=bind,source=/data/imagenet,target=/data,readonly" in first
-    assert ["--env", "HF_TOKEN"] == first[first.index("HF_TOKEN") - 1 : first.index("HF_TOKEN") + 1]  # your value
+    assert first[first.index("HF_TOKEN") - 1 : first.index("HF_TOKEN") + 1] == ["--env", "HF_TOKEN"]  # your value
     assert first[first.index(image.id) + 1 :] == list(g0.argv)  # run by image ID, then exactly the argv that ran
     assert f"docker pull {image.digest}" in script
 
@@ -226,11 +226,11 @@ def test_node_routing_merges_what_each_node_saw_itself():
     merged = base.merged({"g0": base, "g1": seen_by_g1})
     assert [n.image.id if n.image else None for n in merged.nodes] == [None, "sha256:1"]
 
-    from dlperf_airflow.node_step import merged_launch_spec  # collect_case: the shares of the node tasks
+    from dlperf_airflow.node_step import merged_launch_spec  # collect_case: the reports of the node tasks
 
-    shares = {"g0": {"rank": 0, "launch_spec": base.to_dict()}, "g1": {"launch_spec": seen_by_g1.to_dict()}}
-    assert merged_launch_spec(shares) == merged
-    assert merged_launch_spec({"g0": None, "g1": {"rank": 1}}) is None  # no node task said what it launched
+    reports = {"g0": NodeReport("g0", launch_spec=base), "g1": NodeReport("g1", launch_spec=seen_by_g1)}
+    assert merged_launch_spec(reports) == merged
+    assert merged_launch_spec({"g1": NodeReport("g1")}) is None  # no node task said what it launched
 
 
 def test_the_registry_digest_is_the_tags_repository():
@@ -241,8 +241,8 @@ def test_the_registry_digest_is_the_tags_repository():
 
 
 def test_store_result_keeps_the_launch_spec(tmp_path, monkeypatch):
-    """The DAG's store step writes the executed run's launch spec on the row; the executed run carries it as
-    JSON from run_case (XCom)."""
+    """The DAG's store step writes the executed run's launch spec on the row; the executed run carries it in
+    its JSON form from run_case (XCom)."""
     from dlperf_airflow import steps
 
     db = f"sqlite:///{tmp_path / 'r.db'}"
@@ -259,8 +259,8 @@ def test_store_result_keeps_the_launch_spec(tmp_path, monkeypatch):
     planned = PlannedRun(run, "local", "inventories/local.yaml", 60, None, suite="suites/smoke.yaml")
     spec = LaunchSpec(run.case.key, 0, runtime.node_specs(job), planned.suite, planned.inventory)
     executed = ExecutedRun(planned, outcome, spec)
-    carried = json.loads(json.dumps(executed.to_dict()))
-    assert ExecutedRun.from_dict(carried) == executed
+    carried = ExecutedRun.from_json(json.loads(json.dumps(executed.to_json())))  # through XCom
+    assert carried == executed
     steps.store_step(carried, IDS)
     try:
         row = store.results(run_id=IDS.run_id).iloc[0]

@@ -231,9 +231,8 @@ def test_analyst_role_reads_but_cannot_write(pg_url, pg_server, tmp_path):
             "DELETE FROM results",
             "CREATE TABLE mine (x int)",
         ):
-            with pytest.raises(sa.exc.DBAPIError) as raised:
-                with analyst.begin() as conn:
-                    conn.execute(sa.text(statement))
+            with pytest.raises(sa.exc.DBAPIError) as raised, analyst.begin() as conn:
+                conn.execute(sa.text(statement))
             assert "read-only" in str(raised.value) or "permission denied" in str(raised.value)
         with analyst.connect() as conn:  # even with read-only transactions switched off
             conn.execute(sa.text("SET default_transaction_read_only = off"))

@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -65,7 +66,7 @@ def _marks() -> list:
 pytestmark = _marks()
 
 
-def run_suite(tmp_path, pg_url, suite: str, *, timeout: int = 2400) -> subprocess.Popen:
+def run_suite(tmp_path, pg_url, suite: str) -> subprocess.Popen:
     return subprocess.Popen(
         [*DLPERF, "run", suite, "--runtime", "docker"],
         cwd=REPO,
@@ -94,7 +95,7 @@ def test_every_seed_framework_trains_for_real_on_two_stand_in_nodes(tmp_path, pg
         adapter = get_adapter(framework)
         for row in mine.itertuples():
             assert math.isfinite(row.throughput) and row.throughput > 0, (row.case_key, row.throughput)
-            log = open(row.log_path, encoding="utf-8", errors="replace").read()
+            log = Path(row.log_path).read_text(encoding="utf-8", errors="replace")
             assert re.search(training_line, log), f"{row.case_key}: no training line in {row.log_path}"
             # the stored figure is the one-rule figure of the log this very run wrote, read by the parser
             warmup, measured = window[row.case_key]

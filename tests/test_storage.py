@@ -216,9 +216,8 @@ def test_check_constraint_in_raw_sql(store: ResultStore) -> None:
         "throughput, started_at) VALUES (:pk, 'dag', 'r1', 'k', 'pt', 'm', 'fp32', 8, 1, 1, 0, "
         ":status, :throughput, :started)"
     )
-    with pytest.raises(IntegrityError):
-        with store.engine.begin() as conn:
-            conn.execute(insert, {"pk": run_pk, "status": "ok", "throughput": 0.0, "started": T0})
+    with pytest.raises(IntegrityError), store.engine.begin() as conn:
+        conn.execute(insert, {"pk": run_pk, "status": "ok", "throughput": 0.0, "started": T0})
     with store.engine.begin() as conn:
         conn.execute(insert, {"pk": run_pk, "status": "ok", "throughput": 5.0, "started": T0})
     assert count(store, "results") == 1

@@ -11,6 +11,7 @@ import pytest
 from dlperf_core.verdict import (
     NOTHING_STORED,
     Outcome,
+    RunCounts,
     case_run,
     fabric_probe,
     judge_run,
@@ -25,7 +26,7 @@ def test_a_run_that_stored_nothing_failed():
     verdict = judge_run([])
     assert not verdict.passed and verdict.status == "failed"
     assert verdict.message == NOTHING_STORED
-    assert verdict.summary() == {"results": 0, "failed": 0, "max_batch_searches": 0, "fabric_probes": 0}
+    assert verdict.summary() == RunCounts(results=0, failed=0, max_batch_searches=0, fabric_probes=0)
 
 
 def test_every_outcome_ok_passes():
@@ -40,7 +41,7 @@ def test_every_outcome_ok_passes():
         ]
     )
     assert verdict.passed and verdict.status == "success" and verdict.message is None and verdict.reasons == []
-    assert verdict.summary() == {"results": 2, "failed": 0, "max_batch_searches": 3, "fabric_probes": 1}
+    assert verdict.summary() == RunCounts(results=2, failed=0, max_batch_searches=3, fabric_probes=1)
 
 
 def test_a_search_or_a_probe_alone_is_a_run():
@@ -51,7 +52,7 @@ def test_a_search_or_a_probe_alone_is_a_run():
 @pytest.mark.parametrize("status", ["failed", "timeout", "skipped"])
 def test_a_case_run_counts_only_when_ok(status):
     verdict = judge_run([case_run(KEY, 0, "ok"), case_run(KEY, 1, status, "no throughput")])
-    assert verdict.status == "failed" and verdict.summary()["failed"] == 1
+    assert verdict.status == "failed" and verdict.summary().failed == 1
     assert verdict.reasons == [f"{KEY} r1: no throughput"]
 
 
@@ -72,7 +73,7 @@ def test_the_message_names_every_failure_case_runs_first():
         "max batch search pytorch_reference/resnet50_v1.5/fp32/1n1g: batch 96: loss is NaN/inf; "
         "probe allreduce_probe/allreduce/fp32/b1/2n1g r1: rank 1 timed out"
     )
-    assert verdict.summary() == {"results": 3, "failed": 2, "max_batch_searches": 2, "fabric_probes": 2}
+    assert verdict.summary() == RunCounts(results=3, failed=2, max_batch_searches=2, fabric_probes=2)
 
 
 def test_only_failed_searches_and_probes_fail_the_run():
@@ -117,12 +118,9 @@ def test_finish_run_closes_the_run_with_the_core_verdict(sqlite_url, monkeypatch
     store.upsert_results([_result(other, 0, "failed", "not ours")])
     try:
         verdict = verdict_of_run(store, run.dag_id, run.run_id)
-        assert verdict.summary() == {
-            "results": 2,
-            "failed": int(failed_repeat),
-            "max_batch_searches": 0,
-            "fabric_probes": 0,
-        }
+        assert verdict.summary() == RunCounts(
+            results=2, failed=int(failed_repeat), max_batch_searches=0, fabric_probes=0
+        )
         ids = RunIds(run.dag_id, run.run_id)
         if failed_repeat:
             with pytest.raises(RuntimeError) as raised:

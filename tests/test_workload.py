@@ -163,7 +163,7 @@ def test_cpu_run_standalone_folder(tmp_path: Path) -> None:
     _check_log(proc.stdout, world_size=1, batch=4, warmup=2, iterations=5, printed=list(range(1, 8)))
 
 
-def test_cpu_run_module_print_freq(tmp_path: Path) -> None:
+def test_cpu_run_module_print_freq() -> None:
     """``python -m`` form; with --print-freq 3 the warm-up end and the last iteration are printed too."""
     cmd = [sys.executable, "-m", "dlperf_core.workload.train", *TINY, *ONE_THREAD, "--print-freq", "3"]
     proc = _run(cmd, cwd=REPO)

@@ -175,7 +175,7 @@ class FrameworkAdapter(ABC):
             )
         return None
 
-    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:  # noqa: ARG002 - the default knows no flags
         """How ``model`` launched with ``extra_args`` differs from the full-size model (smaller images, fewer
         classes, narrower layers), read from the flags this adapter's training program takes; None when
         nothing differs, or where the adapter knows no such flags. Pure: for reports."""

@@ -70,7 +70,7 @@ class MindsporeResnet(FrameworkAdapter):
             args.insert(3, "--run_distribute=True")
         return args + list(case.extra_args)
 
-    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:  # noqa: ARG002 - the same flags for every model
         """The CPU driver's ``--image_size``, ``--num_classes`` and ``--base_width``: MindCV's ``base_width``,
         the bottlenecks' inner width (their convolutions have planes x base_width / 64 channels; the stem and
         the blocks' outputs keep theirs)."""

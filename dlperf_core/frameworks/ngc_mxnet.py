@@ -125,7 +125,7 @@ class NgcMxnet(FrameworkAdapter):
             ]
         return args + list(case.extra_args)
 
-    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:  # noqa: ARG002 - the same flags for every model
         """DLE's ``--image-shape C,H,W`` (the CPU driver's synthetic images) and the CPU driver's
         ``--num-classes``; MXNet's drivers have no width flag."""
         found = flag_values(extra_args, ["--image-shape", "--num-classes"])

@@ -98,7 +98,7 @@ class NgcPytorch(FrameworkAdapter):
                 args += ["--amp", "--dynamic-loss-scale"]
         return args + list(case.extra_args) + [self.option(case, "data_dir")]
 
-    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:  # noqa: ARG002 - the same flags for every model
         """The shrinking flags of dlperf's reference workload (``--image-size``, ``--width``, ``--num-classes``),
         which this adapter trains on CPU nodes, where its suites shrink the model."""
         return reference_resnet_shape(extra_args)

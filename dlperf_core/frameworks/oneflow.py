@@ -67,7 +67,7 @@ class OneflowResnet(FrameworkAdapter):
         "data_part_num": 44,
     }
 
-    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
+    def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:  # noqa: ARG002 - the same flags for every model
         """The CPU driver's ``--image_size``, ``--num_classes`` and ``--width_per_group``: flowvision's
         ``width_per_group``, the bottlenecks' inner width (planes x width_per_group / 64 channels)."""
         found = flag_values(extra_args, ["--image_size", "--num_classes", "--width_per_group"])

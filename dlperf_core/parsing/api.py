@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from os import PathLike
+from pathlib import Path
 
 from dlperf_core.parsing.failures import failed, last_line_cut
 from dlperf_core.parsing.formats import detect_format, get_format
@@ -73,8 +74,7 @@ def parse_file(
 ) -> list[ParsedRun]:
     """``parse_log`` of a file's bytes decoded as UTF-8 (bad bytes replaced); ``file`` is ``str(path)``.
     Reading errors (missing file, permissions) raise OSError."""
-    with open(path, "rb") as fh:
-        text = fh.read().decode("utf-8", errors="replace")
+    text = Path(path).read_bytes().decode("utf-8", errors="replace")
     return parse_log(text, file=str(path), format=format, warmup=warmup, measured=measured, fit=fit)
 
 

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import accumulate, compress, repeat
 from operator import eq, lt
-from typing import cast
+from typing import Any, cast
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
@@ -152,7 +152,7 @@ def _read(text: str) -> _Reading:
     starts = list(map(re.Match.start, found))
     rows = list(map(re.Match.groups, found))
     out = _Reading()
-    others: list[tuple[int, tuple]] = []  # Speed lines of another shape: (start, row)
+    others: list[tuple[int, tuple[Any, ...]]] = []  # Speed lines of another shape: (start, row)
     for start in _word_line_starts(text, _gaps([0, *map(re.Match.end, found)], [*starts, len(text)])):
         m = _LINE.match(text, start)
         if m is None:
@@ -203,7 +203,7 @@ def _word_line_starts(text: str, parts: list[tuple[int, int]]) -> list[int]:
     return sorted(found)
 
 
-def _set_speed_columns(out: _Reading, rows: list[tuple]) -> None:
+def _set_speed_columns(out: _Reading, rows: list[tuple[Any, ...]]) -> None:
     """Speed rows (rank as printed, minute, second, fraction, epoch, batch, speed, rest) into ``out``'s
     columns."""
     if not rows:
@@ -391,9 +391,9 @@ def _times(minutes: list[str | None], seconds: list[str | None], fractions: list
 
 def _time(base: float | None, sec: str | None, frac: str | None) -> float | None:
     """Unix seconds of a timestamp whose minute is at ``base`` (None: no timestamp, or no real date)."""
-    if base is None or int(sec) > 60:  # type: ignore[arg-type]
+    if base is None or sec is None or int(sec) > 60:
         return None
-    return base + int(sec) + (int(frac) / 10 ** len(frac) if frac else 0.0)  # type: ignore[arg-type]
+    return base + int(sec) + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
 def _floats(texts: list[str]) -> list[float | None]:

@@ -715,10 +715,7 @@ def _step_records(
             rates += part
             complete = complete and part_complete
     numbers = {e: int(e) if e is not None else None for e in steps.epochs}
-    if len(numbers) == 1:
-        epochs = [numbers.popitem()[1]] * len(step)
-    else:
-        epochs = list(map(numbers.__getitem__, steps.epoch))
+    epochs = [numbers.popitem()[1]] * len(step) if len(numbers) == 1 else list(map(numbers.__getitem__, steps.epoch))
     return RecordColumns(iteration, steps.time, rates, steps.loss, steps.rank, epochs), complete
 
 
@@ -849,10 +846,8 @@ def _parse_run(
     why = truncation(chunk, finished=finished, progress=progress, fit=options.fit) or reason
     # conclude fails on these before measuring anything (a text failure too: it is conclude's first check, and
     # then the records handed to it do not matter)
-    if why or not stored or loss_failure(stored):
-        records = stored
-    else:  # measured without times: timed from the rates; a log whose lines give no rate has none
-        records = measured or _untimed(stored)
+    # measured without times: timed from the rates; a log whose lines give no rate has none
+    records = stored if why or not stored or loss_failure(stored) else measured or _untimed(stored)
     result = conclude(
         text=chunk,
         file=file,

@@ -85,7 +85,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import accumulate, compress, repeat
 from operator import lt, ne, sub
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
@@ -187,7 +187,7 @@ def _stamp(line: str) -> tuple[str | None, str | None, str | None]:
     return m.groups() if m is not None else (None, None, None)  # type: ignore[return-value]
 
 
-def _read_line(line: str) -> tuple | None:
+def _read_line(line: str) -> tuple[Any, ...] | None:
     """What one line says, by the rules in their order (``line`` without its mpirun prefix and trailing
     "\r"; the args marker is looked for apart), else None:
 
@@ -304,7 +304,7 @@ class _Lines:
         "old",
     )
 
-    def add(self, start: int, after: int, rank: int | None, what: tuple) -> None:
+    def add(self, start: int, after: int, rank: int | None, what: tuple[Any, ...]) -> None:
         """One line read by ``_read_line`` (a _TRAINING or _OLD_LINE)."""
         kind, step, epoch, (minute, second, fraction), loss, rate, samples = what
         for name, value in zip(

@@ -204,9 +204,9 @@ def _global_batch(lines: list[_Line]) -> int | None:
     """The total batch, rate x seconds / steps summed over the TimeHistory lines, if near a whole number."""
     samples, steps = 0.0, 0
     for _, a, b, secs, rate in lines:
-        if a >= 0 and b > a and secs is not None and rate is not None and secs > 0 and rate > 0:
-            if math.isfinite(secs * rate):
-                samples, steps = samples + secs * rate, steps + b - a
+        line_samples = secs * rate if secs is not None and rate is not None and secs > 0 and rate > 0 else math.nan
+        if a >= 0 and b > a and math.isfinite(line_samples):
+            samples, steps = samples + line_samples, steps + b - a
     if steps <= 0 or not math.isfinite(samples) or samples / steps > 1e9:
         return None
     est = samples / steps

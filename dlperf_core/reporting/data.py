@@ -192,7 +192,8 @@ def records(
     if columns:
         keep = [c for c in columns if c in frame.columns]
         frame = frame[keep + [c for c in frame.columns if c not in keep]] if keep else frame
-    return json.loads(frame.to_json(orient="records", date_format="iso", date_unit=date_unit))
+    rows: list[dict[str, Any]] = json.loads(frame.to_json(orient="records", date_format="iso", date_unit=date_unit))
+    return rows
 
 
 def _rows(frame: pd.DataFrame, columns: tuple[str, ...] | None = None) -> list[dict[str, Any]]:

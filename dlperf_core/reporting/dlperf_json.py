@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from dlperf_core.dlperf_folder import FolderLog, RepeatFigure, result_json
+from dlperf_core.dlperf_folder import FolderLog, RepeatFigure, ResultJson, result_json
 from dlperf_core.noise import MAX_RELIABLE_CV, UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData, records
 from dlperf_core.reporting.tables import case_origins
@@ -36,7 +36,7 @@ def repeat_figures(results: pd.DataFrame) -> list[RepeatFigure]:
     return figures
 
 
-def dlperf_result_json(results: pd.DataFrame) -> dict[str, dict[str, dict]]:
+def dlperf_result_json(results: pd.DataFrame) -> dict[str, ResultJson]:
     """``{framework: DLPerf result JSON}``: one DLPerf JSON per framework, as each seed report had."""
     if results.empty:
         return {}

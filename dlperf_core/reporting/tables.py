@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -64,7 +66,7 @@ def identity_line(table: SeedTable, results: pd.DataFrame | None = None) -> str 
     return f"{line}: {said}; {window} iterations" + (f"; model shrunk: {shape}" if shape else "")
 
 
-def shrunk_model(configuration: dict) -> str | None:
+def shrunk_model(configuration: Mapping[str, Any]) -> str | None:
     """How the configuration's model differs from the full-size one, as its framework's adapter reads its extra
     arguments (``width 16, 64x64 images, 10 classes``), or None (full size, or a framework dlperf does not know)."""
     try:
@@ -75,13 +77,14 @@ def shrunk_model(configuration: dict) -> str | None:
     return shape.describe() if shape is not None and shape.describe() else None
 
 
-def _configuration_of(table: SeedTable, results: pd.DataFrame | None) -> dict | None:
+def _configuration_of(table: SeedTable, results: pd.DataFrame | None) -> dict[str, Any] | None:
     """The stored configuration of ``table``'s repeats (one configuration: the fingerprint says so), if any."""
     if results is None or results.empty or "configuration" not in results:
         return None
     mine = results[table_rows(table, results)]["configuration"].dropna()
     for value in mine:
-        return json.loads(value) if isinstance(value, str) else dict(value)
+        configuration: dict[str, Any] = json.loads(value) if isinstance(value, str) else dict(value)
+        return configuration
     return None
 
 
@@ -120,8 +123,8 @@ def unreliable_reasons(summary: pd.DataFrame) -> list[str | None]:
     if "unreliable_reason" in summary:
         return [None if pd.isna(r) or not r else str(r) for r in summary["unreliable_reason"]]
     missing = pd.Series([None] * len(summary), index=summary.index, dtype=object)
-    cv = summary["cv"] if "cv" in summary else missing
-    speedup = summary["speedup"] if "speedup" in summary else missing
+    cv = summary.get("cv", missing)
+    speedup = summary.get("speedup", missing)
     devices = summary["nodes"] * summary["gpus_per_node"]
     return [unreliable_reason(c, s, d) for c, s, d in zip(cv, speedup, devices)]
 

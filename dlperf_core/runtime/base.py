@@ -11,10 +11,11 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dlperf_core.gpu_sampling import GpuSamples
 from dlperf_core.model import (
     PEER_LOST_EXIT,
     SSH_SETUP_EXIT,
@@ -25,7 +26,7 @@ from dlperf_core.model import (
 )
 
 
-def with_gpu_samples(outcome: CaseOutcome, samples: dict) -> CaseOutcome:
+def with_gpu_samples(outcome: CaseOutcome, samples: Mapping[str, GpuSamples]) -> CaseOutcome:
     """``outcome`` with what its nodes' GPU samplers saw (``{node: GpuSamples}``): the highest memory used on
     one GPU, and each node's power series (None where nothing was sampled: CPU nodes, no nvidia-smi)."""
     peaks = [s.peak_mb for s in samples.values() if s.peak_mb is not None]
@@ -106,7 +107,7 @@ def log_disk_full(log_dir: Path) -> str | None:
     """
     probe = log_dir / ".dlperf-space-probe"
     try:
-        with open(probe, "wb") as out:
+        with probe.open("wb") as out:
             out.write(b"\0" * _PROBE_BYTES)
             out.flush()
             os.fsync(out.fileno())
@@ -132,7 +133,7 @@ def run_supervised(job: CaseJob, start: Callable[[int], NodeProcess], *, poll_s:
             procs.append(start(i))
         services = frozenset(k for k, i in enumerate(order) if job.launches[i].role == "sshd")
         failure = supervise(procs, timeout_s=job.timeout_s, watchdog_s=job.watchdog_s, poll_s=poll_s, services=services)
-    except Exception as exc:  # a node that cannot even start fails this case, not the service
+    except Exception as exc:  # noqa: BLE001 - a node that cannot even start fails this case, not the service
         which = job.launches[order[len(procs)]].node.name if len(procs) < len(order) else "?"
         failure = f"could not start node {which}: {type(exc).__name__}: {exc}"
     finally:

@@ -24,27 +24,30 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from dlperf_core.model import PEER_LOST_EXIT, CaseJob, NodeProcess
 from dlperf_core.runtime.base import supervise
-from dlperf_core.sshkeys import ContainerFile, mesh_files, node_keys
+from dlperf_core.sshkeys import ContainerFile, NodeKeys, mesh_files, node_keys
 
 JOINED, STARTED, EXITED, GAVE_UP = "joined", "started", "exited", "gave_up"
 GAVE_UP_EXIT = 1
 """What a peer that gave up (could not start, a peer never joined) reads as to the supervisor."""
 
+State = dict[str, Any]
+"""A node's state on the board, JSON: phase, beat, its public keys, how it exited or why it gave up."""
+
 
 class Board(Protocol):
     """Where the nodes of one case run post their state and read each other's."""
 
-    def post(self, state: dict) -> None:
+    def post(self, state: State) -> None:
         """Replace this node's state."""
 
-    def read(self, node: str) -> dict | None:
+    def read(self, node: str) -> State | None:
         """A peer's latest state; None before it posted anything."""
 
 
@@ -68,13 +71,6 @@ class NodeShare:
     own: bool  # the failure is this node's own (its container, its start, its timeout), not a peer's
     started_at: str
     finished_at: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> NodeShare:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
 
 
 class PeerProcess:
@@ -114,13 +110,13 @@ class PeerProcess:
 class _Poster:
     """Posts this node's state (with its public keys) and re-posts it every ``beat_s`` (``tick``)."""
 
-    def __init__(self, board: Board, keys: dict, beat_s: float):
+    def __init__(self, board: Board, keys: dict[str, str], beat_s: float):
         self._board, self._keys, self._beat_s = board, keys, beat_s
-        self._state: dict = {}
+        self._state: State = {}
         self._beat = 0
         self._sent = time.monotonic()
 
-    def __call__(self, **state) -> None:  # every state keeps the public keys: a late peer still finds them
+    def __call__(self, **state: object) -> None:  # every state keeps the public keys: a late peer still finds them
         self._state = {**self._keys, **state}
         self._send()
 
@@ -167,7 +163,7 @@ def _now() -> str:
 
 def _wait_for(
     board: Board, peers: list[str], phases: set[str], settings: GangSettings, what: str, post: _Poster
-) -> tuple[dict[str, dict], str | None]:
+) -> tuple[dict[str, State], str | None]:
     """Wait until every peer reached one of ``phases``; (their states, None) or ({}, the reason it cannot)."""
     deadline = time.monotonic() + settings.join_s
     while True:
@@ -190,7 +186,9 @@ def _wait_for(
         time.sleep(settings.poll_s)
 
 
-def _ssh_files(job: CaseJob, me: int, mine, own: dict, states: dict[str, dict]) -> tuple[ContainerFile, ...]:
+def _ssh_files(
+    job: CaseJob, me: int, mine: NodeKeys, own: dict[str, str], states: dict[str, State]
+) -> tuple[ContainerFile, ...]:
     """This node's ssh files (mpirun cases) from its own keys and its peers' public halves, in place of the
     files the job was built with."""
     ssh_dir = str(Path(job.containers[me].files[0].path).parent)

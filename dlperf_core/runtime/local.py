@@ -6,6 +6,7 @@ tree. Logs go to ``<log_dir>/node<i>.log``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from dlperf_core.gpu_sampling import GpuSampler, GpuSamples, local_query
 from dlperf_core.launch_spec import NodeSpec, local_node
 from dlperf_core.model import CaseJob, CaseOutcome
 from dlperf_core.runtime.base import run_supervised, with_gpu_samples
+from dlperf_core.sshkeys import ContainerFile
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
 
@@ -49,7 +51,7 @@ class LocalProcess:
     def __init__(self, node_name: str, argv: tuple[str, ...], env: dict[str, str], log_path: Path):
         self.node_name = node_name
         self.log_path = log_path
-        self._log = open(log_path, "wb")
+        self._log = log_path.open("wb")  # open while the process runs, closed by close()
         try:
             self._proc = subprocess.Popen(
                 argv,
@@ -78,14 +80,10 @@ class LocalProcess:
         except (ProcessLookupError, psutil.NoSuchProcess):
             tree = []
         for child in tree:
-            try:
+            with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):
                 os.killpg(child.pid, signal.SIGKILL) if os.getpgid(child.pid) == child.pid else child.kill()
-            except (ProcessLookupError, psutil.NoSuchProcess):
-                pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self._proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self._proc.wait()
         psutil.wait_procs(tree, timeout=10)
 
@@ -110,8 +108,12 @@ class LocalRuntime:
         env = {**launch.env, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
         return with_memory_limit(launch.argv, launch.node.device_memory_mb), env
 
-    def start_node(
-        self, job: CaseJob, i: int, files: tuple | None = None, samples: GpuSamples | None = None
+    def start_node(  # the Runtime protocol's signature: files and samples are the docker runtime's
+        self,
+        job: CaseJob,
+        i: int,
+        files: tuple[ContainerFile, ...] | None = None,  # noqa: ARG002
+        samples: GpuSamples | None = None,  # noqa: ARG002
     ) -> LocalProcess:
         """Start launch ``i`` of ``job`` as a process group (``files``: container-only, unused here;
         ``samples``: unused, :meth:`execute` samples this machine's GPUs once for every node)."""
@@ -122,7 +124,7 @@ class LocalRuntime:
     def node_specs(self, job: CaseJob) -> tuple[NodeSpec, ...]:
         """What each node of ``job`` runs (:mod:`dlperf_core.launch_spec`): its command and the environment the
         launch sets, in this process's working directory (the rest of the environment is inherited)."""
-        cwd = os.getcwd()
+        cwd = str(Path.cwd())
         return tuple(local_node(launch, *self.node_command(job, i), cwd) for i, launch in enumerate(job.launches))
 
     def execute(self, job: CaseJob) -> CaseOutcome:
@@ -139,6 +141,6 @@ class LocalRuntime:
             sampler.stop()
         return with_gpu_samples(outcome, {job.launches[0].node.name: samples})
 
-    def cleanup(self, labels: dict[str, str]) -> list[str]:
+    def cleanup(self, labels: dict[str, str]) -> list[str]:  # noqa: ARG002 - the Runtime protocol's signature
         """Nothing outlives a local case: its process groups are killed when it ends."""
         return []

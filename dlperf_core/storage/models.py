@@ -155,7 +155,7 @@ class StoredEnvironment(Base):
     cpu_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
     memory_total_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
     missing: Mapped[str | None] = mapped_column(Text, nullable=True)
-    data: Mapped[dict] = mapped_column(JSON, nullable=False)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
 
 
 class Result(Base):
@@ -373,7 +373,7 @@ class MaxBatchSearchResult(Base):
     max_batch: Mapped[int | None] = mapped_column(Integer, nullable=True)
     first_oom_batch: Mapped[int | None] = mapped_column(Integer, nullable=True)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    probes: Mapped[list] = mapped_column(JSON, nullable=False)
+    probes: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
     environment_id: Mapped[int | None] = mapped_column(
         Integer, ForeignKey("environments.id", ondelete="SET NULL"), nullable=True
     )

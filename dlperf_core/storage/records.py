@@ -15,8 +15,11 @@ from dlperf_core.origin import check_origin
 from dlperf_core.storage.models import RESULT_STATUSES, RUN_STATUSES, SEARCH_STATUSES
 
 if TYPE_CHECKING:  # only for annotations: storage does not need the measurement code to load
+    from dlperf_core.maxbatch import SearchVerdict
     from dlperf_core.measure import Measurement
-    from dlperf_core.model import Case, CaseOutcome
+    from dlperf_core.model import Case, CaseOutcome, CaseRun
+    from dlperf_core.parsing.fabric import ProbeResult
+    from dlperf_core.plan import SearchRun
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,10 +182,47 @@ class MaxBatchSearchRecord:
     max_batch: int | None
     first_oom_batch: int | None
     reason: str | None
-    probes: list[dict]
+    probes: list[dict[str, Any]]
     started_at: datetime
     finished_at: datetime
     environment_id: int | None = None
+
+    @classmethod
+    def from_search(
+        cls,
+        dag_id: str,
+        run_id: str,
+        search_run: SearchRun,
+        verdict: SearchVerdict,
+        started_at: datetime,
+        finished_at: datetime,
+        *,
+        environment_id: int | None = None,
+    ) -> MaxBatchSearchRecord:
+        """The row of one finished search: its case's configuration and its bounds from ``search_run``, what it
+        found and every probe from ``verdict``."""
+        case, search = search_run.case, search_run.search
+        return cls(
+            dag_id=dag_id,
+            run_id=run_id,
+            search_key=search_run.key,
+            framework=case.framework,
+            model=case.model,
+            precision=case.precision,
+            nodes=case.nodes,
+            gpus_per_node=case.gpus_per_node,
+            start=search.start,
+            step=search.step,
+            limit=search.limit,
+            status=verdict.status,
+            max_batch=verdict.max_batch,
+            first_oom_batch=verdict.first_oom_batch,
+            reason=verdict.reason,
+            probes=[p.to_dict() for p in verdict.probes],
+            started_at=started_at,
+            finished_at=finished_at,
+            environment_id=environment_id,
+        )
 
     def __post_init__(self) -> None:
         if self.status not in SEARCH_STATUSES:
@@ -221,6 +261,44 @@ class ProbeRecord:
     started_at: datetime
     finished_at: datetime | None = None
     sizes: tuple[ProbeSizeRecord, ...] = ()
+
+    @classmethod
+    def from_probe(
+        cls,
+        dag_id: str,
+        run_id: str,
+        run: CaseRun,
+        verdict: Measurement,
+        result: ProbeResult | None,
+        outcome: CaseOutcome,
+        *,
+        environment_id: int | None = None,
+    ) -> ProbeRecord:
+        """The row of one repeat of a probe case: status and reason from ``verdict``
+        (:func:`dlperf_core.measure.judge_probe`), what the probe's table says from ``result``, its sizes only
+        when the verdict is ok, its times and log from the runtime's outcome."""
+        case = run.case
+        good = result if verdict.status == "ok" else None
+        sizes = good.sizes if good is not None else ()
+        return cls(
+            dag_id=dag_id,
+            run_id=run_id,
+            probe_key=case.key,
+            nodes=case.nodes,
+            gpus_per_node=case.gpus_per_node,
+            repeat=run.repeat,
+            status=verdict.status,
+            reason=verdict.reason,
+            ranks=result.ranks if result else None,
+            backend=result.backend if result else None,
+            dtype=result.dtype if result else None,
+            avg_busbw_gbs=good.avg_busbw_gbs if good else None,
+            log_path=outcome.log_path,
+            environment_id=environment_id,
+            started_at=outcome.started_at,
+            finished_at=outcome.finished_at,
+            sizes=tuple(ProbeSizeRecord(s.size_bytes, s.time_us, s.algbw_gbs, s.busbw_gbs) for s in sizes),
+        )
 
     def __post_init__(self) -> None:
         if self.status not in RESULT_STATUSES:

@@ -73,7 +73,7 @@ def record_from_json(text: str) -> ResultRecord:
     """The inverse of :func:`record_to_json`; raises ValueError/TypeError/KeyError on bad input."""
     values = json.loads(text)
     if not isinstance(values, dict):
-        raise ValueError("a spooled record must be a JSON object")
+        raise TypeError("a spooled record must be a JSON object")
     run = values.pop("benchmark_run", None)
     known = {f.name for f in fields(ResultRecord)}
     unknown = set(values) - known
@@ -117,11 +117,11 @@ class ResultSpool:
         final = self.folder / f"{name}.json"
         data = record_to_json(record).encode()
         try:
-            with open(tmp, "wb") as out:
+            with tmp.open("wb") as out:
                 out.write(data)
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(tmp, final)
+            tmp.replace(final)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -147,7 +147,9 @@ class ResultSpool:
                 record = record_from_json(path.read_text())
             except (ValueError, TypeError, KeyError) as exc:
                 path.rename(path.with_suffix(".bad"))
-                log.error("spooled record %s cannot be read (%s); kept as %s", path, exc, path.with_suffix(".bad"))
+                log.error(  # noqa: TRY400 - a bad file is expected here, its error is in the line: no traceback
+                    "spooled record %s cannot be read (%s); kept as %s", path, exc, path.with_suffix(".bad")
+                )
                 bad += 1
                 continue
             try:
@@ -176,7 +178,6 @@ def store_or_spool(store: ResultStore, record: ResultRecord, spool: ResultSpool)
     """
     try:
         store.upsert_result(record)
-        return None
     except DATABASE_UNAVAILABLE as exc:
         path = spool.put(record)
         log.warning(
@@ -187,3 +188,4 @@ def store_or_spool(store: ResultStore, record: ResultRecord, spool: ResultSpool)
             path,
         )
         return path
+    return None

@@ -468,6 +468,13 @@ class ResultStore:
         info["started_at"] = _utc(info["started_at"])
         return info
 
+    def gpu_model(self, environment_id: int) -> str | None:
+        """The GPU model environment capture read for ``environment_id`` (None: no GPU, or no such row)."""
+        table = StoredEnvironment.__table__
+        with self.engine.connect() as conn:
+            model = conn.execute(select(table.c.gpu_model).where(table.c.id == environment_id)).scalar()
+        return None if model is None else str(model)
+
     def environments(self, ids: Iterable[int] | None = None) -> pd.DataFrame:
         """Rows of ``environments`` (those with ``ids`` if given), ordered by id."""
         table = StoredEnvironment.__table__

@@ -24,19 +24,20 @@ printing a table (the parser reads that as "no fabric", not as a zero bandwidth)
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 
-if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import train as _train  # type: ignore[import-not-found]
-else:
+if TYPE_CHECKING or __package__ not in (None, ""):  # a module of dlperf_core.workload (as mypy reads it)
     from . import train as _train
+else:  # run as a script: make the sibling module importable
+    sys.path.insert(0, str(Path(__file__).absolute().parent))
+    import train as _train
 
 DTYPES = {"float32": (torch.float32, "float", 4), "bfloat16": (torch.bfloat16, "bfloat16", 2)}
 

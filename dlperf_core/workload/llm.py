@@ -20,18 +20,19 @@ the count against the built model's parameters.
 from __future__ import annotations
 
 import math
-import os
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-if __package__ in (None, ""):  # imported from a script next to it (the workload folder copied alone)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from llm_config import SIZES, LlmConfig, flops_per_token, num_parameters  # type: ignore[import-not-found]
-else:
+if TYPE_CHECKING or __package__ not in (None, ""):  # a module of dlperf_core.workload (as mypy reads it)
     from .llm_config import SIZES, LlmConfig, flops_per_token, num_parameters
+else:  # imported from a script next to it (the workload folder copied alone)
+    sys.path.insert(0, str(Path(__file__).absolute().parent))
+    from llm_config import SIZES, LlmConfig, flops_per_token, num_parameters
 
 __all__ = ["SIZES", "Llm", "LlmConfig", "flops_per_token", "num_parameters"]
 
@@ -75,7 +76,8 @@ class Attention(nn.Module):
         q, k, v = (proj(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2) for proj in (self.q, self.k, self.v))
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.o(out.transpose(1, 2).reshape(b, s, d))
+        result: torch.Tensor = self.o(out.transpose(1, 2).reshape(b, s, d))  # modules' calls are untyped (Any)
+        return result
 
 
 class SwiGLU(nn.Module):
@@ -86,7 +88,8 @@ class SwiGLU(nn.Module):
         self.w2 = nn.Linear(cfg.ffn_hidden, cfg.d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        result: torch.Tensor = self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return result
 
 
 class Block(nn.Module):
@@ -97,7 +100,8 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x), cos, sin)
-        return x + self.ffn(self.ffn_norm(x))
+        result: torch.Tensor = x + self.ffn(self.ffn_norm(x))
+        return result
 
 
 class Llm(nn.Module):
@@ -127,4 +131,5 @@ class Llm(nn.Module):
         cos, sin = self.cos[:s], self.sin[:s]
         for block in self.blocks:
             x = block(x, cos, sin)
-        return self.head(self.norm(x))
+        logits: torch.Tensor = self.head(self.norm(x))
+        return logits

@@ -36,7 +36,8 @@ class Bottleneck(nn.Module):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
-        return self.relu(out + identity)
+        result: torch.Tensor = self.relu(out + identity)  # modules' calls are untyped (Any)
+        return result
 
 
 class ResNet50(nn.Module):
@@ -96,7 +97,8 @@ class ResNet50(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
+        logits: torch.Tensor = self.fc(torch.flatten(self.avgpool(x), 1))
+        return logits
 
 
 def resnet50(width: int = 64, num_classes: int = 1000, zero_init_residual: bool = False) -> ResNet50:

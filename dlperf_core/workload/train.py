@@ -20,17 +20,18 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-if __package__ in (None, ""):  # run as a script: make the sibling module importable
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from resnet import resnet50  # type: ignore[import-not-found]
-else:
+if TYPE_CHECKING or __package__ not in (None, ""):  # a module of dlperf_core.workload (as mypy reads it)
     from .resnet import resnet50
+else:  # run as a script: make the sibling module importable
+    sys.path.insert(0, str(Path(__file__).absolute().parent))
+    from resnet import resnet50
 
 ARCH = "resnet50"
 MOMENTUM = 0.9
@@ -359,7 +360,7 @@ def build_step(
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device_type, dtype=amp_dtype, enabled=amp):
-            loss = criterion(model(images), labels)
+            loss: torch.Tensor = criterion(model(images), labels)
         if scaler is None:
             loss.backward()
             optimizer.step()

@@ -22,24 +22,24 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-if __package__ in (None, ""):  # run as a script: make the sibling modules importable
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import train as _train  # type: ignore[import-not-found]
-    from llm import SIZES, Llm, flops_per_token, num_parameters  # type: ignore[import-not-found]
-else:
+if TYPE_CHECKING or __package__ not in (None, ""):  # a module of dlperf_core.workload (as mypy reads it)
     from . import train as _train
     from .llm import SIZES, Llm, flops_per_token, num_parameters
+else:  # run as a script: make the sibling modules importable
+    sys.path.insert(0, str(Path(__file__).absolute().parent))
+    import train as _train
+    from llm import SIZES, Llm, flops_per_token, num_parameters
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -37,6 +37,7 @@ import shutil
 import sys
 import tempfile
 import types
+from pathlib import Path
 
 import numpy as np
 import paddle
@@ -71,7 +72,7 @@ if not hasattr(paddle, "fluid"):
     )
 
 if not paddle.is_compiled_with_cuda():
-    paddle.Tensor.cuda = lambda self, *args, **kwargs: self
+    paddle.Tensor.cuda = lambda self, *_args, **_kwargs: self
     _set_flags = paddle.set_flags
 
     def _known_flags(flags):
@@ -136,27 +137,27 @@ paddle.disable_static()
 def synthetic_faces(cfg) -> None:
     """Write the synthetic image folder and label file of the training set when they are missing."""
     ds = cfg["DataLoader"]["Train"]["dataset"]
-    if ds.get("name") != "FaceIdentificationDataset" or os.path.exists(ds["cls_label_path"]):
+    if ds.get("name") != "FaceIdentificationDataset" or Path(ds["cls_label_path"]).exists():
         return
     import cv2
 
-    root = os.path.normpath(ds["image_root"])
+    root = Path(os.path.normpath(ds["image_root"]))
     model = cfg["Model"]
     width, height = int(model.get("input_image_width", 112)), int(model.get("input_image_height", 112))
     classes = int(model.get("class_num", 1000))
     samples = int(os.environ.get("DLPERF_SYNTHETIC_SAMPLES", "51200"))
-    os.makedirs(os.path.dirname(root) or "/", exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=os.path.basename(root) + ".", dir=os.path.dirname(root) or "/")
+    root.parent.mkdir(parents=True, exist_ok=True)  # made beside root, on its file system: renamed into place
+    tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", dir=root.parent))
     rng = np.random.default_rng(0)
     names = []
+    (tmp / "images").mkdir()
     for i in range(64):
         names.append(f"images/{i:03d}.png")
-        os.makedirs(os.path.join(tmp, "images"), exist_ok=True)
-        cv2.imwrite(os.path.join(tmp, names[-1]), rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
-    with open(os.path.join(tmp, os.path.relpath(ds["cls_label_path"], root)), "w") as f:
+        cv2.imwrite(str(tmp / names[-1]), rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+    with (tmp / os.path.relpath(ds["cls_label_path"], root)).open("w") as f:
         f.writelines(f"{names[i % len(names)]}\t{i % classes}\n" for i in range(samples))
     try:
-        os.rename(tmp, root)
+        tmp.rename(root)
     except OSError:  # another rank was first
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -1,20 +1,21 @@
 """The ``docker`` runtime: every node of a case is a framework container on that node's Docker Engine.
 
-Each node is reached through its own ``docker_url`` with the Docker provider's ``DockerHook``, as
-:class:`DockerEndpoint` says: with the TLS client and registry login of the node's Airflow Docker connection
-(``dlperf_docker_<name>``, made by ``dlperf cluster sync``) when it exists, else those of the inventory. Every
-container dlperf starts (cases, max batch probes, the environment probe) is made by :func:`create_container`
-from a :class:`ContainerSpec`. The containers of a case are created and started together (a multi-node job needs all ranks up at once, and
-Airflow has no gang scheduling, so one task starts them all rather than one DockerOperator per node, which
-would block on its own container). Logs are streamed to files while the job runs, so the shared supervisor's
-watchdog sees progress; containers are always removed.
+Each node is reached with the Docker provider's own ``DockerHook``, as :class:`DockerEndpoint` says: its
+``docker_url`` as ``base_url``, the inventory's ``docker.tls`` as ``tls`` and, when the node has a registry
+login, its Airflow Docker connection (``dlperf_docker_<name>``, written by ``dlperf cluster sync`` from
+``docker.registry``) as ``docker_conn_id``, with which the hook logs in itself. Every container dlperf starts
+(cases, max batch probes, the environment probe) is made by :func:`create_container` from a
+:class:`ContainerSpec`. The containers of a case are created and started together (a multi-node job needs all
+ranks up at once, and Airflow has no gang scheduling, so one task starts them all rather than one
+DockerOperator per node, which would block on its own container). Logs are streamed to files while the job
+runs, so the shared supervisor's watchdog sees progress; containers are always removed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
-import os
 import tarfile
 import threading
 from dataclasses import dataclass, field, replace
@@ -27,7 +28,7 @@ from docker.types import DeviceRequest, Mount, Ulimit
 
 from dlperf_core.errors import ConfigError
 from dlperf_core.gpu_sampling import QUERY_COMMAND, GpuSampler, GpuSamples
-from dlperf_core.inventory import Inventory, Node, insecure_docker_nodes
+from dlperf_core.inventory import DOCKER_CONN_PREFIX, Inventory, Node, insecure_docker_nodes
 from dlperf_core.launch_spec import ImageRef, NodeSpec, docker_node, pick_digest
 from dlperf_core.model import CaseJob, CaseOutcome, ContainerSpec
 from dlperf_core.runtime.base import run_supervised, with_gpu_samples
@@ -49,41 +50,91 @@ def _connection_or_none(conn_id: str):
         return None
 
 
-def _flag(value, default: bool = True) -> bool:
-    if value is None:
-        return default
-    if isinstance(value, str):
-        return value.strip().lower() in ("y", "yes", "t", "true", "on", "1")
-    return bool(value)
+class EngineTls(TLSConfig):
+    """docker-py's ``TLSConfig`` (what ``DockerHook`` takes as ``tls``) whose verification holds against
+    ``$REQUESTS_CA_BUNDLE`` and ``$CURL_CA_BUNDLE``: requests lets those replace a session's own ``verify``
+    (docker/docker-py#2433, still open), so with either set, as dlperf's Airflow image sets the first, an
+    engine certificate signed by the engine's own CA would never verify (and ``verify: false`` would still
+    verify against the bundle). The client keeps the ``verify`` this config gives it; proxies from the
+    environment still apply."""
+
+    def configure_client(self, client) -> None:
+        super().configure_client(client)
+        merge = client.merge_environment_settings
+
+        def keep_verify(url, proxies, stream, verify, cert):
+            settings = merge(url, proxies, stream, verify, cert)
+            if verify is None or verify is True:  # the request asked nothing of its own: the engine's CA
+                settings["verify"] = client.verify
+            return settings
+
+        client.merge_environment_settings = keep_verify
 
 
-@dataclass(frozen=True)
-class RegistryLogin:
-    """A registry login, as the provider's Docker connection holds it (host[:port], login, password)."""
+def registry_conn_id(node: Node) -> str | None:
+    """The Airflow Docker connection that logs the node's engine in to its registry, or None (no login).
 
-    registry: str
-    username: str
-    password: str | None = field(default=None, repr=False)
-    email: str | None = None
-    reauth: bool = True
+    In the Docker provider a Docker connection is a registry login (host[:port] = the registry, login,
+    password; extras ``email``, ``reauth``), done by ``DockerHook(docker_conn_id=...)`` itself. The node's
+    connection is ``node.docker_conn_id`` (``docker.conn_id``, else ``dlperf_docker_<name>``); it is used when
+    it exists. It must exist when the inventory says the node has a registry (``docker.registry``, which
+    ``dlperf cluster sync`` writes to it, or an explicit ``docker.conn_id``), and it must name a registry host
+    and login (the provider refuses one without). Raises ConfigError saying which and what to do."""
+    conn_id = node.docker_conn_id
+    conn = _connection_or_none(conn_id)
+    if conn is None:
+        declared = node.docker.registry is not None or node.docker.conn_id is not None
+        if not declared:
+            return None
+        said = (
+            f"docker.registry {node.docker.registry.server}"
+            if node.docker.registry is not None
+            else f"docker.conn_id {conn_id}"
+        )
+        raise ConfigError(
+            f"node {node.name}",
+            [
+                f"{said}: the Airflow Docker connection {conn_id} that logs in to the registry does not exist; "
+                "run `dlperf cluster sync --inventory <this inventory>` (it writes the registry login there), or "
+                "create it yourself (conn type docker: host = the registry, login, password)"
+            ],
+        )
+    if not conn.host or not conn.login:
+        raise ConfigError(
+            f"node {node.name}",
+            [
+                f"the Airflow Docker connection {conn_id} has no registry {'host' if not conn.host else 'login'}: "
+                "a Docker connection is a registry login (the Docker provider's DockerHook refuses one without "
+                "host and login), and the engine's TLS client is the inventory's docker.tls. Give the connection "
+                f"the registry's host and login, or delete it (`dlperf cluster sync --prune` removes a "
+                f"{DOCKER_CONN_PREFIX}* connection the inventory does not ask for)"
+            ],
+        )
+    return conn_id
 
 
 @dataclass(frozen=True)
 class DockerEndpoint:
-    """How to reach one node's Docker Engine, resolved once: ``docker_url``, TLS client, registry login.
+    """How to reach one node's Docker Engine: its ``docker_url``, its TLS client, its registry login.
 
-    :meth:`for_node` reads the node's Airflow Docker connection (``node.docker_conn_id``) when it exists:
-    its extras ``tls_ca_cert``, ``tls_client_cert``, ``tls_client_key`` (``tls_verify``) give the TLS client,
-    its host/port, login and password (extras ``email``, ``reauth``) the registry login, as for the
-    provider's ``DockerOperator``. What the connection lacks comes from the inventory's ``docker`` block;
-    without a connection all of it does, and a unix:// socket is reached as it is. A node on TCP without TLS
-    is refused unless it says ``insecure: true`` (as planning does). Clients are made by the provider's
-    ``DockerHook`` (it pings the engine, and turns tcp:// into https:// under TLS)."""
+    All three go to the Docker provider's hook the way it takes them:
+    ``DockerHook(docker_conn_id=conn_id, base_url=base_url, tls=tls)``. ``tls`` is the TLSConfig of the
+    inventory's ``docker.tls`` (PEM files on the workers; :class:`EngineTls`); the hook turns tcp:// into
+    https:// under TLS and pings the engine. ``conn_id`` is the node's Airflow Docker connection
+    (:func:`registry_conn_id`; None: no registry login), with which the hook logs in itself. A node on TCP
+    without TLS is refused unless it says ``insecure: true`` (as planning does). A registry login that cannot
+    be made (its connection missing, or not a registry login) is raised by the first client that logs in;
+    clients that do not (log streams, the cleanup sweep) still reach the engine."""
 
     base_url: str
     tls: TLSConfig | None = None
-    registry: RegistryLogin | None = None
-    source: str = "docker_url"  # where TLS/registry came from, for logs: connection <id> | inventory
+    conn_id: str | None = None  # the Airflow Docker connection the hook logs in with (None: no login)
+    login_error: ConfigError | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def logs_in(self) -> bool:
+        """Whether clients of this endpoint log in to a registry (then an image the engine lacks is pulled)."""
+        return self.conn_id is not None
 
     @classmethod
     def for_url(cls, docker_url: str) -> DockerEndpoint:
@@ -91,56 +142,37 @@ class DockerEndpoint:
         return cls(docker_url)
 
     @classmethod
-    def for_node(cls, node: Node, *, use_connection: bool = True) -> DockerEndpoint:
-        conn = _connection_or_none(node.docker_conn_id) if use_connection else None
-        extra = conn.extra_dejson if conn is not None else {}
-        ca_cert, client_cert, client_key = (extra.get(k) for k in ("tls_ca_cert", "tls_client_cert", "tls_client_key"))
-        tls = None
-        if ca_cert and client_cert and client_key:
-            tls = DockerHook.construct_tls_config(
-                ca_cert, client_cert, client_key, verify=_flag(extra.get("tls_verify"))
-            )
-        elif node.docker.tls is not None:
-            t = node.docker.tls
-            tls = DockerHook.construct_tls_config(t.ca_cert, t.client_cert, t.client_key, verify=t.verify)
-        if tls is None and (problems := insecure_docker_nodes([node])):
+    def for_node(cls, node: Node) -> DockerEndpoint:
+        if problems := insecure_docker_nodes([node]):
             raise ConfigError(f"node {node.name}", problems)
-        registry = None
-        if conn is not None and conn.host and conn.login:
-            registry = RegistryLogin(
-                f"{conn.host}:{conn.port}" if conn.port else conn.host,
-                conn.login,
-                conn.password or None,
-                extra.get("email") or None,
-                _flag(extra.get("reauth")),
-            )
-        elif node.docker.registry is not None:
-            r = node.docker.registry
-            password = os.environ.get(r.password_env) if r.password_env else None
-            if r.password_env and password is None:
-                log.warning("node %s: $%s is not set; not logging in to %s", node.name, r.password_env, r.server)
-            else:
-                registry = RegistryLogin(r.server, r.username, password, r.email)
-        source = f"connection {node.docker_conn_id}" if conn is not None else "inventory"
-        if tls or registry:
+        tls = None
+        if (t := node.docker.tls) is not None:
+            tls = EngineTls(client_cert=(t.client_cert, t.client_key), ca_cert=t.ca_cert, verify=t.verify)
+        conn_id, login_error = None, None
+        try:
+            conn_id = registry_conn_id(node)
+        except ConfigError as exc:
+            login_error = exc
+        if tls or conn_id:
             log.info(
-                "node %s: Docker engine %s%s%s (from the %s)",
+                "node %s: Docker engine %s%s%s",
                 node.name,
                 node.docker_url,
-                " with TLS" if tls else "",
-                f", registry login {registry.registry}" if registry else "",
-                source,
+                " with TLS (inventory docker.tls)" if tls else "",
+                f", registry login by the Docker provider with connection {conn_id}" if conn_id else "",
             )
-        return cls(node.docker_url, tls or None, registry, source)
+        return cls(node.docker_url, tls, conn_id, login_error)
 
     def client(self, timeout: int = 120, *, login: bool = True):
-        """A docker APIClient on this engine (pinged), logged in to the registry when one is configured
-        (``login=False``: a second client of the same engine, e.g. a log stream, needs no login)."""
-        client = DockerHook(docker_conn_id=None, base_url=self.base_url, tls=self.tls, timeout=timeout).api_client
-        if login and self.registry is not None:
-            r = self.registry
-            client.login(username=r.username, password=r.password, registry=r.registry, email=r.email, reauth=r.reauth)
-        return client
+        """A docker APIClient on this engine from the provider's hook (pinged), logged in by the hook with the
+        node's Docker connection when it has one (``login=False``: a second client of the same engine, e.g. a
+        log stream, needs no login)."""
+        if login and self.login_error is not None:
+            raise self.login_error
+        hook = DockerHook(
+            docker_conn_id=self.conn_id if login else None, base_url=self.base_url, tls=self.tls, timeout=timeout
+        )
+        return hook.api_client
 
 
 def endpoint_of(target: DockerEndpoint | Node | str) -> DockerEndpoint:
@@ -153,8 +185,8 @@ def endpoint_of(target: DockerEndpoint | Node | str) -> DockerEndpoint:
 
 
 def docker_client(target: DockerEndpoint | Node | str, timeout: int = 120):
-    """A docker APIClient for one node (its connection/inventory TLS and login) or a bare docker_url,
-    through the provider's hook (pings the daemon)."""
+    """A docker APIClient for one node (its TLS client and registry login) or a bare docker_url, through the
+    provider's hook (pings the daemon)."""
     return endpoint_of(target).client(timeout)
 
 
@@ -197,9 +229,9 @@ def ensure_network(client, name: str) -> None:
         return
     try:
         client.create_network(name, driver="bridge", labels={"dlperf.network": "1"})
-    except APIError as exc:  # created meanwhile by a concurrent run
+    except APIError:  # created meanwhile by a concurrent run
         if not client.networks(names=[name]):
-            raise exc
+            raise
 
 
 def create_container(client, spec: ContainerSpec, *, pull: bool = False) -> str:
@@ -261,16 +293,14 @@ def run_to_completion(target: DockerEndpoint | Node | str, spec: ContainerSpec, 
     and remove it; (its stdout, the client, for more questions to the same engine)."""
     endpoint = endpoint_of(target)
     client = endpoint.client()
-    cid = create_container(client, spec, pull=endpoint.registry is not None)
+    cid = create_container(client, spec, pull=endpoint.logs_in)
     try:
         client.start(cid)
         client.wait(cid, timeout=timeout_s)
         output = client.logs(cid, stdout=True, stderr=False).decode(errors="replace")
     finally:
-        try:
+        with contextlib.suppress(NotFound):
             client.remove_container(cid, force=True)
-        except NotFound:
-            pass
     return output, client
 
 
@@ -287,7 +317,7 @@ class ContainerProcess:
         self._exit: int | None = None
         self.oom_killed = False  # the kernel's OOM killer ended it (memory limit of the container)
         self.sampler: GpuSampler | None = None  # set by DockerRuntime.start_node on nvidia nodes
-        self.id = create_container(self._client, spec, pull=self._endpoint.registry is not None)
+        self.id = create_container(self._client, spec, pull=self._endpoint.logs_in)
         # what the engine runs (the launch spec of the result): read before start, the tag may move meanwhile
         self.image, self.working_dir = image_ran(self._client, self.id, spec.image)
         self._client.start(self.id)
@@ -296,7 +326,7 @@ class ContainerProcess:
 
     def _stream_log(self) -> None:
         client = self._endpoint.client(login=False)  # its own connection: this one blocks on the stream
-        with open(self.log_path, "wb") as out:
+        with self.log_path.open("wb") as out:
             try:
                 for chunk in client.logs(self.id, stdout=True, stderr=True, stream=True, follow=True):
                     out.write(chunk)
@@ -319,10 +349,8 @@ class ContainerProcess:
 
     def kill(self) -> None:
         if self.poll() is None:
-            try:
+            with contextlib.suppress(APIError, NotFound):
                 self._client.kill(self.id)
-            except (APIError, NotFound):
-                pass
             self._client.wait(self.id, timeout=30)
             self.poll()
 
@@ -331,10 +359,8 @@ class ContainerProcess:
         if self.sampler is not None:
             self.sampler.stop()
         self._log_thread.join(timeout=30)
-        try:
+        with contextlib.suppress(NotFound):
             self._client.remove_container(self.id, force=True)
-        except NotFound:
-            pass
 
 
 def container_query(target: DockerEndpoint | Node | str, container_id: str):
@@ -419,7 +445,7 @@ class DockerRuntime:
             try:
                 client = self.endpoint(node).client(login=False)
                 found = client.containers(all=True, filters=filters)
-            except Exception as exc:  # the engine is down or unreachable: sweep the other nodes first
+            except Exception as exc:  # noqa: BLE001 - the engine is down or unreachable: sweep the other nodes first
                 unreachable.append(f"{url} ({type(exc).__name__}: {exc})")
                 continue
             for c in found:

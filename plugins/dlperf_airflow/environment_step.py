@@ -20,8 +20,9 @@ from datetime import UTC, datetime
 
 from dlperf_core.environment import PROBE_SCRIPT, Environment, NodeProbe, capture_local, combine, parse_probe
 from dlperf_core.frameworks import get_adapter
+from dlperf_core.handoff import Plan, PlannedRun
 from dlperf_core.inventory import Inventory, Node, load_inventory
-from dlperf_core.model import CaseRun, ContainerSpec, RunIds
+from dlperf_core.model import ContainerSpec, RunIds
 from dlperf_core.storage import ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")
@@ -38,10 +39,10 @@ class EnvironmentKey:
     nodes: int
 
 
-def environment_key(item: dict, inventory: Inventory | None) -> EnvironmentKey:
+def environment_key(planned: PlannedRun, inventory: Inventory | None) -> EnvironmentKey:
     """``inventory`` is None on the local runtime: every local "node" is this machine, and there is no
     image; on the docker runtime the image depends on the nodes (CPU nodes run the CPU image)."""
-    case = CaseRun.from_dict(item["run"]).case
+    case = planned.run.case
     if inventory is None:
         return EnvironmentKey(case.framework, None, 1)
     image = get_adapter(case.framework).image(case, inventory.first(case.nodes))
@@ -115,21 +116,22 @@ def capture_docker(key: EnvironmentKey, inventory: Inventory, ids: RunIds, cache
 # --------------------------------------------------------------------------- the step
 
 
-def capture_step(items: list[dict], ids: RunIds) -> list[dict]:
-    """Capture and store the environments of the planned case runs; return the items, each with an
+def capture_step(plan: Plan, ids: RunIds) -> list[PlannedRun]:
+    """Capture and store the environments of the plan's case runs; return them, each with an
     ``environment_id`` (None where its environment could not be captured). Never raises."""
+    items = list(plan.cases)
     if not items:
         return items
-    runtime = items[0].get("runtime", "local")
+    runtime = items[0].runtime
     ids_by_key: dict[EnvironmentKey, int | None] = {}
     try:
-        inventory = load_inventory(items[0]["inventory"]) if runtime == "docker" else None
+        inventory = load_inventory(items[0].inventory) if runtime == "docker" else None
         keys = {environment_key(item, inventory) for item in items}
         store = ResultStore(default_db_url())
         store.ensure_schema()  # plan_cases did it already; cheap and idempotent
     except Exception as exc:  # noqa: BLE001 - capturing must not fail the run
         log.warning("environment capture skipped: %s: %s", type(exc).__name__, exc)
-        return [{**item, "environment_id": None} for item in items]
+        return [item.with_environment(None) for item in items]
     cache: dict = {}
     local_probe: str | None = None
     for key in sorted(keys, key=lambda k: (k.framework, k.image or "", k.nodes)):
@@ -154,7 +156,7 @@ def capture_step(items: list[dict], ids: RunIds) -> list[dict]:
             ids_by_key[key] = None
             log.warning("could not capture the environment of %s: %s: %s", key, type(exc).__name__, exc)
     store.dispose()
-    return [{**item, "environment_id": ids_by_key.get(environment_key(item, inventory))} for item in items]
+    return [item.with_environment(ids_by_key.get(environment_key(item, inventory))) for item in items]
 
 
 def describe(environment: Environment) -> str:

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,14 +27,14 @@ from pathlib import Path
 from dlperf_airflow.runtimes import make_runtime
 from dlperf_airflow.task_ids import ROUTING_ENV, in_case_run, node_task_id
 from dlperf_core.environment import combine, parse_probe
-from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import get_adapter
-from dlperf_core.handoff import ExecutedRun, PlannedRun
-from dlperf_core.inventory import Inventory, load_inventory
+from dlperf_core.handoff import ExecutedRun, NodeReport, Plan, PlannedRun, ProbeOutput
+from dlperf_core.inventory import Inventory, Node, load_inventory
 from dlperf_core.jobs import build_job, case_log_dir, default_log_root
 from dlperf_core.launch_spec import LaunchSpec, launch_spec_of
 from dlperf_core.model import CaseOutcome, NodeOutcome, RunIds
-from dlperf_core.runtime.gang import GAVE_UP, GangSettings, NodeShare, case_failure, run_node_share
+from dlperf_core.preflight import PreflightReport
+from dlperf_core.runtime.gang import GAVE_UP, Board, GangSettings, NodeShare, case_failure, run_node_share
 
 log = logging.getLogger("dlperf")
 
@@ -50,23 +51,6 @@ def routing_inventory(home: Path) -> Inventory | None:
         return None
     p = Path(path)
     return load_inventory(p if p.is_absolute() else home / p)
-
-
-def check_routed(inventory: Inventory, routing: Inventory, what: str = "inventory") -> None:
-    """Refuse a trigger whose nodes have no task of their own in the DAG (not in the deployment's inventory)."""
-    known = {n.name: n for n in routing.nodes}
-    problems = [
-        f"node {n.name}: not in the deployment's inventory {routing.name} ({ROUTING_ENV}), so no task runs on it"
-        for n in inventory.nodes
-        if n.name not in known
-    ]
-    problems += [
-        f"node {n.name}: queue {n.queue!r} differs from the deployment's {known[n.name].queue!r}"
-        for n in inventory.nodes
-        if n.name in known and known[n.name].queue != n.queue
-    ]
-    if problems:
-        raise ConfigError(what, problems)
 
 
 class XComBoard:
@@ -101,7 +85,7 @@ class XComBoard:
         return state
 
 
-def _probe(node, image: str, ids: RunIds) -> dict:
+def _probe(node: Node, image: str, ids: RunIds) -> ProbeOutput:
     """The environment probe of ``image`` on this node, once per DAG run (cached next to the logs)."""
     from dlperf_airflow.environment_step import probe_output
 
@@ -109,39 +93,39 @@ def _probe(node, image: str, ids: RunIds) -> dict:
         default_log_root() / ".probes" / ids.short / f"{node.name}-{hashlib.sha1(image.encode()).hexdigest()[:12]}.json"
     )
     if cache.exists():
-        return json.loads(cache.read_text())
+        return ProbeOutput(**json.loads(cache.read_text()))
     output, digest = probe_output(node, image, ids)
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"output": output, "digest": digest}))
-    return {"output": output, "digest": digest}
+    return ProbeOutput(output, digest)
 
 
-def route_step(plan: list[dict]) -> list[dict]:
-    """Each planned item with the nodes it runs on (``nodes``); the routing is logged once."""
+def route_step(plan: Plan) -> list[PlannedRun]:
+    """Each planned case run with the nodes it runs on (``nodes``); the routing is logged once."""
     routed = []
-    for item in plan:
-        planned = PlannedRun.from_dict(item)
+    for planned in plan.cases:
         nodes = load_inventory(planned.inventory).first(planned.run.case.nodes)
         log.info("%s -> %s", planned.label, ", ".join(f"{n.name} (queue {n.queue})" for n in nodes))
-        routed.append(replace(planned, nodes=tuple(n.name for n in nodes)).to_dict())
+        routed.append(replace(planned, nodes=tuple(n.name for n in nodes)))
     return routed
 
 
-def node_step(item: dict, ids: RunIds, node_name: str, preflight: dict | None, board) -> dict:
-    """This node's share of one case run (``{"skipped": ...}`` when the case does not use it)."""
-    planned = PlannedRun.from_dict(item)
+def node_step(
+    planned: PlannedRun, ids: RunIds, node_name: str, preflight: PreflightReport | None, board: Board
+) -> NodeReport:
+    """This node's share of one case run (``skipped`` set when the case does not use it)."""
     run = planned.run
     inventory = load_inventory(planned.inventory)
     nodes = inventory.first(run.case.nodes)
     names = [n.name for n in nodes]
     if node_name not in names:
-        return {"node": node_name, "skipped": f"{run.case.key} runs on {', '.join(names)}"}
+        return NodeReport(node_name, skipped=f"{run.case.key} runs on {', '.join(names)}")
     rank = names.index(node_name)
     now = datetime.now(UTC).isoformat()
 
-    def refused(reason: str) -> dict:
+    def refused(reason: str) -> NodeReport:
         board.post({"phase": GAVE_UP, "reason": reason})
-        return NodeShare(node_name, rank, None, "", reason, True, now, now).to_dict()
+        return NodeReport(node_name, NodeShare(node_name, rank, None, "", reason, True, now, now))
 
     here = os.environ.get(NODE_ENV)
     if here and here != node_name:
@@ -149,12 +133,8 @@ def node_step(item: dict, ids: RunIds, node_name: str, preflight: dict | None, b
             f"{node_name}: its task ran on the worker of node {here}; give each node's worker only that node's "
             f"queue ({nodes[rank].queue})"
         )
-    if preflight and preflight.get("nodes"):
-        from dlperf_core.preflight import NodeHealth, case_blocker
-
-        health = {name: NodeHealth.from_dict(h) for name, h in preflight["nodes"].items()}
-        if blocker := case_blocker(names, health):
-            return refused(blocker)
+    if preflight is not None and (blocker := preflight.blocker(names)):
+        return refused(blocker)
     try:
         runtime = make_runtime(planned.runtime, inventory)
         job = build_job(run, inventory, runtime, ids, timeout_s=planned.timeout_s, watchdog_s=planned.watchdog_s)
@@ -170,84 +150,91 @@ def node_step(item: dict, ids: RunIds, node_name: str, preflight: dict | None, b
         start = lambda i, files: runtime.start_node(job, i, files)  # noqa: E731
     settings = GangSettings(join_s=float(os.environ.get(JOIN_ENV, GangSettings.join_s)))
     share = run_node_share(job, node_name, board, start, settings)
-    result: dict = {
-        **share.to_dict(),
-        "gpu_memory_peak_mb": samples.peak_mb if samples else None,
-        "gpu_power": [list(p) for p in samples.power] if samples else [],
-        "ran_on": here,
-    }
+    spec = None
     try:  # what this node launched (its own container's image as its engine says), for the result's launch spec
         spec = launch_spec_of(runtime, job, run, suite=planned.suite, inventory=planned.inventory)
-        if spec is not None:
-            result["launch_spec"] = spec.to_dict()
     except Exception as exc:  # noqa: BLE001 - the result is stored without it
         log.warning("no launch spec from %s: %s: %s", node_name, type(exc).__name__, exc)
-    if rank == 0:
-        path = Path(share.log_path)
-        if path.is_file():
-            data = path.read_bytes()
-            if len(data) > MAX_LOG_BYTES:
-                result["log_error"] = f"node 0's log is {len(data)} bytes, more than {MAX_LOG_BYTES} can travel"
-            else:
-                result["log"] = data.decode(errors="replace")
+    node_log, log_error = _node0_log(share) if rank == 0 else (None, None)
+    probe = None
     if planned.runtime == "docker":
         try:
-            result["probe"] = _probe(nodes[rank], get_adapter(run.case.framework).image(run.case, tuple(nodes)), ids)
+            probe = _probe(nodes[rank], get_adapter(run.case.framework).image(run.case, tuple(nodes)), ids)
         except Exception as exc:  # noqa: BLE001 - the environment never fails the case
             log.warning("environment probe on %s failed: %s: %s", node_name, type(exc).__name__, exc)
-    return result
+    return NodeReport(
+        node_name,
+        share,
+        ran_on=here,
+        gpu_memory_peak_mb=samples.peak_mb if samples else None,
+        gpu_power=tuple(samples.power) if samples else (),
+        launch_spec=spec,
+        log=node_log,
+        log_error=log_error,
+        probe=probe,
+    )
 
 
-def collect_step(item: dict, results: dict[str, dict | None], ids: RunIds) -> dict:
-    """The case's outcome from its nodes' shares: what ``run_case`` returns when one task runs every node."""
-    planned = PlannedRun.from_dict(item)
+def _node0_log(share: NodeShare) -> tuple[str | None, str | None]:
+    """Node 0's log, to travel to ``store_result`` (its text, or why it cannot)."""
+    path = Path(share.log_path)
+    if not path.is_file():
+        return None, None
+    data = path.read_bytes()
+    if len(data) > MAX_LOG_BYTES:
+        return None, f"node 0's log is {len(data)} bytes, more than {MAX_LOG_BYTES} can travel"
+    return data.decode(errors="replace"), None
+
+
+def collect_step(planned: PlannedRun, reports: Mapping[str, NodeReport | None], ids: RunIds) -> ExecutedRun:
+    """The case's outcome from its nodes' reports: what ``run_case`` returns when one task runs every node."""
     run = planned.run
     names = [n.name for n in load_inventory(planned.inventory).first(run.case.nodes)]
-    shares = {n: (NodeShare.from_dict(r) if (r := results.get(n)) and "rank" in r else None) for n in names}
+    got = {n: r for n in names if (r := reports.get(n)) is not None and r.share is not None}
+    shares = {n: (got[n].share if n in got else None) for n in names}
     failure = case_failure(shares)
-    got = [s for s in shares.values() if s is not None]
     now = datetime.now(UTC)
-    started = min((datetime.fromisoformat(s.started_at) for s in got), default=now)
-    finished = max((datetime.fromisoformat(s.finished_at) for s in got), default=now)
+    started = min((datetime.fromisoformat(r.share.started_at) for r in got.values() if r.share), default=now)
+    finished = max((datetime.fromisoformat(r.share.finished_at) for r in got.values() if r.share), default=now)
     nodes = []
     for rank, name in enumerate(names):
-        share, result = shares[name], results.get(name) or {}
+        share, report = shares[name], got.get(name)
         path = share.log_path if share else ""
-        if rank == 0 and "log" in result:  # node 0's log, where store_result reads it
+        if rank == 0 and report is not None and report.log is not None:  # node 0's log, where store_result reads it
             central = case_log_dir(ids, run) / "node0.log"
             central.parent.mkdir(parents=True, exist_ok=True)
-            central.write_text(result["log"])
+            central.write_text(report.log)
             path = str(central)
-        elif rank == 0 and result.get("log_error") and not failure:
-            failure = result["log_error"]
+        elif rank == 0 and report is not None and report.log_error and not failure:
+            failure = report.log_error
         nodes.append(NodeOutcome(node=name, rank=rank, exit_code=share.exit_code if share else None, log_path=path))
-    peaks = [r["gpu_memory_peak_mb"] for r in results.values() if r and r.get("gpu_memory_peak_mb")]
-    power = {n: [(t, w) for t, w in r["gpu_power"]] for n, r in results.items() if r and r.get("gpu_power")}
+    peaks = [r.gpu_memory_peak_mb for r in got.values() if r.gpu_memory_peak_mb]
+    power = {n: list(r.gpu_power) for n, r in got.items() if r.gpu_power}
     outcome = CaseOutcome(started, finished, nodes, failure, max(peaks) if peaks else None, power or None)
-    environment_id = _environment(planned, names, results)
-    return ExecutedRun(planned.with_environment(environment_id), outcome, merged_launch_spec(results)).to_dict()
+    environment_id = _environment(planned, names, got)
+    return ExecutedRun(planned.with_environment(environment_id), outcome, merged_launch_spec(got))
 
 
-def merged_launch_spec(results: dict[str, dict | None]) -> LaunchSpec | None:
-    """The case's launch spec from its nodes' shares: each node as its own task saw it (the image its engine
+def merged_launch_spec(reports: Mapping[str, NodeReport]) -> LaunchSpec | None:
+    """The case's launch spec from its nodes' reports: each node as its own task saw it (the image its engine
     ran), the nodes whose task said nothing as another node's task planned them; None if none reported one."""
-    views = {name: LaunchSpec.from_dict(r["launch_spec"]) for name, r in results.items() if r and r.get("launch_spec")}
+    views = {name: r.launch_spec for name, r in reports.items() if r.launch_spec is not None}
     if not views:
         return None
     return next(iter(views.values())).merged(views)
 
 
-def _environment(planned: PlannedRun, names: list[str], results: dict[str, dict | None]) -> int | None:
+def _environment(planned: PlannedRun, names: list[str], reports: Mapping[str, NodeReport]) -> int | None:
     """Store the environment the nodes probed (as ``capture_environment`` does centrally); None if incomplete."""
     run = planned.run
-    probes = [p for n in names if (p := (results.get(n) or {}).get("probe"))]
+    probes = [r.probe for n in names if (r := reports.get(n)) is not None and r.probe is not None]
     if planned.runtime != "docker" or len(probes) < len(names):
         return planned.environment_id
     from dlperf_core.storage import ResultStore, default_db_url
 
-    digests = list(dict.fromkeys(p["digest"] for p in probes if p["digest"]))
+    digests = list(dict.fromkeys(p.digest for p in probes if p.digest))
     environment = combine(
-        [parse_probe(p["output"]) for p in probes],
+        [parse_probe(p.output) for p in probes],
         framework=run.case.framework,
         image=get_adapter(run.case.framework).image(run.case, load_inventory(planned.inventory).first(run.case.nodes)),
         image_digest=",".join(digests) or None,

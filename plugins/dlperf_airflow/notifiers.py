@@ -22,6 +22,7 @@ import importlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import BaseNotifier
@@ -41,8 +42,8 @@ class LogRegressionNotifier(BaseNotifier):
     def __init__(self, level: str = "WARNING") -> None:
         super().__init__()
         self.level = logging.getLevelName(level.upper())
-        if not isinstance(self.level, int):
-            raise ValueError(f"unknown log level {level!r}")
+        if not isinstance(self.level, int):  # a level name logging does not know: a bad value, not a bad type
+            raise ValueError(f"unknown log level {level!r}")  # noqa: TRY004
 
     def notify(self, context: Any) -> None:
         for regression in context.get("dlperf_regressions", []):
@@ -67,8 +68,8 @@ def _load(path: str) -> type[BaseNotifier]:
     if not module_name:
         raise ValueError(f"notifier {path!r}: give a dotted path, module.Class")
     cls = getattr(importlib.import_module(module_name), class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, BaseNotifier)):
-        raise ValueError(f"notifier {path!r} is not an Airflow BaseNotifier subclass")
+    if not (isinstance(cls, type) and issubclass(cls, BaseNotifier)):  # a bad configuration value, not a bad type
+        raise ValueError(f"notifier {path!r} is not an Airflow BaseNotifier subclass")  # noqa: TRY004
     return cls
 
 
@@ -85,7 +86,7 @@ def configured_notifiers(value: str | None = None) -> list[BaseNotifier]:
     return [_load(path)() for path in value.split(",") if path.strip()]
 
 
-def notify_regressions(regressions: list[dict[str, Any]], context: dict[str, Any] | None = None) -> int:
+def notify_regressions(regressions: list[dict[str, Any]], context: Mapping[str, Any] | None = None) -> int:
     """Call every configured notifier with the new ``regressions``; return how many were called.
 
     Every notifier is tried; if any failed, a RuntimeError names them afterwards (the verdicts are

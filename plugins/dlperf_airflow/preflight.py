@@ -68,7 +68,7 @@ def check_node(node: Node, images: Iterable[str], *, use_connection: bool = True
             status, out, err = hook.exec_ssh_client_command(
                 client, preflight_script(node, images), get_pty=False, environment=None, timeout=SCRIPT_TIMEOUT_S
             )
-    except Exception as exc:  # refused, timed out, auth failed, host key mismatch: the node is unreachable
+    except Exception as exc:  # noqa: BLE001 - refused, timed out, auth failed, host key mismatch: unreachable
         detail = str(exc).strip() or type(exc).__name__
         return unreachable(node.name, f"{type(exc).__name__}: {detail}")
     text = out.decode(errors="replace") + (("\n" + err.decode(errors="replace")) if err else "")

@@ -20,7 +20,8 @@ decisions back, logs them and calls the notifiers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -28,6 +29,7 @@ from dlperf_core.environment import INFRASTRUCTURE_FIELDS
 from dlperf_core.model import RunIds, series_base
 from dlperf_core.regression import (
     CaseResult,
+    DetectionReport,
     FabricFigure,
     NightlyRow,
     OpenRegression,
@@ -42,15 +44,16 @@ from dlperf_core.storage import CONFIGURATION_COLUMNS, ResultStore, default_db_u
 log = logging.getLogger("dlperf")
 
 
-def _records(frame: pd.DataFrame) -> list[dict]:
-    return frame.to_dict("records") if len(frame) else []
+def records_of(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The frame's rows with pandas' missing values (NaN, NaT, NA) as None: the core sees plain values only."""
+    if frame.empty:
+        return []
+    return frame.astype(object).where(frame.notna(), None).to_dict("records")
 
 
-def _environments(store: ResultStore, ids: set[int]) -> dict[int, dict]:
-    frame = store.environments(ids) if ids else None
-    if frame is None or frame.empty:
-        return {}
-    return {int(row["id"]): {f: row[f] for f in INFRASTRUCTURE_FIELDS} for _, row in frame.iterrows()}
+def _environments(store: ResultStore, ids: set[int]) -> dict[int, dict[str, Any]]:
+    rows = records_of(store.environments(ids)) if ids else []
+    return {int(row["id"]): {f: row[f] for f in INFRASTRUCTURE_FIELDS} for row in rows}
 
 
 def fabric_of(
@@ -60,14 +63,14 @@ def fabric_of(
     largest message size both measured); None when there is no probe of it tonight or too little history
     (the rule: :func:`dlperf_core.regression.fabric_dropped_tonight`)."""
     tonight = [
-        FabricFigure.from_record(r) for r in _records(store.fabric_summary(run_id=ids.run_id, dag_id=ids.dag_id))
+        FabricFigure.from_record(r) for r in records_of(store.fabric_summary(run_id=ids.run_id, dag_id=ids.dag_id))
     ]
     if not any((f.nodes, f.gpus_per_node) == (nodes, gpus_per_node) for f in tonight):
         return None  # no probe of this topology tonight: its history is not needed
     history = store.fabric_history(nodes=nodes, gpus_per_node=gpus_per_node, before=started_at)
     return fabric_dropped_tonight(
         tonight,
-        [FabricFigure.from_record(r) for r in _records(history)],
+        [FabricFigure.from_record(r) for r in records_of(history)],
         (nodes, gpus_per_node),
         started_at.date(),
         ids.run_id,
@@ -78,9 +81,9 @@ def fabric_of(
 def detect_step(
     ids: RunIds,
     policy: Policy = Policy(),
-    notify: Callable[[list[dict], dict], int] | None = None,
-    context: dict | None = None,
-) -> dict:
+    notify: Callable[[list[dict[str, Any]], Mapping[str, Any]], int] | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> DetectionReport:
     """Judge run ``ids``; store and alert for a scheduled run (see module docstring)."""
     store = ResultStore(default_db_url())
     try:
@@ -97,7 +100,7 @@ def load_decisions(store: ResultStore, ids: RunIds, policy: Policy = Policy()) -
         raise RuntimeError(f"no benchmark run {ids.dag_id}/{ids.run_id} in the results database")
     cases = [
         CaseResult.from_record(row, CONFIGURATION_COLUMNS)
-        for row in _records(store.summary(run_id=ids.run_id, dag_id=ids.dag_id))
+        for row in records_of(store.summary(run_id=ids.run_id, dag_id=ids.dag_id))
     ]
     cases = [case for case in cases if case.n > 0]
     history = {case.case_key: _series_history(store, case, run["started_at"]) for case in cases}
@@ -127,10 +130,10 @@ def _series_history(store: ResultStore, case: CaseResult, before) -> list[Nightl
     }
     frame = store.history(**fields, nights=None, before=before)
     frame = frame[frame["case_key"].map(series_base) == series_base(case.case_key)]
-    return [NightlyRow.from_record(row) for row in _records(frame)]
+    return [NightlyRow.from_record(row) for row in records_of(frame)]
 
 
-def _detect(store: ResultStore, ids: RunIds, policy: Policy, notify, context) -> dict:
+def _detect(store: ResultStore, ids: RunIds, policy: Policy, notify, context) -> DetectionReport:
     decided = load_decisions(store, ids, policy)
     new: list[dict] = []
     for decision in decided.decisions:
@@ -152,6 +155,6 @@ def _detect(store: ResultStore, ids: RunIds, policy: Policy, notify, context) ->
         if notify is None:
             from dlperf_airflow.notifiers import notify_regressions as notify
         notified = notify(new, context or {})
-    result = decided.result(new, notified)
+    result = decided.result(notified)
     log.info("regression detection on %s run %s: %s", decided.trigger, ids.run_id, decided.counts)
     return result

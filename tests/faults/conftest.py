@@ -89,7 +89,7 @@ class FaultLedger:
         return record
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item, call):
+    def pytest_runtest_makereport(self, item):  # pluggy passes only the arguments a hook names
         outcome = yield
         report = outcome.get_result()
         nodeid = item.nodeid

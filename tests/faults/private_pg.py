@@ -6,7 +6,6 @@ server runs as that user (``runuser``) when the tests run as root.
 
 from __future__ import annotations
 
-import glob
 import os
 import pwd
 import shutil
@@ -17,8 +16,8 @@ from pathlib import Path
 
 
 def _bin(name: str) -> str | None:
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return found[-1] if found else shutil.which(name)
+    found = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
+    return str(found[-1]) if found else shutil.which(name)
 
 
 def _free_port() -> int:

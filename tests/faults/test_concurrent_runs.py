@@ -16,7 +16,8 @@ import pytest
 from sqlalchemy import make_url, text
 
 from dlperf_airflow import steps
-from dlperf_core.model import RunIds
+from dlperf_core.handoff import ExecutedRun
+from dlperf_core.model import CaseOutcome, RunIds
 from dlperf_core.storage import ResultStore
 from faults.common import DATA
 from helpers import REPO, cli_env
@@ -139,18 +140,9 @@ def test_store_result_retried_twice_adds_one_row(sqlite_url, monkeypatch, tmp_pa
     monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
     monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
     ids = RunIds(dag_id="dlperf_benchmark", run_id="manual__retry")
-    (item,) = steps.plan_step({"suite": str(DATA / "tiny-local.yaml"), "runtime": "local"}, ids, "manual")["cases"]
-    now = datetime.now(UTC).isoformat()
-    executed = {
-        **item,
-        "outcome": {
-            "started_at": now,
-            "finished_at": now,
-            "nodes": [],
-            "failure": "node0 was killed (exit code 137)",
-            "log_path": None,
-        },
-    }
+    (item,) = steps.plan_step({"suite": str(DATA / "tiny-local.yaml"), "runtime": "local"}, ids, "manual").cases
+    now = datetime.now(UTC)
+    executed = ExecutedRun(item, CaseOutcome(now, now, [], "node0 was killed (exit code 137)"))
     store = ResultStore(sqlite_url)
     ids_seen = set()
     for _ in range(3):

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from dlperf_airflow import steps
+from dlperf_core.handoff import ExecutedRun
 from dlperf_core.model import RunIds
 from dlperf_core.storage import ResultStore
 from dlperf_core.storage.spool import ResultSpool
+from dlperf_core.verdict import RunCounts
 from faults.private_pg import PrivatePostgres
 
 HERE = Path(__file__).resolve().parent
@@ -46,12 +48,12 @@ def test_results_survive_postgres_going_down_mid_run(private_pg, tmp_path, monke
     ids = RunIds(dag_id="dlperf_benchmark", run_id="manual__pg_down")
     items = steps.plan_step(
         {"suite": str(HERE / "data/tiny-local.yaml"), "runtime": "local", "repeats": 4}, ids, "manual"
-    )["cases"]
+    ).cases
     assert len(items) == 4
     # one real training; its outcome (log, exit codes) stands for each of the 4 repeats' results
-    outcome = steps.execute_step(items[0], ids)["outcome"]
-    assert outcome["failure"] is None, outcome
-    executed = [{**item, "outcome": outcome} for item in items]
+    outcome = steps.execute_step(items[0], ids).outcome
+    assert outcome.failure is None, outcome
+    executed = [ExecutedRun(item, outcome) for item in items]
 
     for e in executed[:2]:
         assert steps.store_step(e, ids).status == "ok"
@@ -72,7 +74,7 @@ def test_results_survive_postgres_going_down_mid_run(private_pg, tmp_path, monke
 
     private_pg.start()
     summary = steps.finish_step(ids)  # drains the spool first
-    assert summary == {"results": 4, "failed": 0, "max_batch_searches": 0, "fabric_probes": 0}
+    assert summary == RunCounts(results=4, failed=0, max_batch_searches=0, fabric_probes=0)
     assert spool.pending() == []
     steps.store_step(executed[3], ids)  # a task retry after the fact adds nothing
     store = ResultStore(private_pg.url)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -42,7 +43,7 @@ def test_silent_training_is_stopped_by_the_watchdog(tmp_path, pg_url, fault):
     assert left == {}, f"processes left running: {left}"
     (row,) = rows.itertuples()
     assert row.status == "failed" and row.reason.startswith("watchdog: no log progress for 20 s"), row.reason
-    log = open(row.log_path, errors="replace").read()
+    log = Path(row.log_path).read_text(errors="replace")
     assert "PARAMETER" in log, log[-2000:]  # the worker had started training before it went silent
     took = (row.finished_at - row.started_at).total_seconds()
     assert took < 150, f"the hung repeat took {took:.0f} s (timeout is 300 s)"

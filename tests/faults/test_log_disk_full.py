@@ -26,7 +26,7 @@ def full_log_disk(tmp_path):
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root/CAP_SYS_ADMIN): {done.stderr.strip()}")
     try:
-        with open(mount / "filler", "wb", buffering=0) as out:  # unbuffered: close() has nothing to flush
+        with (mount / "filler").open("wb", buffering=0) as out:  # unbuffered: close() has nothing to flush
             try:
                 while True:
                     out.write(b"x" * 4096)
@@ -47,7 +47,8 @@ def earlier_result() -> ResultRecord:
     return result_record(case_key=key, throughput=12.5, iterations=5, started_at=t, finished_at=t, benchmark_run=run)
 
 
-def test_full_log_disk_fails_the_repeat_and_keeps_the_database(tmp_path, pg_url, full_log_disk, fault):
+@pytest.mark.usefixtures("full_log_disk")
+def test_full_log_disk_fails_the_repeat_and_keeps_the_database(tmp_path, pg_url, fault):
     rec = fault(
         "fault",
         "log disk fills",

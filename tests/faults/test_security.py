@@ -217,7 +217,7 @@ def unbound_sql(path: Path) -> list[str]:
     return sorted(set(problems))
 
 
-def test_scanner_catches_formatted_sql(tmp_path):
+def test_scanner_catches_formatted_sql():
     sample = REPO / "dlperf_core" / "_sample_for_scan.py"
     src = (
         "def f(conn, name, quote):\n"

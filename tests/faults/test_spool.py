@@ -4,7 +4,6 @@ unreadable files kept, and nothing drained into another database."""
 from __future__ import annotations
 
 import json
-import os
 
 from dlperf_core.storage import ResultRecord, ResultStore
 from dlperf_core.storage.spool import (
@@ -71,4 +70,4 @@ def test_database_down_spools_and_other_database_is_not_touched(tmp_path, sqlite
     assert database_key(down) != database_key(sqlite_url)
     assert ResultSpool(sqlite_url, root=tmp_path / "spool").pending() == []  # another database's spool
     assert database_key("postgresql://u:secret@h/db") == database_key("postgresql://u:other@h/db")
-    assert "pw" not in spool.folder.name and os.path.basename(spool.folder) == database_key(down)
+    assert "pw" not in spool.folder.name and spool.folder.name == database_key(down)

@@ -1,0 +1,129 @@
+"""What a trigger asks for, resolved and planned: from the Trigger form (or a nightly run's empty one) to the
+:class:`~dlperf_core.handoff.Plan` every later task of the DAG reads.
+
+:func:`resolve_trigger` fills what the trigger leaves open from the deployment's defaults
+(:mod:`dlperf_core.defaults`), loads the suite and the inventory, refuses anything wrong (a filter value the
+suite lacks, a Docker socket on TCP without TLS, ...) and applies the form's overrides; :func:`plan_trigger`
+expands it into case runs and max batch size searches, refusing what node routing cannot run. Both raise
+:class:`~dlperf_core.errors.ConfigError` before any work starts. The trigger's form (``params``, JSON from
+Airflow) is read here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlperf_core.defaults import SUITE_RUNTIME, DeploymentDefaults, fill_from_defaults
+from dlperf_core.errors import ConfigError
+from dlperf_core.form import apply_form
+from dlperf_core.handoff import Plan, PlannedRun, RunSettings
+from dlperf_core.home import resolve
+from dlperf_core.inventory import Inventory, check_docker_access, load_inventory
+from dlperf_core.model import CaseRun
+from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
+from dlperf_core.suite import Suite, load_suite
+
+LOCAL_INVENTORY = "inventories/local.yaml"
+DOCKER_INVENTORY = "inventories/docker-local.yaml"
+"""The inventory of a runtime when neither the trigger, the deployment's defaults nor the suite names one."""
+
+SEARCH_INDEX_BASE = 9000
+"""Case-run index of the probes of search i is SEARCH_INDEX_BASE + i (their container names and rendezvous
+ports then differ from the cases'); the probe number is their repeat."""
+
+
+@dataclass(frozen=True)
+class ResolvedTrigger:
+    """A trigger after validation: its settings, the suite with the form's overrides applied, the inventory,
+    the filters, and which of suite/runtime/inventory came from the deployment's defaults."""
+
+    settings: RunSettings
+    suite: Suite
+    inventory: Inventory
+    filters: PlanFilters
+    from_defaults: tuple[str, ...] = ()
+
+
+def filters_of(params: Mapping[str, Any]) -> PlanFilters:
+    """The form's filters (an empty or missing field: no filter)."""
+    repeats = params.get("repeats") or None
+    return PlanFilters(
+        frameworks=tuple(params.get("frameworks") or ()),
+        models=tuple(params.get("models") or ()),
+        precisions=tuple(params.get("precisions") or ()),
+        topologies=tuple(params.get("topologies") or ()),
+        repeats=int(repeats) if repeats else None,
+        case_keys=tuple(params.get("case_keys") or ()),
+    )
+
+
+def resolve_trigger(params: Mapping[str, Any], defaults: DeploymentDefaults) -> ResolvedTrigger:
+    """Validate the trigger form against the suite; refuse anything wrong before work starts. What the trigger
+    leaves open (suite, runtime ``default``, inventory) comes from ``defaults``; a runtime other than the
+    suite's, without an inventory named, gets that runtime's usual inventory."""
+    chosen = fill_from_defaults(params.get("suite"), params.get("runtime"), params.get("inventory"), defaults)
+    suite = load_suite(resolve(chosen.suite))
+    runtime = suite.runtime if chosen.runtime == SUITE_RUNTIME else chosen.runtime  # fill_from_defaults checked it
+    inv_path = suite.inventory_path() if runtime == suite.runtime else None  # the suite's own, if it names one
+    if chosen.inventory:
+        inv_path = resolve(chosen.inventory)
+    elif inv_path is None:
+        inv_path = resolve(DOCKER_INVENTORY if runtime == "docker" else LOCAL_INVENTORY)
+    inventory = load_inventory(inv_path)
+    if runtime == "docker":  # a Docker socket on TCP without TLS is root on the node: refused unless insecure
+        check_docker_access(inventory, str(inv_path))
+    filters = filters_of(params)
+    # a filter value the chosen suite lacks is refused, not silently dropped; then batch and compile overrides
+    suite = apply_form(suite, filters, params)
+    settings = RunSettings(str(Path(suite.source)), runtime, str(Path(inv_path)), suite.timeout_s, suite.watchdog_s)
+    return ResolvedTrigger(settings, suite, inventory, filters, chosen.from_defaults)
+
+
+def check_routed(inventory: Inventory, routing: Inventory, what: str = "inventory") -> None:
+    """Refuse a trigger whose nodes have no task of their own in the DAG (not in the deployment's inventory
+    ``routing``, the one node routing renders a task per node of)."""
+    known = {n.name: n for n in routing.nodes}
+    problems = [
+        f"node {n.name}: not in the deployment's inventory {routing.name} (node routing), so no task runs on it"
+        for n in inventory.nodes
+        if n.name not in known
+    ]
+    problems += [
+        f"node {n.name}: queue {n.queue!r} differs from the deployment's {known[n.name].queue!r}"
+        for n in inventory.nodes
+        if n.name in known and known[n.name].queue != n.queue
+    ]
+    if problems:
+        raise ConfigError(what, problems)
+
+
+def plan_trigger(resolved: ResolvedTrigger, routing: Inventory | None = None) -> Plan:
+    """The plan of a resolved trigger: one planned run per case run (``cases``) and one per max batch size
+    search (``searches``: its case at the first batch, so preflight treats it like a case). Under node routing
+    (``routing``: the deployment's inventory) the trigger's nodes must be the deployment's, and a search,
+    which runs from the central worker, cannot use a node reached only through its own Docker socket."""
+    suite, inventory, settings = resolved.suite, resolved.inventory, resolved.settings
+    searches = plan_searches(suite, inventory, resolved.filters)  # refused here too if one does not fit
+    runs = plan_suite(suite, inventory, resolved.filters, allow_empty=bool(searches))
+    if routing is not None:
+        check_routed(inventory, routing, settings.inventory)
+        local = sorted(
+            {n.name for s in searches for n in inventory.first(s.case.nodes) if n.docker_url.startswith("unix:")}
+        )
+        if searches and settings.runtime == "docker" and local:
+            raise ConfigError(
+                "max_batch_search",
+                [
+                    f"nodes {', '.join(local)} are reached through their own Docker socket (per-node workers), but a "
+                    "max batch search runs from the central worker: give those nodes a tcp:// docker_url (with TLS), "
+                    "or leave the search out of this trigger"
+                ],
+            )
+    return Plan(
+        settings,
+        cases=[PlannedRun.of(r, settings) for r in runs],
+        searches=[PlannedRun.of(CaseRun(s.case, 0, SEARCH_INDEX_BASE + s.index), settings, s) for s in searches],
+    )
