@@ -16,8 +16,9 @@ every node at once, wait, collect logs, remove the containers), one case run at 
 benchmarks share a device, also across DAG runs. ``search_max_batch`` holds the same pool while it tries
 batch after batch (``dlperf_core.maxbatch``) and stores what it found in ``max_batch_searches``. A failed training is stored as a failed row with its
 reason and fails only its own ``store_result``; ``finish_run`` then fails the DAG run.
-With per-node Celery workers (``DLPERF_CLUSTER_INVENTORY`` set to the cluster's inventory) a case run is
-instead the task group ``case_run``: ``on_<node>`` for each node of that inventory, on the node's queue and in
+With per-node Celery workers (Airflow's configuration option ``[dlperf] cluster_inventory``, environment
+variable ``AIRFLOW__DLPERF__CLUSTER_INVENTORY``, set to the cluster's inventory) a case run is instead the task
+group ``case_run``: ``on_<node>`` for each node of that inventory, on the node's queue and in
 its one-slot pool, starts that node's container (the nodes of a case gang up through XCom), ``collect_case``
 puts their shares together, ``store_result`` stores it; ``remove_containers_<node>`` tears down on each node:
 
@@ -49,12 +50,12 @@ from dlperf_airflow.task_ids import (
 from dlperf_core.defaults import DEFAULT_SUITE, FORM_DEFAULT, RUNTIMES, SUITE_RUNTIME
 from dlperf_core.form import COMPILE_MODES, discover_choices
 from dlperf_core.handoff import ExecutedRun, NodeReport, Plan, PlannedRun
-from dlperf_core.maxbatch import SearchVerdict
+from dlperf_core.maxbatch import SearchResult
 from dlperf_core.measure import Measurement
 from dlperf_core.model import RunIds
 from dlperf_core.preflight import PreflightReport
 from dlperf_core.regression import DetectionReport
-from dlperf_core.verdict import RunCounts
+from dlperf_core.run_status import RunCounts
 
 DAG_ID = "dlperf_benchmark"
 POOL = "dlperf_cluster"
@@ -67,13 +68,16 @@ ON_THE_CLUSTER = dict(
 )
 # The trigger form's choices: what the suites in suites/ allow on their inventories (the adapter registry
 # if none can be read; never raises, so a broken suite cannot break parsing). plan_cases re-checks them.
+# Cached in the dlperf home's state folder (.dlperf/cache/form-choices.json), keyed by the names, sizes and
+# mtimes of the suite and inventory files: a parse where none changed reads that one file and no suite.
 CHOICES = discover_choices(steps.dlperf_home())
 FRAMEWORKS = list(CHOICES.frameworks)
 MODELS = list(CHOICES.models)
 PRECISIONS = list(CHOICES.precisions)
 TOPOLOGIES = list(CHOICES.topologies)
-# Node routing ($DLPERF_CLUSTER_INVENTORY): one task per node of the deployment's inventory, on that node's
-# Celery queue and one-slot pool, for every case run (dlperf_airflow.node_step); else one run_case per case run.
+# Node routing (Airflow's configuration option [dlperf] cluster_inventory, read through airflow.sdk.conf): one
+# task per node of the deployment's inventory, on that node's Celery queue and one-slot pool, for every case run
+# (dlperf_airflow.node_step); else one run_case per case run. Nothing else in the environment decides the tasks.
 ROUTING = routing_inventory(steps.dlperf_home())
 
 
@@ -217,16 +221,16 @@ def dlperf_benchmark():
         return list(plan.searches)
 
     @task(**ON_THE_CLUSTER)
-    def search_max_batch(search: PlannedRun, health: PreflightReport) -> SearchVerdict:
+    def search_max_batch(search: PlannedRun, health: PreflightReport) -> SearchResult:
         from dlperf_airflow.maxbatch_step import search_step
 
         get_current_context()["dlperf_case"] = search.label  # type: ignore[typeddict-unknown-key]
-        verdict = search_step(search, _ids(), health)
-        if verdict.status == "failed":
+        found = search_step(search, _ids(), health)
+        if found.status == "failed":
             from airflow.sdk.exceptions import AirflowFailException
 
-            raise AirflowFailException(f"{search.label}: {verdict.reason}")
-        return verdict
+            raise AirflowFailException(f"{search.label}: {found.reason}")
+        return found
 
     @task
     def capture_environment(plan: Plan) -> list[PlannedRun]:
@@ -249,12 +253,12 @@ def dlperf_benchmark():
     @task(task_id=STORE_RESULT, map_index_template="{{ dlperf_case }}")
     def store_result(executed: ExecutedRun) -> Measurement:
         get_current_context()["dlperf_case"] = executed.label  # type: ignore[typeddict-unknown-key]
-        verdict = steps.store_step(executed, _ids())
-        if verdict.status != "ok":
+        measurement = steps.store_step(executed, _ids())
+        if measurement.status != "ok":
             from airflow.sdk.exceptions import AirflowFailException
 
-            raise AirflowFailException(f"{executed.label} failed: {verdict.reason}")
-        return verdict
+            raise AirflowFailException(f"{executed.label} failed: {measurement.reason}")
+        return measurement
 
     @task(trigger_rule="all_done")
     def finish_run() -> RunCounts:

@@ -48,6 +48,26 @@ def prepare_environment(home: Path | None = None) -> Path:
     return airflow_home
 
 
+def routing_off() -> None:
+    """Turn node routing off for this process (and the tasks it runs), saying so when it was asked for: Airflow's
+    ``[dlperf] cluster_inventory`` (the environment or ``airflow.cfg``; the caller has prepared the environment)
+    or the variable that named it before."""
+    from dlperf_airflow.task_ids import OLD_ROUTING_ENV, ROUTING_ENV, cluster_inventory
+
+    asked = [name for name in (ROUTING_ENV, OLD_ROUTING_ENV) if os.environ.get(name, "").strip()]
+    os.environ.pop(OLD_ROUTING_ENV, None)
+    if not asked:  # airflow.cfg's [dlperf] cluster_inventory
+        asked = ["[dlperf] cluster_inventory in airflow.cfg"] if cluster_inventory() else []
+    os.environ[ROUTING_ENV] = ""  # set, even empty, the variable wins over airflow.cfg
+    if asked:
+        print(
+            f"dlperf: node routing ignored ({' and '.join(asked)} set): an in-process run drives every node from "
+            "one task",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def migrate_metadata_db() -> None:
     """Create or upgrade Airflow's metadata DB and the dlperf pool (idempotent)."""
     from airflow.models.pool import Pool
@@ -72,14 +92,10 @@ def run_dag(conf: dict, logical_date=None):
     """Run dlperf_benchmark once with ``conf`` as its params; return the DagRun.
 
     ``dag.test()`` runs one task at a time in this process, so the per-node tasks of node routing could never
-    meet: the in-process run always drives every node from one task (``DLPERF_CLUSTER_INVENTORY`` ignored)."""
+    meet: the in-process run always drives every node from one task (Airflow's ``[dlperf] cluster_inventory``
+    ignored: its environment variable is set empty here, which wins over an ``airflow.cfg`` value)."""
     prepare_environment()
-    if os.environ.pop("DLPERF_CLUSTER_INVENTORY", None):
-        print(
-            "dlperf: DLPERF_CLUSTER_INVENTORY ignored: an in-process run drives every node from one task",
-            file=sys.stderr,
-            flush=True,
-        )
+    routing_off()
     import warnings
 
     warnings.filterwarnings("ignore", category=DeprecationWarning)  # Airflow's own, not the user's business

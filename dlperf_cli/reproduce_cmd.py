@@ -9,11 +9,15 @@ once (the ``case_keys`` filter), stores its row beside the original's and prints
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dlperf_core.launch_spec import LaunchSpec
+    from dlperf_core.storage import ResultStore
+    from dlperf_core.storage.rows import ResultRow
 
 
 class Refused(Exception):
@@ -62,37 +66,37 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         store.dispose()
 
 
-def find_row(store, run_id: str, case_key: str, repeat: int | None) -> dict[str, Any]:
+def find_row(store: ResultStore, run_id: str, case_key: str, repeat: int | None) -> ResultRow:
     """The stored result to reproduce: ``case_key`` (or the one case of the run whose key is ``case_key`` and a
     ``+args=`` part) of ``run_id``, its repeat ``repeat`` (None: the first ok one, else 0)."""
     from dlperf_core.model import series_base
 
-    rows = store.results(run_id=run_id)
-    if rows.empty:
+    rows = store.result_rows(run_id=run_id)
+    if not rows:
         raise Refused(f"no results for run {run_id} (see `dlperf results --all`)")
-    keys = sorted(set(rows["case_key"]))
+    keys = sorted({r.case_key for r in rows})
     if case_key not in keys:
         near = [k for k in keys if series_base(k) == case_key]
         if len(near) != 1:
             which = "several cases: " + ", ".join(near) + "; give the full key" if near else "no case " + case_key
             raise Refused(f"run {run_id} has {which} (its cases: {', '.join(keys)})")
         case_key = near[0]
-    of_case = rows[rows["case_key"] == case_key]
-    dags = sorted(set(of_case["dag_id"]))
+    of_case = [r for r in rows if r.case_key == case_key]
+    dags = sorted({r.dag_id for r in of_case})
     if len(dags) > 1:
         raise Refused(f"run {run_id} of several DAGs ({', '.join(dags)}) has {case_key}")
     if repeat is None:
-        ok = sorted(int(r) for r in of_case.loc[of_case["status"] == "ok", "repeat"])
+        ok = sorted(r.repeat for r in of_case if r.status == "ok")
         repeat = ok[0] if ok else 0
-    chosen = of_case[of_case["repeat"] == repeat]
-    if chosen.empty:
-        have = ", ".join(str(int(r)) for r in sorted(of_case["repeat"]))
+    chosen = [r for r in of_case if r.repeat == repeat]
+    if not chosen:
+        have = ", ".join(str(r) for r in sorted(r.repeat for r in of_case))
         raise Refused(f"{case_key} of run {run_id} has no repeat {repeat} (its repeats: {have})")
-    row = chosen.iloc[0].to_dict()
-    if not row.get("launch_spec"):
+    row = chosen[0]
+    if not row.launch_spec:
         how = (
             "was imported from a log (dlperf import): dlperf did not launch it"
-            if row.get("figure_origin") == "imported"
+            if row.figure_origin == "imported"
             else "was stored without a launch spec (before migration 0010 recorded them), so nothing says how it "
             "was launched"
         )
@@ -100,40 +104,42 @@ def find_row(store, run_id: str, case_key: str, repeat: int | None) -> dict[str,
     return row
 
 
-def figure_of(row: dict[str, Any]) -> str:
+def figure_of(row: ResultRow) -> str:
     """``123.45 samples/s``, or ``failed: reason``."""
     from dlperf_core.efficiency import throughput_unit
 
-    if row["status"] == "ok" and _number(row.get("throughput")):
-        return f"{row['throughput']:.2f} {throughput_unit(row['model'])}"
-    return f"failed: {row.get('reason') or 'no reason stored'}"
+    if row.status == "ok" and row.throughput is not None:
+        return f"{row.throughput:.2f} {throughput_unit(row.model)}"
+    return f"failed: {row.reason or 'no reason stored'}"
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not math.isnan(value)
+def _launch_spec(row: ResultRow) -> LaunchSpec:
+    """The row's launch spec (:func:`find_row` only hands on rows that have one)."""
+    from dlperf_core.launch_spec import LaunchSpec
+
+    assert row.launch_spec is not None, f"{row.case_key} repeat {row.repeat} has no launch spec"
+    return LaunchSpec.from_json(row.launch_spec)
 
 
-def script_of(row: dict[str, Any]) -> str:
-    from dlperf_core.launch_spec import LaunchSpec, shell_script
+def script_of(row: ResultRow) -> str:
+    from dlperf_core.launch_spec import shell_script
 
-    spec = LaunchSpec.from_dict(row["launch_spec"])
-    return shell_script(spec, run_id=row["run_id"], dag_id=row["dag_id"], figure=figure_of(row))
+    return shell_script(_launch_spec(row), run_id=row.run_id, dag_id=row.dag_id, figure=figure_of(row))
 
 
-def rerun_conf(row: dict[str, Any]) -> dict[str, Any]:
+def rerun_conf(row: ResultRow) -> dict[str, object]:
     """The trigger conf that plans the row's case once, from the suite and inventory files it was planned from
     (its launch spec names them) and its stored configuration; Refused, saying why, when they cannot give it
     back."""
     from dlperf_core.errors import ConfigError
     from dlperf_core.form import apply_form, reproduce_params
     from dlperf_core.inventory import load_inventory
-    from dlperf_core.launch_spec import LaunchSpec
     from dlperf_core.plan import PlanFilters, plan_suite
     from dlperf_core.suite import load_suite
 
-    spec = LaunchSpec.from_dict(row["launch_spec"])
-    key = row["case_key"]
-    configuration = row.get("configuration")
+    spec = _launch_spec(row)
+    key = row.case_key
+    configuration = row.configuration
     if not configuration:
         raise Refused(f"{key} was stored without its configuration: it cannot be planned again")
     for what, path in (("suite", spec.suite), ("inventory", spec.inventory)):
@@ -150,50 +156,49 @@ def rerun_conf(row: dict[str, Any]) -> dict[str, Any]:
     return {"suite": spec.suite, "runtime": spec.runtime, "inventory": spec.inventory, **params}
 
 
-def rerun(store, row: dict[str, Any]) -> int:
+def rerun(store: ResultStore, row: ResultRow) -> int:
     """Re-run the row's case through the DAG as a new run; print the comparison line."""
     conf = rerun_conf(row)
-    key, original_run = row["case_key"], row["run_id"]
+    key, original_run = row.case_key, row.run_id
     os.environ.setdefault("DLPERF_PROGRESS", "1")
     print(
-        f"dlperf: re-running {key} (repeat {row['repeat']} of run {original_run}) through the dlperf_benchmark DAG",
+        f"dlperf: re-running {key} (repeat {row.repeat} of run {original_run}) through the dlperf_benchmark DAG",
         file=sys.stderr,
         flush=True,
     )
     from dlperf_cli.embedded import run_dag
 
     dag_run = run_dag(conf)
-    rows = store.results(run_id=dag_run.run_id, dag_id=dag_run.dag_id)
-    new = rows[rows["case_key"] == key]
-    if new.empty:
+    new = [r for r in store.result_rows(run_id=dag_run.run_id, dag_id=dag_run.dag_id) if r.case_key == key]
+    if not new:
         print(f"dlperf reproduce: run {dag_run.run_id} stored no row of {key} ({dag_run.state})", file=sys.stderr)
         return 1
-    again = new.iloc[0].to_dict()
+    again = new[0]
     _note_image_changes(row, again)
     print(comparison_line(row, again))
-    return 0 if again["status"] == "ok" and str(dag_run.state).endswith("success") else 1
+    return 0 if again.status == "ok" and str(dag_run.state).endswith("success") else 1
 
 
-def comparison_line(original: dict[str, Any], again: dict[str, Any]) -> str:
+def comparison_line(original: ResultRow, again: ResultRow) -> str:
     """``reproduced KEY: 123.40 samples/s vs 120.10 in RUN (+2.7%); new run NEW`` (or what failed)."""
-    key, run_id, new_run = original["case_key"], original["run_id"], again["run_id"]
-    if again["status"] != "ok" or not _number(again.get("throughput")):
-        return f"reproduce of {key} failed in run {new_run}: {again.get('reason')}; {figure_of(original)} in {run_id}"
+    key, run_id, new_run = original.case_key, original.run_id, again.run_id
+    if again.status != "ok" or again.throughput is None:
+        return f"reproduce of {key} failed in run {new_run}: {again.reason}; {figure_of(original)} in {run_id}"
     figure = figure_of(again)
-    if original["status"] == "ok" and _number(original.get("throughput")):
-        change = (again["throughput"] - original["throughput"]) / original["throughput"] * 100
-        return f"reproduced {key}: {figure} vs {original['throughput']:.2f} in {run_id} ({change:+.1f}%); new run {new_run}"
+    if original.status == "ok" and original.throughput is not None:
+        change = (again.throughput - original.throughput) / original.throughput * 100
+        return (
+            f"reproduced {key}: {figure} vs {original.throughput:.2f} in {run_id} ({change:+.1f}%); new run {new_run}"
+        )
     return f"reproduced {key}: {figure} vs failed in {run_id}; new run {new_run}"
 
 
-def _note_image_changes(original: dict[str, Any], again: dict[str, Any]) -> None:
+def _note_image_changes(original: ResultRow, again: ResultRow) -> None:
     """Say on stderr where a node ran another image than the original did (the tag moved, a rebuild)."""
-    from dlperf_core.launch_spec import LaunchSpec
-
-    if not again.get("launch_spec"):
+    if not again.launch_spec:
         return
-    before = {n.rank: n.image for n in LaunchSpec.from_dict(original["launch_spec"]).nodes}
-    for node in LaunchSpec.from_dict(again["launch_spec"]).nodes:
+    before = {n.rank: n.image for n in _launch_spec(original).nodes}
+    for node in _launch_spec(again).nodes:
         old = before.get(node.rank)
         if old and node.image and old.id and node.image.id and old.id != node.image.id:
             print(

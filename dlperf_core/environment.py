@@ -22,9 +22,11 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from dlperf_core.json_form import JsonForm
 
 SECTION = re.compile(r"^@@dlperf:([a-z_]+)@@$", re.M)
 MISSING = "@@missing@@"
@@ -72,6 +74,10 @@ if "torch" in out["frameworks"]:
         out["torch_error"] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(out))
 """
+
+PythonProbe = dict[str, Any]
+"""What :data:`PYTHON_PROBE` prints, read as it is (a JSON edge: its keys are the probe's, not a type of dlperf's;
+``frameworks`` and ``env`` map names to versions, ``torch_*`` are there only where torch is installed)."""
 
 #: The shell probe. ``$DLPERF_PYTHON`` (default ``python3``) runs :data:`PYTHON_PROBE`.
 PROBE_SCRIPT = (
@@ -149,7 +155,7 @@ class NodeProbe:
     cpu_model: str | None = None
     cpu_count: int | None = None
     memory_total_mb: float | None = None
-    python: dict[str, Any] = field(default_factory=dict)  # the Python probe's JSON
+    python: PythonProbe = field(default_factory=dict)
     missing: tuple[str, ...] = ()  # what was not found, e.g. "gpus: nvidia-smi not found"
 
 
@@ -304,7 +310,7 @@ def parse_probe(text: str) -> NodeProbe:
             missing.append("infiniband: no port found (" + "; ".join(ib_missing or ["no HCA"]) + ")")
     cpu_model, cpu_count = parse_cpuinfo(body("cpuinfo"))
     memory = parse_meminfo(body("meminfo"))
-    python_info: dict[str, Any] = {}
+    python_info: PythonProbe = {}
     raw = body("python").strip()
     if raw:
         try:
@@ -359,8 +365,10 @@ INFRASTRUCTURE_FIELDS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
-class Environment:
-    """The environment of one case: the nodes it runs on, seen from inside its image."""
+class Environment(JsonForm):
+    """The environment of one case: the nodes it runs on, seen from inside its image. Its JSON form
+    (:meth:`to_json`, generated from the fields) is what the ``data`` column holds and what
+    :attr:`content_hash` hashes."""
 
     framework: str | None
     framework_version: str | None
@@ -386,12 +394,7 @@ class Environment:
     @property
     def content_hash(self) -> str:
         """sha256 of everything that describes the environment (so equal environments share a row)."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (what the ``data`` column holds)."""
-        data: dict[str, Any] = json.loads(json.dumps(asdict(self)))
-        return data
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()
 
     def infrastructure(self) -> dict[str, object]:
         """The fields compared between nights to tell an infrastructure change from a slowdown."""
@@ -406,7 +409,7 @@ def _one(values: Sequence[object]) -> object | None:
     return distinct[0] if len(distinct) == 1 else ",".join(map(str, distinct))
 
 
-def _framework_version(framework: str | None, python: dict[str, Any]) -> str | None:
+def _framework_version(framework: str | None, python: PythonProbe) -> str | None:
     installed: dict[str, str] = python.get("frameworks", {})
     for dist in FRAMEWORK_DISTRIBUTIONS.get(framework or "", ()):
         if dist in installed:

@@ -4,7 +4,9 @@ Pure functions over validated objects (:func:`choices_for`, :func:`merge_choices
 :func:`registry_choices`, :func:`check_trigger`, :func:`with_batch_override`) plus one edge,
 :func:`discover_choices`, which reads the suite files of a dlperf home and never raises: a missing or
 broken suite falls back to what the framework adapter registry allows, so a bad file can never break
-DAG parsing.
+DAG parsing. Its result is cached in the home's state folder (:func:`choices_cache_path`), keyed by the suite
+and inventory files' names, sizes and mtimes: Airflow's dag-processor parses the DAG file in a process of its
+own each time, so only a file outlives a parse, and a parse where nothing changed reads that file, no suite.
 
 The form offers the union over the suites found (each checked against its own inventory), so a
 GPU suite's topologies can be picked as well as the smoke suite's; :func:`check_trigger` then refuses,
@@ -13,15 +15,19 @@ at planning, a value that the chosen suite does not have.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, get_args
 
 from dlperf_core.defaults import DEFAULT_SUITE
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import ADAPTERS
+from dlperf_core.home import STATE_DIRNAME
 from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.model import Topology
 from dlperf_core.plan import PlanFilters, check_fits, configuration_differences, expand_cases, missing_case_keys
@@ -190,31 +196,182 @@ def merge_choices(parts: Iterable[FormChoices]) -> FormChoices:
     )
 
 
+CACHE_FORMAT = 1
+"""The layout of the choices' cache file; a file of another layout is ignored (and rewritten)."""
+
+
+def choices_cache_path(home: Path) -> Path:
+    """Where :func:`discover_choices` keeps its cache: ``<home>/.dlperf/cache/form-choices.json`` (the home's
+    state folder, :mod:`dlperf_core.home`; the compose deployment's volume ``dlperf-state``)."""
+    return home / STATE_DIRNAME / "cache" / "form-choices.json"
+
+
+_Stat = tuple[str, int, int]  # (name or path, size, mtime_ns); size and mtime -1 for a file that is not there
+
+
+def _stat(path: Path) -> _Stat:
+    try:
+        st = path.stat()
+    except OSError:
+        return (str(path), -1, -1)
+    return (str(path), st.st_size, st.st_mtime_ns)
+
+
+def _listing(folder: Path, suffix: str) -> list[tuple[Path, _Stat]]:
+    """The ``*<suffix>`` entries of ``folder`` by path, each with its name, size and mtime, from one directory
+    scan (stat only, nothing read; one that cannot be stat'ed, a dangling link, as size -1). A missing folder
+    lists as empty; one that cannot be listed raises OSError."""
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return []
+    found = []
+    for entry in entries:
+        if entry.name.endswith(suffix):
+            try:
+                st = entry.stat()
+                found.append((Path(entry.path), (entry.name, st.st_size, st.st_mtime_ns)))
+            except OSError:
+                found.append((Path(entry.path), (entry.name, -1, -1)))
+    return sorted(found)
+
+
+def _code_fingerprint() -> list[_Stat]:
+    """dlperf_core's modules (what the choices are computed with: adapters, suite and plan rules), by name, size
+    and mtime: an upgrade of dlperf recomputes the choices even where no suite changed."""
+    here = Path(__file__).resolve().parent
+    try:
+        return [st for folder in (here, here / "frameworks") for _, st in _listing(folder, ".py")]
+    except OSError:
+        return []
+
+
+def _choices_to_json(choices: FormChoices) -> dict[str, Any]:
+    return asdict(choices)
+
+
+def _choices_from_json(data: Mapping[str, Any]) -> FormChoices:
+    """The cached choices; raises (KeyError, TypeError, ValueError) on anything that is not their form."""
+
+    def strings(value: Any) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise TypeError(f"expected a list of strings, got {value!r}")
+        return tuple(value)
+
+    batch = data["batch"]
+    in_suites = batch["in_suites"]
+    if not isinstance(in_suites, list) or not all(type(b) is int for b in in_suites):
+        raise TypeError(f"batch.in_suites: expected a list of integers, got {in_suites!r}")
+    bounds = (batch["minimum"], batch["maximum"], data["max_repeats"])
+    if not all(type(b) is int for b in bounds):
+        raise TypeError(f"expected integers, got {bounds!r}")
+    return FormChoices(
+        suites=strings(data["suites"]),
+        inventories=strings(data["inventories"]),
+        frameworks=strings(data["frameworks"]),
+        models=strings(data["models"]),
+        precisions=strings(data["precisions"]),
+        topologies=strings(data["topologies"]),
+        batch=BatchBounds(minimum=batch["minimum"], maximum=batch["maximum"], in_suites=tuple(in_suites)),
+        max_repeats=data["max_repeats"],
+        sources=strings(data["sources"]),
+        topology_suites=tuple((str(t), strings(s)) for t, s in data["topology_suites"]),
+    )
+
+
+def _read_cache(cache: Path, key: dict[str, Any]) -> FormChoices | None:
+    """The cached choices when ``cache`` holds them for ``key`` and the files they were read from are unchanged
+    (their warnings logged again); else None. A missing, unreadable or broken file reads as None."""
+    try:
+        data = json.loads(cache.read_text())
+        if data.get("key") != key or [list(_stat(Path(p))) for p, _, _ in data["read"]] != data["read"]:
+            return None
+        choices = _choices_from_json(data["choices"])
+        warnings = [str(w) for w in data["warnings"]]
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - a broken cache is recomputed, never a broken parse
+        log.debug("trigger form: ignoring the cache %s (%s: %s)", cache, type(exc).__name__, exc)
+        return None
+    for warning in warnings:
+        log.warning("%s", warning)
+    return choices
+
+
+def _write_cache(cache: Path, key: dict[str, Any], read: list[Path], warnings: list[str], choices: FormChoices) -> None:
+    """Store the choices for ``key`` (atomically: a parse beside this one reads the old file or the new one);
+    a folder that cannot be written (a read-only deployment) only means no cache."""
+    data = {
+        "key": key,
+        "read": [list(_stat(p)) for p in read],
+        "warnings": warnings,
+        "choices": _choices_to_json(choices),
+    }
+    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(cache)
+    except OSError as exc:
+        log.debug("trigger form: no cache at %s (%s)", cache, exc)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
 def discover_choices(
-    home: Path, default_suite: str = DEFAULT_SUITE, local_inventory: str = "inventories/local.yaml"
+    home: Path,
+    default_suite: str = DEFAULT_SUITE,
+    local_inventory: str = "inventories/local.yaml",
+    cache: Path | None = None,
 ) -> FormChoices:
     """Choices from every ``suites/*.yaml`` under ``home`` (the default suite first), each against its own
     inventory (or ``local_inventory`` when it names none). Unreadable files are skipped with a log line;
-    with none readable, :func:`registry_choices`. Never raises."""
+    with none readable, :func:`registry_choices`. Never raises.
+
+    Cached in ``cache`` (default :func:`choices_cache_path`): a call that finds the same ``suites/*.yaml`` and
+    ``inventories/*.yaml`` (names, sizes, mtimes: one directory scan each, no file read), the same inventory
+    files the suites named and the same dlperf code reads that one JSON file and no suite. Anything else (a
+    suite or inventory changed, added or removed; a missing, broken or foreign cache file) recomputes the
+    choices and rewrites the file; where it cannot be written, the choices are just computed every time."""
     try:
-        suite_files = sorted((home / "suites").glob("*.yaml"))
-        inventories = tuple(str(p.relative_to(home)) for p in sorted((home / "inventories").glob("*.yaml")))
+        suite_listing = _listing(home / "suites", ".yaml")
+        inventory_listing = _listing(home / "inventories", ".yaml")
     except OSError as exc:
         log.warning("trigger form: cannot list suites under %s (%s); using the adapter registry", home, exc)
         return registry_choices()
+    inventories = tuple(str(p.relative_to(home)) for p, _ in inventory_listing)
+    cache = cache or choices_cache_path(home)
+    key: dict[str, Any] = {
+        "format": CACHE_FORMAT,
+        "home": str(home),
+        "default_suite": default_suite,
+        "local_inventory": local_inventory,
+        "suites": [list(st) for _, st in suite_listing],
+        "inventories": [list(st) for _, st in inventory_listing],
+        "code": [list(st) for st in _code_fingerprint()],
+    }
+    if (cached := _read_cache(cache, key)) is not None:
+        return cached
+    suite_files = [p for p, _ in suite_listing]
     default = (home / default_suite).resolve()
     suite_files.sort(key=lambda p: p.resolve() != default)
     parts = []
+    read: list[Path] = []  # inventories the suites named (maybe outside inventories/): a change recomputes
+    warnings: list[str] = []
     for path in suite_files:
         name = str(path.relative_to(home))
         try:
             suite = load_suite(path)
             inv_path = suite.inventory_path() or home / local_inventory
+            read.append(inv_path)
             parts.append(choices_for(suite, load_inventory(inv_path), name))
         except (ConfigError, OSError) as exc:
-            log.warning("trigger form: skipping %s: %s", name, exc)
+            warnings.append(f"trigger form: skipping {name}: {exc}")
+            log.warning("%s", warnings[-1])
     merged = merge_choices(parts)
-    return FormChoices(**{**merged.__dict__, "inventories": inventories})
+    choices = FormChoices(**{**merged.__dict__, "inventories": inventories})
+    _write_cache(cache, key, sorted(set(read)), warnings, choices)
+    return choices
 
 
 def with_batch_override(suite: Suite, batch_size: int | None, bounds: BatchBounds | None = None) -> Suite:

@@ -9,20 +9,28 @@ and the task that reads it gets a ``PlannedRun`` back, provided Airflow's
 ``[core] allowed_deserialization_classes`` names ``dlperf_core.*`` wherever tasks run (the compose file, the
 embedded runtime of ``dlperf run``, the tests' stacks: :data:`ALLOWED_DESERIALIZATION_CLASSES`).
 
-The storage forms (``to_dict`` of a case, an outcome, a launch spec) are separate on purpose: they are a
-stable schema of the results database, while this form only lives between two tasks of one DAG run.
+The same generated form is what the results database stores where a column holds JSON (a result's launch
+spec, an environment, a search's probes) and what the gang board posts on XCom: there the type's field order is
+the stored key order, and a field whose stored text must not change (a datetime written as Python's
+``isoformat``, ``+00:00`` rather than pydantic's ``Z``) says so in its type (:data:`IsoDatetime`), so a form
+written by an older dlperf reads back and is written again unchanged.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import TypeAdapter
+from pydantic import PlainSerializer, TypeAdapter
 
 ALLOWED_DESERIALIZATION_CLASSES = "airflow.* dlperf_core.*"
 """The value of Airflow's ``[core] allowed_deserialization_classes`` (``AIRFLOW__CORE__...``) that lets tasks
 read dlperf's hand-offs back (Airflow's default allows ``airflow.*`` only)."""
 
+
+IsoDatetime = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str, when_used="json")]
+"""A datetime whose JSON form is ``datetime.isoformat()`` (``2024-05-01T02:00:00+00:00``; pydantic's own writes
+``...Z``): for a form whose text was written that way before it was generated."""
 
 _ADAPTERS: dict[type, TypeAdapter[Any]] = {}
 

@@ -11,7 +11,10 @@ secret or key loses its value (:func:`is_secret_name`), a URL loses the password
 puts into a container before start (per-case ssh keys) are kept by path only, and registry credentials are
 never part of a spec. What was left out is named in :attr:`NodeSpec.removed`.
 
-Plain data with its JSON form (``from_dict(to_dict(x)) == x``); no Airflow import.
+Plain data with its JSON form generated from the types (:class:`~dlperf_core.json_form.JsonForm`:
+``LaunchSpec.from_json(spec.to_json()) == spec``): the fields are declared in the order of the column's keys, so
+a spec stored by any dlperf since the column exists reads back and is written again unchanged
+(``tests/data/json_forms/launch_specs.json``); no Airflow import.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from dlperf_core.frameworks import get_adapter
+from dlperf_core.json_form import JsonForm
 from dlperf_core.model import CaseJob, CaseRun, ContainerSpec, NodeLaunch
 
 SPEC_FORMAT = 1
@@ -140,7 +144,7 @@ def dlperf_version() -> str:
 
 
 @dataclass(frozen=True)
-class ImageRef:
+class ImageRef(JsonForm):
     """The image a node's container ran: the tag it was asked for, the image ID the engine ran and, for an
     image that came from a registry, its digest (``repo@sha256:...``, from ``RepoDigests``; None: built or
     loaded locally)."""
@@ -153,13 +157,6 @@ class ImageRef:
     def exact(self) -> str:
         """What names exactly this image on an engine: its ID, else its digest, else (not known) its tag."""
         return self.id or self.digest or self.tag
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"tag": self.tag, "id": self.id, "digest": self.digest}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ImageRef:
-        return cls(data["tag"], data.get("id"), data.get("digest"))
 
 
 def pick_digest(repo_digests: list[str] | None, tag: str) -> str | None:
@@ -174,21 +171,14 @@ def pick_digest(repo_digests: list[str] | None, tag: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class BindMount:
+class BindMount(JsonForm):
     source: str
     target: str
     read_only: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "target": self.target, "read_only": self.read_only}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BindMount:
-        return cls(data["source"], data["target"], bool(data.get("read_only", True)))
-
 
 @dataclass(frozen=True)
-class ContainerSettings:
+class ContainerSettings(JsonForm):
     """A node's container as the Docker engine got it (``docker_runtime.create_container``), in the terms of
     ``docker run``: devices as ``HOST:CONTAINER:PERMS``, ulimits as ``NAME=SOFT:HARD``."""
 
@@ -205,41 +195,6 @@ class ContainerSettings:
     memory_limit_mb: int | None = None  # and no swap beyond it
     labels: dict[str, str] = field(default_factory=dict)
     files: tuple[str, ...] = ()  # files put in before start (per-case ssh keys): paths only, never their content
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "network": self.network,
-            "hostname": self.hostname,
-            "gpus": self.gpus,
-            "devices": list(self.devices),
-            "ipc": self.ipc,
-            "shm_size": self.shm_size,
-            "cap_add": list(self.cap_add),
-            "ulimits": list(self.ulimits),
-            "mounts": [m.to_dict() for m in self.mounts],
-            "memory_limit_mb": self.memory_limit_mb,
-            "labels": dict(self.labels),
-            "files": list(self.files),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ContainerSettings:
-        return cls(
-            name=data["name"],
-            network=data["network"],
-            hostname=data.get("hostname"),
-            gpus=data.get("gpus"),
-            devices=tuple(data.get("devices") or ()),
-            ipc=data.get("ipc"),
-            shm_size=data.get("shm_size"),
-            cap_add=tuple(data.get("cap_add") or ()),
-            ulimits=tuple(data.get("ulimits") or ()),
-            mounts=tuple(BindMount.from_dict(m) for m in data.get("mounts") or ()),
-            memory_limit_mb=data.get("memory_limit_mb"),
-            labels=dict(data.get("labels") or {}),
-            files=tuple(data.get("files") or ()),
-        )
 
     @classmethod
     def of(cls, spec: ContainerSpec) -> ContainerSettings:
@@ -292,105 +247,45 @@ class ContainerSettings:
         return flags
 
 
-@dataclass(frozen=True)
-class NodeSpec:
-    """What was started on one node."""
+@dataclass(frozen=True, kw_only=True)
+class NodeSpec(JsonForm):
+    """What was started on one node (fields in the stored key order: keyword-only, so the order is free)."""
 
     node: str
     address: str
     rank: int
+    role: Literal["launcher", "sshd"] = "launcher"  # "sshd": mpirun's remote side
     runtime: str  # "docker" | "local"
+    image: ImageRef | None = None  # None: the local runtime
     argv: tuple[str, ...]
     env: dict[str, str]  # what the launch set (a local process inherits the rest of the worker's environment)
-    dlperf_version: str
-    role: str = "launcher"  # "launcher" | "sshd" (mpirun's remote side)
-    image: ImageRef | None = None  # None: the local runtime
+    removed: tuple[str, ...] = ()  # what was not stored: "env HF_TOKEN", "argv --api-key", ...
     container: ContainerSettings | None = None  # None: the local runtime
     working_dir: str | None = None  # None: the image's (not known)
     engine: str | None = None  # the node's Docker engine (docker_url without credentials)
-    removed: tuple[str, ...] = ()  # what was not stored: "env HF_TOKEN", "argv --api-key", ...
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "address": self.address,
-            "rank": self.rank,
-            "role": self.role,
-            "runtime": self.runtime,
-            "image": self.image.to_dict() if self.image else None,
-            "argv": list(self.argv),
-            "env": dict(self.env),
-            "removed": list(self.removed),
-            "container": self.container.to_dict() if self.container else None,
-            "working_dir": self.working_dir,
-            "engine": self.engine,
-            "dlperf_version": self.dlperf_version,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> NodeSpec:
-        return cls(
-            node=data["node"],
-            address=data["address"],
-            rank=int(data["rank"]),
-            role=data.get("role", "launcher"),
-            runtime=data["runtime"],
-            image=ImageRef.from_dict(data["image"]) if data.get("image") else None,
-            argv=tuple(data["argv"]),
-            env=dict(data.get("env") or {}),
-            removed=tuple(data.get("removed") or ()),
-            container=ContainerSettings.from_dict(data["container"]) if data.get("container") else None,
-            working_dir=data.get("working_dir"),
-            engine=data.get("engine"),
-            dlperf_version=data.get("dlperf_version", ""),
-        )
+    dlperf_version: str
 
 
-@dataclass(frozen=True)
-class LaunchSpec:
+@dataclass(frozen=True, kw_only=True)
+class LaunchSpec(JsonForm):
     """One case run as it was launched: its nodes in rank order, where its plan came from (suite and inventory
-    files) and how its figure is read from node 0's log (format, warm-up, measured iterations)."""
+    files) and how its figure is read from node 0's log (format, warm-up, measured iterations). Fields in the
+    stored key order (keyword-only, so the order is free); :meth:`to_json` is what ``results.launch_spec``
+    holds, :meth:`from_json` reads any stored spec back."""
 
+    format: int = SPEC_FORMAT
     case_key: str
     repeat: int
-    nodes: tuple[NodeSpec, ...]
     suite: str | None = None
     inventory: str | None = None
     log_format: str | None = None
     warmup: int | None = None
     measured: int | None = None
-    format: int = SPEC_FORMAT
+    nodes: tuple[NodeSpec, ...]
 
     @property
     def runtime(self) -> str:
         return self.nodes[0].runtime if self.nodes else "unknown"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": self.format,
-            "case_key": self.case_key,
-            "repeat": self.repeat,
-            "suite": self.suite,
-            "inventory": self.inventory,
-            "log_format": self.log_format,
-            "warmup": self.warmup,
-            "measured": self.measured,
-            "nodes": [n.to_dict() for n in self.nodes],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LaunchSpec:
-        return cls(
-            case_key=data["case_key"],
-            repeat=int(data["repeat"]),
-            nodes=tuple(NodeSpec.from_dict(n) for n in data["nodes"]),
-            suite=data.get("suite"),
-            inventory=data.get("inventory"),
-            log_format=data.get("log_format"),
-            warmup=data.get("warmup"),
-            measured=data.get("measured"),
-            format=int(data.get("format", SPEC_FORMAT)),
-        )
 
     def merged(self, views: Mapping[str, LaunchSpec]) -> LaunchSpec:
         """This spec with each node as that node saw it itself (``views``: node name -> the spec its own task
@@ -403,7 +298,17 @@ class LaunchSpec:
         return replace(self, nodes=tuple(nodes))
 
 
-def _node(launch: NodeLaunch, runtime: str, argv: tuple[str, ...], env: Mapping[str, str], **more: Any) -> NodeSpec:
+def _node(
+    launch: NodeLaunch,
+    runtime: str,
+    argv: tuple[str, ...],
+    env: Mapping[str, str],
+    *,
+    working_dir: str | None,
+    image: ImageRef | None = None,
+    container: ContainerSettings | None = None,
+    engine: str | None = None,
+) -> NodeSpec:
     """The spec of one node of ``runtime``: who it is, and its command and environment with secrets removed."""
     clean_argv, argv_removed = scrub_argv(argv)
     clean_env, env_removed = scrub_env(env)
@@ -417,7 +322,10 @@ def _node(launch: NodeLaunch, runtime: str, argv: tuple[str, ...], env: Mapping[
         env=clean_env,
         removed=env_removed + argv_removed,
         dlperf_version=dlperf_version(),
-        **more,
+        image=image,
+        container=container,
+        working_dir=working_dir,
+        engine=engine,
     )
 
 

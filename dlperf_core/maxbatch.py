@@ -25,8 +25,8 @@ Verdicts (``status``):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -63,8 +63,9 @@ class MaxBatchSearch(BaseModel):
 
 
 @dataclass(frozen=True)
-class Probe:
-    """One short training at one batch size: how it ended."""
+class Probe(JsonForm):
+    """One short training at one batch size: how it ended. Its JSON form (:meth:`to_json`) is an item of the
+    ``max_batch_searches.probes`` column."""
 
     batch: int
     status: str  # "ok" | "failed"
@@ -75,12 +76,9 @@ class Probe:
     def out_of_memory(self) -> bool:
         return self.status != "ok" and OUT_OF_MEMORY in (self.reason or "").lower()
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class SearchVerdict(JsonForm):
+class SearchResult(JsonForm):
     """What a finished search concluded (see the module docstring for the statuses)."""
 
     status: SearchStatus
@@ -122,22 +120,22 @@ def next_batch(search: MaxBatchSearch, probes: Sequence[Probe]) -> int | None:
     return candidates[len(probes)] if len(probes) < len(candidates) else None
 
 
-def conclude(search: MaxBatchSearch, probes: Sequence[Probe]) -> SearchVerdict:
-    """The verdict of a finished search (every probe :func:`next_batch` asked for has run)."""
+def conclude(search: MaxBatchSearch, probes: Sequence[Probe]) -> SearchResult:
+    """The result of a finished search (every probe :func:`next_batch` asked for has run)."""
     if next_batch(search, probes) is not None:
         raise ValueError(f"the search is not finished: batch {next_batch(search, probes)} is still to be tried")
     trained = [p.batch for p in probes if p.status == "ok"]
     best = max(trained) if trained else None
     last = probes[-1]
     if last.status == "ok":
-        return SearchVerdict("limit_reached", best, None, None, tuple(probes))
+        return SearchResult("limit_reached", best, None, None, tuple(probes))
     if last.out_of_memory:
         status: SearchStatus = "found" if best is not None else "none_fit"
-        return SearchVerdict(status, best, last.batch, None, tuple(probes))
-    return SearchVerdict("failed", best, None, f"batch {last.batch}: {last.reason}", tuple(probes))
+        return SearchResult(status, best, last.batch, None, tuple(probes))
+    return SearchResult("failed", best, None, f"batch {last.batch}: {last.reason}", tuple(probes))
 
 
-def run_search(search: MaxBatchSearch, probe: Callable[[int], Probe]) -> SearchVerdict:
+def run_search(search: MaxBatchSearch, probe: Callable[[int], Probe]) -> SearchResult:
     """Drive a search with ``probe(batch) -> Probe`` (the only I/O, supplied by the caller)."""
     probes: list[Probe] = []
     while (batch := next_batch(search, probes)) is not None:

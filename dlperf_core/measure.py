@@ -1,4 +1,4 @@
-"""The verdict on one case run: the runtime's outcome and the parsed log, reduced to one result.
+"""The measurement of one case run: the runtime's outcome and the parsed log, reduced to one result.
 
 Pure apart from reading the log file. A run that failed has a reason and no throughput, never a zero.
 """
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dlperf_core.efficiency import (
     energy_per_sample,
@@ -39,9 +38,6 @@ class Measurement(JsonForm):
     mfu: float | None = None  # model FLOPs utilisation (dlperf_core.efficiency); None when unknown
     energy_per_sample_j: float | None = None
     gpu_power_mean_w: float | None = None  # the case's GPUs' mean board power over the window, summed (W)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
 
 
 def _tail(path: Path) -> str:
@@ -78,7 +74,7 @@ def efficiency(case: Case, parsed: ParsedRun, outcome: CaseOutcome, gpu_model: s
     }
 
 
-def judge(case: Case, outcome: CaseOutcome, gpu_model: str | None = None) -> Measurement:
+def measure_case_run(case: Case, outcome: CaseOutcome, gpu_model: str | None = None) -> Measurement:
     """Combine how the processes ended with what the log says (``gpu_model``: the GPU the environment
     capture read, for the MFU)."""
     adapter = get_adapter(case.framework)
@@ -131,10 +127,10 @@ def figure_origin(case: Case, inventory: str | Path) -> FigureOrigin | None:
     return get_adapter(case.framework).figure_origin(case, nodes)
 
 
-def judge_probe(case: Case, outcome: CaseOutcome) -> tuple[Measurement, ProbeResult | None]:
-    """The verdict on a probe case run (``kind = "probe"``: the all-reduce probe) and what it measured: ok
+def measure_probe_run(case: Case, outcome: CaseOutcome) -> tuple[Measurement, ProbeResult | None]:
+    """The measurement of a probe case run (``kind = "probe"``: the all-reduce probe) and what it measured: ok
     with its message sizes, or failed with the reason (the process's, else the log's). ``throughput`` of the
-    verdict is the probe's average bus bandwidth (GB/s), for the task's summary only: probes are stored in
+    measurement is the probe's average bus bandwidth (GB/s), for the task's summary only: probes are stored in
     ``fabric_probes``, never as a throughput."""
     log = Path(outcome.log_path) if outcome.log_path else None
     result = (

@@ -7,7 +7,8 @@ and one *container spec* per node), executes it through the *Runtime* protocol, 
 that dlperf itself gives a node are defined here too.
 
 Nothing here knows a framework adapter, a runtime implementation or Airflow: every other module imports from
-this one, and it imports only the inventory's plain types.
+this one, and it imports only the inventory's plain types and :mod:`dlperf_core.json_form` (the JSON forms of a
+case, a case run and an outcome are generated from their types).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dlperf_core.inventory import Mount, Node
+from dlperf_core.json_form import JsonForm
 from dlperf_core.sshkeys import ContainerFile
 
 if TYPE_CHECKING:
@@ -68,6 +70,10 @@ UNKNOWN_ARGS = "unknown"
 arguments and window are not known, so it is not given a fingerprint."""
 
 
+OptionValue = str | int | float | bool | None
+"""The value of an adapter option (a suite's ``options: {name: value}``; None: an adapter default that means
+"not set")."""
+
 TOPOLOGY_FIELDS = ("nodes", "gpus_per_node")
 """The fields of a configuration that its fingerprint leaves out (:attr:`Case.fingerprint`)."""
 
@@ -96,8 +102,9 @@ def series_base(case_key: str) -> str:
 
 
 @dataclass(frozen=True)
-class Case:
-    """One configuration to measure: framework, model, precision, batch per device, topology."""
+class Case(JsonForm):
+    """One configuration to measure: framework, model, precision, batch per device, topology. Its JSON form
+    (:meth:`to_json`) is generated from the fields; :attr:`configuration` is the stored one."""
 
     framework: str
     model: str
@@ -109,7 +116,7 @@ class Case:
     measured_iterations: int
     image: str | None = None
     extra_args: tuple[str, ...] = ()
-    options: tuple[tuple[str, Any], ...] = ()  # adapter options, sorted by name
+    options: tuple[tuple[str, OptionValue], ...] = ()  # adapter options, sorted by name
     compile: bool = False  # run under torch.compile
 
     @property
@@ -172,39 +179,15 @@ class Case:
         left_out = (*TOPOLOGY_FIELDS, *names)
         return configuration_fingerprint({k: v for k, v in self.configuration.items() if k not in left_out})
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **asdict(self),
-            "extra_args": list(self.extra_args),
-            "options": [[name, value] for name, value in self.options],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Case:
-        return cls(
-            **{
-                **data,
-                "extra_args": tuple(data.get("extra_args", ())),
-                "options": tuple((name, value) for name, value in data.get("options", ())),
-            }
-        )
-
 
 @dataclass(frozen=True)
-class CaseRun:
+class CaseRun(JsonForm):
     """One repeat of one case: the unit that holds the nodes' GPUs."""
 
     case: Case
     repeat: int  # 0-based
     index: int = 0  # position in the plan
     total: int = 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"case": self.case.to_dict(), "repeat": self.repeat, "index": self.index, "total": self.total}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseRun:
-        return cls(Case.from_dict(data["case"]), data["repeat"], data.get("index", 0), data.get("total", 1))
 
 
 @dataclass(frozen=True)
@@ -283,7 +266,7 @@ class NodeOutcome:
 
 
 @dataclass
-class CaseOutcome:
+class CaseOutcome(JsonForm):
     """How a case run ended, before its log is parsed."""
 
     started_at: datetime
@@ -298,32 +281,6 @@ class CaseOutcome:
     def log_path(self) -> str | None:
         """The log the parser reads: node 0's (rank 0 prints the figures)."""
         return self.nodes[0].log_path if self.nodes else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "started_at": self.started_at.isoformat(),
-            "finished_at": self.finished_at.isoformat(),
-            "nodes": [vars(n) for n in self.nodes],
-            "failure": self.failure,
-            "log_path": self.log_path,
-            "gpu_memory_peak_mb": self.gpu_memory_peak_mb,
-            "gpu_power": {n: [list(p) for p in series] for n, series in self.gpu_power.items()}
-            if self.gpu_power
-            else None,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseOutcome:
-        """The inverse of :meth:`to_dict` (``log_path`` is node 0's, so it is not kept twice)."""
-        power = data.get("gpu_power")
-        return cls(
-            started_at=datetime.fromisoformat(data["started_at"]),
-            finished_at=datetime.fromisoformat(data["finished_at"]),
-            nodes=[NodeOutcome(**n) for n in data["nodes"]],
-            failure=data["failure"],
-            gpu_memory_peak_mb=data.get("gpu_memory_peak_mb"),
-            gpu_power={n: [(float(t), float(w)) for t, w in series] for n, series in power.items()} if power else None,
-        )
 
 
 class NodeProcess(Protocol):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import ADAPTERS, get_adapter
@@ -241,13 +240,6 @@ class SearchRun:
 
     def probe_case(self, batch: int) -> Case:
         return replace(self.case, batch_size_per_device=batch)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"case": self.case.to_dict(), "search": self.search.model_dump(), "index": self.index}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SearchRun:
-        return cls(Case.from_dict(data["case"]), MaxBatchSearch.model_validate(data["search"]), data.get("index", 0))
 
 
 def plan_searches(suite: Suite, inventory: Inventory, filters: PlanFilters = PlanFilters()) -> list[SearchRun]:

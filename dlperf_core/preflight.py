@@ -1,10 +1,10 @@
 """Node preflight: the shell script that checks a node, and the pure judgement of its output.
 
-Before any case runs, every node is checked over SSH (``plugins/dlperf_airflow/preflight.py`` runs the
+Before any case runs, every node is checked over SSH (``plugins/dlperf_airflow/ssh_preflight.py`` runs the
 script with the SSH provider): Docker answers, the NVIDIA runtime and the declared number of GPUs are there
 (``accelerator: nvidia`` only), InfiniBand ports are ACTIVE (``infiniband: true`` only), data paths exist,
 disk is free, and the suite's images are present (pulled when missing). Nothing here does I/O: the script
-is text, and :func:`judge_output` turns what it printed into a :class:`NodeHealth`.
+is text, and :func:`health_of_output` turns what it printed into a :class:`NodeHealth`.
 
 The script prints one block per check::
 
@@ -30,7 +30,7 @@ NOT_APPLICABLE = "not applicable"
 
 @dataclass(frozen=True)
 class NodeHealth:
-    """The verdict on one node: ``ok`` when ``problems`` is empty; ``checks`` says what each check saw."""
+    """The health of one node: ``ok`` when ``problems`` is empty; ``checks`` says what each check saw."""
 
     name: str
     ok: bool
@@ -155,14 +155,14 @@ def _last_line(text: str) -> str:
 
 
 # The judges take a check's block (exit status, printed text) and give (what was seen, the problems); those whose
-# check prints its verdict in the text leave the status unread (``_rc``).
-def _judge_docker(rc: int, body: str) -> tuple[str, list[str]]:
+# check prints its finding in the text leave the status unread (``_rc``).
+def _check_docker(rc: int, body: str) -> tuple[str, list[str]]:
     if rc != 0:
         return f"failed: {_last_line(body)}", [f"docker does not answer: {_last_line(body)}"]
     return f"server {_last_line(body)}", []
 
 
-def _judge_nvidia_runtime(_rc: int, body: str) -> tuple[str, list[str]]:
+def _check_nvidia_runtime(_rc: int, body: str) -> tuple[str, list[str]]:
     runtimes = re.search(r"^runtimes=(.*)$", body, re.M)
     cli = re.search(r"^nvidia-container-cli=(.*)$", body, re.M)
     has_runtime = bool(runtimes and '"nvidia"' in runtimes[1])
@@ -173,7 +173,7 @@ def _judge_nvidia_runtime(_rc: int, body: str) -> tuple[str, list[str]]:
     return "missing", ["NVIDIA container runtime missing (no 'nvidia' docker runtime, no nvidia-container-cli)"]
 
 
-def _judge_gpus(rc: int, body: str, declared: int) -> tuple[str, list[str]]:
+def _check_gpus(rc: int, body: str, declared: int) -> tuple[str, list[str]]:
     if rc != 0:
         return f"failed: {_last_line(body)}", [f"nvidia-smi failed: {_last_line(body)}"]
     gpus = [line for line in body.splitlines() if re.match(r"^\s*\d+\s*,", line)]
@@ -185,7 +185,7 @@ def _judge_gpus(rc: int, body: str, declared: int) -> tuple[str, list[str]]:
 _IB_STATE = re.compile(r"^/sys/class/infiniband/(?P<dev>[^/]+)/ports/(?P<port>\d+)/state \d+: (?P<state>\S+)", re.M)
 
 
-def _judge_infiniband(rc: int, body: str, devices: Sequence[str]) -> tuple[str, list[str]]:
+def _check_infiniband(rc: int, body: str, devices: Sequence[str]) -> tuple[str, list[str]]:
     if rc != 0:
         return "no /dev/infiniband", ["InfiniBand declared but /dev/infiniband is missing"]
     active: dict[str, list[str]] = {}
@@ -205,13 +205,13 @@ def _judge_infiniband(rc: int, body: str, devices: Sequence[str]) -> tuple[str, 
     return seen, problems
 
 
-def _judge_paths(_rc: int, body: str) -> tuple[str, list[str]]:
+def _check_paths(_rc: int, body: str) -> tuple[str, list[str]]:
     missing = re.findall(r"^missing (.+)$", body, re.M)
     present = re.findall(r"^present (.+)$", body, re.M)
     return f"{len(present)} present, {len(missing)} missing", [f"path missing: {p}" for p in missing]
 
 
-def _judge_disk(_rc: int, body: str, min_free_gb: float) -> tuple[str, list[str]]:
+def _check_disk(_rc: int, body: str, min_free_gb: float) -> tuple[str, list[str]]:
     seen, problems = [], []
     for kb, path in re.findall(r"^free_kb (\d+) (.+)$", body, re.M):
         gb = int(kb) / 1024 / 1024
@@ -223,7 +223,7 @@ def _judge_disk(_rc: int, body: str, min_free_gb: float) -> tuple[str, list[str]
     return "; ".join(seen), problems
 
 
-def _judge_image(image: str, rc: int, body: str) -> tuple[str, list[str]]:
+def _check_image(image: str, rc: int, body: str) -> tuple[str, list[str]]:
     first = body.splitlines()[0] if body else ""
     if rc == 0 and first.startswith("present"):
         return "present", []
@@ -232,15 +232,15 @@ def _judge_image(image: str, rc: int, body: str) -> tuple[str, list[str]]:
     return "missing", [f"image {image} missing and could not be pulled: {_last_line(body)}"]
 
 
-def judge_output(node: Node, images: Iterable[str], output: str, exit_status: int = 0) -> NodeHealth:
+def health_of_output(node: Node, images: Iterable[str], output: str, exit_status: int = 0) -> NodeHealth:
     """The health of ``node`` from what :func:`preflight_script` printed there (pure)."""
     blocks = split_blocks(output)
     checks: dict[str, str] = {}
     problems: list[str] = []
 
-    def take(name: str, verdict: tuple[str, list[str]]) -> None:
-        checks[name] = verdict[0]
-        problems.extend(verdict[1])
+    def take(name: str, found: tuple[str, list[str]]) -> None:
+        checks[name] = found[0]
+        problems.extend(found[1])
 
     def block(name: str) -> tuple[int, str] | None:
         if name not in blocks:
@@ -250,26 +250,26 @@ def judge_output(node: Node, images: Iterable[str], output: str, exit_status: in
         return blocks[name]
 
     if (b := block("docker")) is not None:
-        take("docker", _judge_docker(*b))
+        take("docker", _check_docker(*b))
     if node.accelerator == "nvidia":
         if (b := block("nvidia_runtime")) is not None:
-            take("nvidia_runtime", _judge_nvidia_runtime(*b))
+            take("nvidia_runtime", _check_nvidia_runtime(*b))
         if (b := block("gpus")) is not None:
-            take("gpus", _judge_gpus(*b, node.gpus))
+            take("gpus", _check_gpus(*b, node.gpus))
     else:
         checks["nvidia_runtime"] = checks["gpus"] = f"{NOT_APPLICABLE} (accelerator: {node.accelerator})"
     if node.infiniband:
         if (b := block("infiniband")) is not None:
-            take("infiniband", _judge_infiniband(*b, node.infiniband_devices))
+            take("infiniband", _check_infiniband(*b, node.infiniband_devices))
     else:
         checks["infiniband"] = f"{NOT_APPLICABLE} (infiniband: false)"
     if required_paths(node) and (b := block("paths")) is not None:
-        take("paths", _judge_paths(*b))
+        take("paths", _check_paths(*b))
     if (b := block("disk")) is not None:
-        take("disk", _judge_disk(*b, node.min_free_disk_gb))
+        take("disk", _check_disk(*b, node.min_free_disk_gb))
     for image in images:
         if (b := block(f"image {image}")) is not None:
-            take(f"image {image}", _judge_image(image, *b))
+            take(f"image {image}", _check_image(image, *b))
     return NodeHealth(node.name, not problems, tuple(problems), checks)
 
 

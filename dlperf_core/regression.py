@@ -39,8 +39,9 @@ last ``window`` of them. On a scheduled run a ``new`` verdict **opens** a regres
 ("recovered in run ..."). A manual run is judged the same way but decides nothing: it is not part of the
 nightly series. An open regression that tonight's own run opened (the same run judged again) is not carried.
 
-Pure: no database, no Airflow. :mod:`plugins.dlperf_airflow.regression_step` feeds it from the store, stores
-the decisions and sends the alerts.
+Pure: no database, no Airflow. :mod:`plugins.dlperf_airflow.regression_step` feeds it from the store (the store's
+typed rows, :mod:`dlperf_core.storage.rows`, each turned into this module's types by their ``from_*``
+constructors), stores the decisions and sends the alerts (:class:`RegressionAlert`).
 """
 
 from __future__ import annotations
@@ -49,11 +50,21 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from dlperf_core.environment import environment_changes
 from dlperf_core.json_form import JsonForm
 from dlperf_core.model import series_base
+
+if TYPE_CHECKING:  # only for annotations: the core does not load the database code
+    from dlperf_core.storage.rows import (
+        CaseSummaryRow,
+        Configuration,
+        FabricHistoryRow,
+        FabricSummaryRow,
+        HistoryRow,
+        RegressionRow,
+    )
 
 MAD_TO_SIGMA = 1.4826
 """MAD x this = standard deviation, for normally distributed noise."""
@@ -105,16 +116,9 @@ class OpenRegression:
     run_id: str | None = None  # the run that opened it
 
     @classmethod
-    def from_record(cls, row: Mapping[str, Any]) -> OpenRegression:
-        """From a row of the ``regressions`` table."""
-        return cls(
-            row["id"],
-            row["median_throughput"],
-            row["baseline_median"],
-            row["baseline_mad"],
-            row["direction"],
-            row.get("run_id"),
-        )
+    def from_stored(cls, row: RegressionRow) -> OpenRegression:
+        """From a row of the ``regressions`` table (``ResultStore.open_regression``)."""
+        return cls(row.id, row.median_throughput, row.baseline_median, row.baseline_mad, row.direction, row.run_id)
 
 
 @dataclass(frozen=True)
@@ -139,23 +143,6 @@ class Verdict:
     def is_new_regression(self) -> bool:
         return self.kind == "new"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "night": self.night.isoformat(),
-            "run_id": self.run_id,
-            "median_throughput": self.median_throughput,
-            "baseline_median": self.baseline_median,
-            "baseline_mad": self.baseline_mad,
-            "baseline_nights": self.baseline_nights,
-            "change_pct": self.change_pct,
-            "robust_z": self.robust_z,
-            "direction": self.direction,
-            "environment_changed": self.environment_changed,
-            "environment_changes": list(self.environment_changes),
-            "open_regression_id": self.open_regression_id,
-        }
-
 
 def robust_baseline(values: list[float], floor_pct: float) -> tuple[float, float]:
     """(median, MAD) of ``values``, the MAD floored at ``floor_pct`` % of the median."""
@@ -173,7 +160,7 @@ def _significant(z: float, pct: float, policy: Policy) -> bool:
     return abs(z) >= policy.z_threshold and abs(pct) >= policy.min_change_pct
 
 
-def judge(
+def judge_night(
     history: list[Night],
     tonight: Night,
     policy: Policy = Policy(),
@@ -223,7 +210,7 @@ def judge_series(nights: list[Night], policy: Policy = Policy()) -> list[Verdict
     verdicts: list[Verdict] = []
     open_: OpenRegression | None = None
     for i, tonight in enumerate(ordered):
-        verdict = judge(ordered[:i], tonight, policy, open_)
+        verdict = judge_night(ordered[:i], tonight, policy, open_)
         if verdict.kind == "new":
             assert verdict.baseline_median is not None and verdict.baseline_mad is not None
             open_ = OpenRegression(
@@ -246,7 +233,7 @@ class FabricNight:
 
 def fabric_dropped(history: list[FabricNight], tonight: FabricNight | None, policy: Policy = Policy()) -> bool | None:
     """Whether tonight's bus bandwidth fell below the probe's own history beyond its noise (the rule of
-    :func:`judge`); None when it cannot be told (no probe tonight, fewer than ``min_nights`` earlier ones)."""
+    :func:`judge_night`); None when it cannot be told (no probe tonight, fewer than ``min_nights`` earlier ones)."""
     if tonight is None:
         return None
     past = sorted((n for n in history if n.run_id != tonight.run_id), key=lambda n: n.night)[-policy.window :]
@@ -278,28 +265,54 @@ def describe_verdict(case_key: str, verdict: Verdict) -> str:
     )
 
 
-def describe_regression(regression: Mapping[str, Any]) -> str:
-    """One line per new regression, for people (an alert: :meth:`Decision.alert` or a ``regressions`` row)."""
-    where = "an environment change" if regression.get("environment_changed") else "no environment change"
-    changes = f" ({regression['environment_changes']})" if regression.get("environment_changes") else ""
+@dataclass(frozen=True, kw_only=True)
+class RegressionAlert(JsonForm):
+    """A stored new regression as the notifiers get it (:meth:`Decision.alert`): the columns of its
+    ``regressions`` row that say what regressed, by how much and why. Its JSON form (:meth:`to_json`: the same
+    names, the night as ISO text) is what a notifier's context carries (``dlperf_airflow.notifiers``)."""
+
+    id: int | None  # the regressions row; None when it was not stored
+    dag_id: str
+    run_id: str  # the run it was found in
+    case_key: str
+    framework: str
+    model: str
+    precision: str
+    batch_size_per_device: int
+    variant: str
+    nodes: int
+    gpus_per_node: int
+    night: date
+    median_throughput: float  # tonight's, the regressed level
+    baseline_median: float
+    baseline_mad: float
+    baseline_nights: int
+    change_pct: float
+    robust_z: float
+    direction: str  # "slower" | "faster"
+    environment_changed: bool
+    environment_changes: str | None  # "; "-separated, as the regressions row keeps them; None: none
+    environment_id: int | None = None
+    label: Label | None = None  # what it is put down to
+
+    def describe(self) -> str:
+        """One line for people: :func:`describe_regression`."""
+        return describe_regression(self)
+
+
+def describe_regression(regression: RegressionAlert) -> str:
+    """One line per new regression, for people (the log notifier, the notifiers' text)."""
+    where = "an environment change" if regression.environment_changed else "no environment change"
+    changes = f" ({regression.environment_changes})" if regression.environment_changes else ""
     return (
-        f"{regression['case_key']}: {regression['direction']} by {abs(regression['change_pct']):.1f}% "
-        f"on {regression['night']} (median {regression['median_throughput']:.2f} vs baseline "
-        f"{regression['baseline_median']:.2f} over {regression['baseline_nights']} nights, "
-        f"robust z {regression['robust_z']:+.1f}); {where}{changes}; run {regression['run_id']}"
+        f"{regression.case_key}: {regression.direction} by {abs(regression.change_pct):.1f}% "
+        f"on {regression.night.isoformat()} (median {regression.median_throughput:.2f} vs baseline "
+        f"{regression.baseline_median:.2f} over {regression.baseline_nights} nights, "
+        f"robust z {regression.robust_z:+.1f}); {where}{changes}; run {regression.run_id}"
     )
 
 
 # --------------------------------------------------------------------------- what one run decides
-
-
-def _optional_int(value: Any) -> int | None:
-    """A row's value (None: no value; the store's edge turns pandas' missing values into None)."""
-    return None if value is None else int(value)
-
-
-def _optional_float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -307,25 +320,20 @@ class CaseResult:
     """One case of the run being judged (a ``case_summary`` row): its configuration and tonight's median."""
 
     case_key: str
-    configuration: Mapping[str, Any]  # the configuration columns: framework, model, ..., nodes, gpus_per_node
+    configuration: Configuration  # the configuration columns: framework, model, ..., nodes, gpus_per_node
     median_throughput: float | None
     n: int  # ok repeats; a case without one is not judged
     environment_id: int | None = None
 
     @classmethod
-    def from_record(cls, row: Mapping[str, Any], configuration_columns: Sequence[str]) -> CaseResult:
-        return cls(
-            row["case_key"],
-            {c: row[c] for c in configuration_columns},
-            _optional_float(row["median_throughput"]),
-            int(row["n"]),
-            _optional_int(row["environment_id"]),
-        )
+    def from_summary(cls, row: CaseSummaryRow) -> CaseResult:
+        """From a ``case_summary`` row of the run (``ResultStore.summary_rows``)."""
+        return cls(row.case_key, row.configuration, row.median_throughput, row.n, row.environment_id)
 
     @property
     def topology(self) -> tuple[int, int]:
         """(nodes, gpus_per_node)."""
-        return int(self.configuration["nodes"]), int(self.configuration["gpus_per_node"])
+        return self.configuration.topology
 
 
 @dataclass(frozen=True)
@@ -342,16 +350,17 @@ class NightlyRow:
     environment_id: int | None = None
 
     @classmethod
-    def from_record(cls, row: Mapping[str, Any]) -> NightlyRow:
+    def from_history(cls, row: HistoryRow) -> NightlyRow:
+        """From a ``nightly_history`` row (``ResultStore.history_rows``)."""
         return cls(
-            row["case_key"],
-            row["night"],
-            row["run_id"],
-            _optional_float(row["median_throughput"]),
-            int(row["n"]),
-            int(row["n_failed"]),
-            row["run_status"],
-            _optional_int(row["environment_id"]),
+            row.case_key,
+            row.night,
+            row.run_id,
+            row.median_throughput,
+            row.n,
+            row.n_failed,
+            row.run_status,
+            row.environment_id,
         )
 
 
@@ -398,16 +407,14 @@ class FabricFigure:
     run_status: str | None = None  # fabric_history rows
 
     @classmethod
-    def from_record(cls, row: Mapping[str, Any]) -> FabricFigure:
-        return cls(
-            int(row["nodes"]),
-            int(row["gpus_per_node"]),
-            int(row["size_bytes"]),
-            _optional_float(row["busbw_gbs"]),
-            row["run_id"],
-            row.get("night"),
-            row.get("run_status"),
-        )
+    def from_summary(cls, row: FabricSummaryRow) -> FabricFigure:
+        """From a ``fabric_summary`` row: tonight's probe (``ResultStore.fabric_summary_rows``)."""
+        return cls(row.nodes, row.gpus_per_node, row.size_bytes, row.busbw_gbs, row.run_id)
+
+    @classmethod
+    def from_history(cls, row: FabricHistoryRow) -> FabricFigure:
+        """From a ``fabric_history`` row: an earlier night's probe (``ResultStore.fabric_history_rows``)."""
+        return cls(row.nodes, row.gpus_per_node, row.size_bytes, row.busbw_gbs, row.run_id, row.night, row.run_status)
 
 
 def fabric_dropped_tonight(
@@ -445,16 +452,11 @@ class Decision:
     """What one case of a run comes to: its verdict, and on a scheduled run what it does to the regressions."""
 
     case_key: str
-    configuration: Mapping[str, Any]
+    configuration: Configuration
     verdict: Verdict
     environment_id: int | None = None
     label: Label | None = None  # a new regression only: what it is put down to
     action: Action | None = None  # open a regression, touch or close the open one; None: nothing to store
-
-    @property
-    def case(self) -> dict[str, Any]:
-        """The configuration columns and the case key (what ``record_regression`` stores)."""
-        return {**self.configuration, "case_key": self.case_key}
 
     @property
     def closed_reason(self) -> str | None:
@@ -465,22 +467,44 @@ class Decision:
         line = describe_verdict(self.case_key, self.verdict)
         return line + (f" [{self.label}]" if self.label is not None else "")
 
-    def alert(self, dag_id: str, regression_id: int | None) -> dict[str, Any]:
-        """A stored new regression as the notifiers get it (the columns of the ``regressions`` table)."""
-        verdict = {k: v for k, v in self.verdict.to_dict().items() if k not in ("kind", "run_id")}
-        return {
-            "id": regression_id,
-            "dag_id": dag_id,
-            "run_id": self.verdict.run_id,
-            **self.case,
-            **verdict,
-            "environment_changes": "; ".join(self.verdict.environment_changes) or None,
-            "label": self.label,
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """The case, its verdict and its label (a manual run's new regressions, which are not stored)."""
-        return {**self.case, **self.verdict.to_dict(), "label": self.label}
+    def alert(self, dag_id: str, regression_id: int | None) -> RegressionAlert:
+        """This new regression, stored as ``regression_id``, as the notifiers get it (ValueError for a verdict that
+        is no new regression: it has nothing to alert)."""
+        verdict, config = self.verdict, self.configuration
+        if (
+            verdict.kind != "new"
+            or verdict.baseline_median is None
+            or verdict.baseline_mad is None
+            or verdict.change_pct is None
+            or verdict.robust_z is None
+            or verdict.direction is None
+        ):
+            raise ValueError(f"{self.case_key}: a {verdict.kind} verdict is no new regression to alert")
+        return RegressionAlert(
+            id=regression_id,
+            dag_id=dag_id,
+            run_id=verdict.run_id,
+            case_key=self.case_key,
+            framework=config.framework,
+            model=config.model,
+            precision=config.precision,
+            batch_size_per_device=config.batch_size_per_device,
+            variant=config.variant,
+            nodes=config.nodes,
+            gpus_per_node=config.gpus_per_node,
+            night=verdict.night,
+            median_throughput=verdict.median_throughput,
+            baseline_median=verdict.baseline_median,
+            baseline_mad=verdict.baseline_mad,
+            baseline_nights=verdict.baseline_nights,
+            change_pct=verdict.change_pct,
+            robust_z=verdict.robust_z,
+            direction=verdict.direction,
+            environment_changed=verdict.environment_changed,
+            environment_changes="; ".join(verdict.environment_changes) or None,
+            environment_id=self.environment_id,
+            label=self.label,
+        )
 
 
 @dataclass(frozen=True)
@@ -636,7 +660,7 @@ def decide_run(
         open_ = open_regressions.get(case.case_key)
         if open_ is not None and open_.run_id == run_id:
             open_ = None  # this very run opened it: the run is being judged again
-        judged.append((case, judge(past, tonight, policy, open_)))
+        judged.append((case, judge_night(past, tonight, policy, open_)))
 
     def fabric_of(topology: tuple[int, int]) -> bool | None:
         if fabric is None:

@@ -1,18 +1,18 @@
-"""Whether a benchmark run passed: the verdict ``finish_run`` closes the run with (and fails the DAG run on).
+"""Whether a benchmark run passed: the status ``finish_run`` closes the run with (and fails the DAG run on).
 
 A run passes when it stored something (a case run, a max batch size search or a fabric probe) and none of it
 failed: a case run that is not ``ok``, a search or a probe that is ``failed``. A search that found no batch
 that fits (``none_fit``) or stopped at its limit (``limit_reached``) is an answer, not a failure.
 A run that stored nothing failed too: planning failed, or every case run crashed before it could be stored.
 
-Pure: :func:`judge_run` works on plain outcomes; :func:`outcomes_of_run` reads them from a results store.
+Pure: :func:`status_of_outcomes` works on plain outcomes; :func:`outcomes_of_run` reads them from a results store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from dlperf_core.json_form import JsonForm
 
@@ -61,8 +61,8 @@ def fabric_probe(probe_key: str, repeat: int, status: str, reason: str | None = 
 
 
 @dataclass(frozen=True)
-class RunVerdict:
-    """The verdict on one run: its status, the counts ``finish_run`` returns and, if it failed, why."""
+class RunStatus:
+    """The status of one run: its status, the counts ``finish_run`` returns and, if it failed, why."""
 
     outcomes: tuple[Outcome, ...]
 
@@ -125,28 +125,24 @@ class RunCounts(JsonForm):
     fabric_probes: int
 
 
-def judge_run(outcomes: Iterable[Outcome]) -> RunVerdict:
-    """The verdict on a run from everything it stored (module docstring)."""
-    return RunVerdict(tuple(outcomes))
-
-
-def _rows(frame: Any) -> list[Any]:
-    return list(frame.itertuples()) if len(frame) else []
+def status_of_outcomes(outcomes: Iterable[Outcome]) -> RunStatus:
+    """The status of a run from everything it stored (module docstring)."""
+    return RunStatus(tuple(outcomes))
 
 
 def outcomes_of_run(store: ResultStore, dag_id: str, run_id: str) -> list[Outcome]:
-    """Everything run ``(dag_id, run_id)`` stored: its case run repeats, searches and probe repeats."""
-    results = store.results(run_id=run_id)
-    results = results[results["dag_id"] == dag_id] if len(results) else results
-    searches = store.max_batch_searches(run_id=run_id, dag_id=dag_id)
-    probes = store.probes(run_id=run_id, dag_id=dag_id)
+    """Everything run ``(dag_id, run_id)`` stored: its case run repeats, searches and probe repeats (the store's
+    typed rows)."""
     return (
-        [case_run(r.case_key, r.repeat, r.status, r.reason) for r in _rows(results)]
-        + [max_batch_search(r.search_key, r.status, r.reason) for r in _rows(searches)]
-        + [fabric_probe(r.probe_key, r.repeat, r.status, r.reason) for r in _rows(probes)]
+        [case_run(r.case_key, r.repeat, r.status, r.reason) for r in store.result_rows(run_id=run_id, dag_id=dag_id)]
+        + [max_batch_search(r.search_key, r.status, r.reason) for r in store.search_rows(run_id=run_id, dag_id=dag_id)]
+        + [
+            fabric_probe(r.probe_key, r.repeat, r.status, r.reason)
+            for r in store.probe_rows(run_id=run_id, dag_id=dag_id)
+        ]
     )
 
 
-def verdict_of_run(store: ResultStore, dag_id: str, run_id: str) -> RunVerdict:
-    """:func:`judge_run` on what the run stored (the results database must be reachable)."""
-    return judge_run(outcomes_of_run(store, dag_id, run_id))
+def status_of_run(store: ResultStore, dag_id: str, run_id: str) -> RunStatus:
+    """:func:`status_of_outcomes` on what the run stored (the results database must be reachable)."""
+    return status_of_outcomes(outcomes_of_run(store, dag_id, run_id))

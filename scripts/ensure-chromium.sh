@@ -5,12 +5,12 @@
 set -uo pipefail
 if [ -x /usr/bin/chromium ]; then exit 0; fi
 if ! command -v apt-get >/dev/null; then
-  echo "ensure-chromium: no apt-get here; tests/test_ui_e2e.py will be skipped" >&2; exit 0
+  echo "ensure-chromium: no apt-get here; tests/e2e/test_ui_e2e.py will be skipped" >&2; exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
 if ! apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core >/dev/null 2>&1; then
   apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core >/dev/null \
-    || echo "ensure-chromium: could not install chromium; tests/test_ui_e2e.py will be skipped" >&2
+    || echo "ensure-chromium: could not install chromium; tests/e2e/test_ui_e2e.py will be skipped" >&2
 fi
 [ -x /usr/bin/chromium ] && /usr/bin/chromium --version || true
 exit 0

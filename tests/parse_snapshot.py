@@ -3,7 +3,7 @@
 ``tests/golden/parsed.json`` holds, for each real log (``../shared/reallogs`` and ``tests/data/cpu_logs``)
 and each of a few windows (the format's default, strict and fitted, and two windows of the caller's), every
 field of every ``ParsedRun`` (floats as ``repr``, so equal means equal to the last bit) and a SHA-256 of its
-records. ``tests/test_parse_snapshot.py`` compares the parsers of today with it.
+records. ``tests/core/parsing/test_parse_snapshot.py`` compares the parsers of today with it.
 
 Regenerate (only when a parser's results are meant to change, and say why in the commit):
 

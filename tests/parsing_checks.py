@@ -9,7 +9,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-from dlperf_core.parsing import LogFormat, ParsedRun, parse_log
+from dlperf_core.parsing import LogFormat, ParsedRun, get_format, parse_log
 
 EXAMPLES = int(os.environ.get("DLPERF_HYPOTHESIS_EXAMPLES", "150"))  # raise it for a deeper search
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -56,6 +56,13 @@ def parse_with(
     for run in runs:
         check_run(run, fmt.name)
     return runs
+
+
+def parse_as(
+    text: str, fmt: str, file: str = "<text>", warmup: int | None = None, measured: int | None = None
+) -> list[ParsedRun]:
+    """``parse_with`` for the registered format called ``fmt``, the file name before the window."""
+    return parse_with(get_format(fmt), text, warmup, measured, file)
 
 
 def print_table(capsys: pytest.CaptureFixture[str], header: str, rows: list[str]) -> None:

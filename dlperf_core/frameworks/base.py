@@ -7,13 +7,14 @@ exact command and environment for every node. Runtimes (local processes, Docker 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from dlperf_core.container import container_spec_for
 from dlperf_core.frameworks.shape import ModelShape
 from dlperf_core.inventory import Node
-from dlperf_core.model import Case, ContainerSpec, NodeLaunch
+from dlperf_core.model import Case, ContainerSpec, NodeLaunch, OptionValue
 from dlperf_core.origin import Figure, FigureOrigin
 
 
@@ -79,15 +80,15 @@ class FrameworkAdapter(ABC):
     default_measured: ClassVar[int | None] = None
     # Adapter options a suite may set (``options: {name: value}``), with their defaults and allowed values
     # (None: any value of the default's type).
-    option_defaults: ClassVar[dict[str, Any]] = {}
-    option_choices: ClassVar[dict[str, tuple[Any, ...] | None]] = {}
+    option_defaults: ClassVar[dict[str, OptionValue]] = {}
+    option_choices: ClassVar[dict[str, tuple[OptionValue, ...] | None]] = {}
 
-    def option(self, case: Case, name: str) -> Any:
+    def option(self, case: Case, name: str) -> OptionValue:
         """The value of adapter option ``name`` for ``case`` (the suite's, else the adapter default)."""
         return dict(case.options).get(name, self.option_defaults[name])
 
     @classmethod
-    def check_options(cls, options: dict[str, Any]) -> list[str]:
+    def check_options(cls, options: Mapping[str, OptionValue]) -> list[str]:
         """Problems with a suite's ``options`` for this adapter (empty when they are fine)."""
         problems = []
         for key, value in options.items():

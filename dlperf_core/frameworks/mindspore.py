@@ -19,13 +19,13 @@ cluster, whose scheduler rank 0 of the driver starts (see the recipe's README.md
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
 from dlperf_core.inventory import Node
-from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.model import Case, NodeLaunch, OptionValue
 from dlperf_core.origin import Figure
 
 RESNET = "/workspace/resnet"
@@ -46,7 +46,7 @@ class MindsporeResnet(FrameworkAdapter):
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = 100
     default_measured: ClassVar[int | None] = 100
-    option_defaults: ClassVar[dict[str, Any]] = {
+    option_defaults: ClassVar[dict[str, OptionValue]] = {
         "dataset_path": "/data/imagenet/train",
         "data_sink_steps": 10,
     }

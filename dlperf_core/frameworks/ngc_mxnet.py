@@ -20,13 +20,13 @@ is exactly the case's iterations).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
 from dlperf_core.inventory import Node
-from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.model import Case, NodeLaunch, OptionValue
 from dlperf_core.origin import Figure
 
 RN50 = "/workspace/rn50"
@@ -52,12 +52,12 @@ class NgcMxnet(FrameworkAdapter):
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = 100
     default_measured: ClassVar[int | None] = 400
-    option_defaults: ClassVar[dict[str, Any]] = {
+    option_defaults: ClassVar[dict[str, OptionValue]] = {
         "data_backend": "dali-gpu",
         "data_root": "/data/imagenet/train-val-recordio-passthrough",
         "display_batches": 20,
     }
-    option_choices: ClassVar[dict[str, tuple[Any, ...] | None]] = {
+    option_choices: ClassVar[dict[str, tuple[OptionValue, ...] | None]] = {
         "data_backend": ("dali-gpu", "dali-cpu", "mxnet", "synthetic"),
     }
 
@@ -110,7 +110,7 @@ class NgcMxnet(FrameworkAdapter):
             gpus=True,
             batch=case.batch_size_per_device,
             display=self.option(case, "display_batches"),
-            data_backend=self.option(case, "data_backend"),
+            data_backend=str(self.option(case, "data_backend")),
         )
         if self.option(case, "data_backend") != "synthetic":
             args += [

@@ -14,13 +14,13 @@ node, all at once, one process per "GPU", torch.distributed's launcher) and prin
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.pytorch_reference import PytorchReference, reference_resnet_shape
 from dlperf_core.frameworks.shape import ModelShape
 from dlperf_core.inventory import Node
-from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.model import Case, NodeLaunch, OptionValue
 from dlperf_core.origin import Figure
 
 RN50 = "/workspace/rn50"
@@ -41,13 +41,13 @@ class NgcPytorch(FrameworkAdapter):
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "tf32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = 20
     default_measured: ClassVar[int | None] = 100
-    option_defaults: ClassVar[dict[str, Any]] = {
+    option_defaults: ClassVar[dict[str, OptionValue]] = {
         "data_backend": "dali-cpu",
         "data_dir": "/data/imagenet",
         "loss_scale": "dynamic",
         "workers": 8,
     }
-    option_choices: ClassVar[dict[str, tuple[Any, ...] | None]] = {
+    option_choices: ClassVar[dict[str, tuple[OptionValue, ...] | None]] = {
         "data_backend": ("dali-cpu", "dali-gpu", "pytorch", "syntetic"),
         "loss_scale": ("dynamic", "static"),
     }
@@ -56,7 +56,7 @@ class NgcPytorch(FrameworkAdapter):
         args = [
             f"{RN50}/main.py",
             "--data-backend",
-            self.option(case, "data_backend"),
+            str(self.option(case, "data_backend")),
             "--raport-file",
             f"{RN50}/raport.json",
             f"-j{self.option(case, 'workers')}",
@@ -96,7 +96,7 @@ class NgcPytorch(FrameworkAdapter):
                 args += ["--amp", "--static-loss-scale", "128"]
             else:
                 args += ["--amp", "--dynamic-loss-scale"]
-        return args + list(case.extra_args) + [self.option(case, "data_dir")]
+        return args + list(case.extra_args) + [str(self.option(case, "data_dir"))]
 
     def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:  # noqa: ARG002 - the same flags for every model
         """The shrinking flags of dlperf's reference workload (``--image-size``, ``--width``, ``--num-classes``),

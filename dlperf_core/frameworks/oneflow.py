@@ -18,12 +18,12 @@ gcd(warm-up, measured) iterations (every iteration without warm-up) so that the 
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu, rendezvous_flags
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
 from dlperf_core.inventory import Node
-from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.model import Case, NodeLaunch, OptionValue
 from dlperf_core.origin import Figure
 
 CNNS = "/workspace/cnns"
@@ -62,7 +62,7 @@ class OneflowResnet(FrameworkAdapter):
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 256}
     default_warmup: ClassVar[int | None] = PRINT_EVERY
     default_measured: ClassVar[int | None] = 180
-    option_defaults: ClassVar[dict[str, Any]] = {
+    option_defaults: ClassVar[dict[str, OptionValue]] = {
         "data_dir": "/data/ofrecord",
         "data_part_num": 44,
     }

@@ -33,12 +33,12 @@ The run stops after warm-up + measured steps (``Global.max_train_step``, PLSC's 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, overrides, shape_against
 from dlperf_core.inventory import Node
-from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.model import Case, NodeLaunch, OptionValue
 from dlperf_core.origin import Figure
 
 PLSC = "/workspace/PLSC"
@@ -79,8 +79,8 @@ class PaddlePlsc(FrameworkAdapter):
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 128}
     default_warmup: ClassVar[int | None] = 50
     default_measured: ClassVar[int | None] = 100
-    option_defaults: ClassVar[dict[str, Any]] = {"loss_type": "dist_arcface", "num_classes": 85742}
-    option_choices: ClassVar[dict[str, tuple[Any, ...] | None]] = {
+    option_defaults: ClassVar[dict[str, OptionValue]] = {"loss_type": "dist_arcface", "num_classes": 85742}
+    option_choices: ClassVar[dict[str, tuple[OptionValue, ...] | None]] = {
         "loss_type": ("dist_arcface", "dist_softmax", "arcface", "softmax"),
     }
 

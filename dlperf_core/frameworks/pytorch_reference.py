@@ -6,13 +6,13 @@ same parser serves this workload and the NGC images.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, rendezvous_flags
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
 from dlperf_core.inventory import Node
-from dlperf_core.model import Case, NodeLaunch
+from dlperf_core.model import Case, NodeLaunch, OptionValue
 from dlperf_core.origin import Figure
 from dlperf_core.workload.llm_config import SIZES as LLM_SIZES
 
@@ -68,8 +68,8 @@ class PytorchReference(FrameworkAdapter):
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "tf32": 128, "amp": 256}
     # AMP's autocast dtype (fp16: the seeds' AMP, with a loss scaler; bf16: the default) and fp16's loss scale
     # (static when given, else dynamic): each makes its own case (+amp_dtype=fp16, +static_loss_scale=128).
-    option_defaults: ClassVar[dict[str, Any]] = {"amp_dtype": "bf16", "static_loss_scale": None}
-    option_choices: ClassVar[dict[str, tuple[Any, ...] | None]] = {"amp_dtype": ("bf16", "fp16")}
+    option_defaults: ClassVar[dict[str, OptionValue]] = {"amp_dtype": "bf16", "static_loss_scale": None}
+    option_choices: ClassVar[dict[str, tuple[OptionValue, ...] | None]] = {"amp_dtype": ("bf16", "fp16")}
 
     @staticmethod
     def train_args(case: Case, ctx: LaunchContext) -> list[str]:

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import inspect, select
 
+from dlperf_core.json_form import IsoDatetime, JsonForm
 from dlperf_core.storage import CONFIGURATION_COLUMNS, BenchmarkRun, ResultStore
+
+JsonRow = dict[str, Any]
+"""One row of a table as JSON (column -> value; NaN as None, times as ISO 8601): what the report JSON, the results
+page and its JSON endpoints show (a JSON edge: the columns are the query's)."""
 
 CONFIG_COLUMNS: tuple[str, ...] = CONFIGURATION_COLUMNS
 """Columns that name one configuration (a case without its run)."""
@@ -28,8 +33,9 @@ class ReportError(ValueError):
 
 
 @dataclass(frozen=True)
-class RunInfo:
-    """The benchmark run a report is about (a row of ``benchmark_runs``)."""
+class RunInfo(JsonForm):
+    """The benchmark run a report is about (a row of ``benchmark_runs``); :meth:`to_json` is the report JSON's
+    ``run`` (times as ``isoformat`` writes them)."""
 
     dag_id: str
     run_id: str
@@ -37,20 +43,8 @@ class RunInfo:
     trigger: str
     runtime: str
     status: str
-    started_at: datetime | None
-    finished_at: datetime | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "dag_id": self.dag_id,
-            "run_id": self.run_id,
-            "suite": self.suite,
-            "trigger": self.trigger,
-            "runtime": self.runtime,
-            "status": self.status,
-            "started_at": self.started_at.isoformat() if self.started_at else None,
-            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
-        }
+    started_at: IsoDatetime | None
+    finished_at: IsoDatetime | None
 
 
 @dataclass(frozen=True)
@@ -182,9 +176,7 @@ RESULT_COLUMNS = (
 )
 
 
-def records(
-    frame: pd.DataFrame | None, columns: tuple[str, ...] | None = None, date_unit: str = "ms"
-) -> list[dict[str, Any]]:
+def records(frame: pd.DataFrame | None, columns: tuple[str, ...] | None = None, date_unit: str = "ms") -> list[JsonRow]:
     """JSON-ready rows of ``frame`` (NaN -> None, timestamps ISO 8601 to ``date_unit``), ``columns`` first
     where present."""
     if frame is None or not len(frame):
@@ -192,11 +184,11 @@ def records(
     if columns:
         keep = [c for c in columns if c in frame.columns]
         frame = frame[keep + [c for c in frame.columns if c not in keep]] if keep else frame
-    rows: list[dict[str, Any]] = json.loads(frame.to_json(orient="records", date_format="iso", date_unit=date_unit))
+    rows: list[JsonRow] = json.loads(frame.to_json(orient="records", date_format="iso", date_unit=date_unit))
     return rows
 
 
-def _rows(frame: pd.DataFrame, columns: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+def _rows(frame: pd.DataFrame, columns: tuple[str, ...] | None = None) -> list[JsonRow]:
     return records(frame, columns, date_unit="s")
 
 
@@ -204,7 +196,7 @@ def _rows(frame: pd.DataFrame, columns: tuple[str, ...] | None = None) -> list[d
 class Section:
     """One part of the results page: its rows, where they came from, or why there are none."""
 
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[JsonRow] = field(default_factory=list)
     source: str = ""
     note: str = ""
 

@@ -54,7 +54,7 @@ def report_json(data: ReportData) -> dict[str, Any]:
     ok = int((data.results["status"] == "ok").sum()) if not data.results.empty else 0
     origins = case_origins(data.results)
     return {
-        "run": data.run.as_dict(),
+        "run": data.run.to_json(),
         "repeats": {"ok": ok, "failed": int(len(data.results) - ok)},
         "dlperf": dlperf_result_json(data.results),
         # per case: cv, unreliable, unreliable_reason among the figures, and figure_origin (who printed the lines

@@ -15,6 +15,9 @@ no-progress watchdog, and an sshd node is done when the launchers exited 0. A pe
 ``join_s`` fails the case with its name instead of hanging it; every node re-posts its state every ``beat_s``,
 and a peer whose posts stop for ``stale_s`` (its worker died) fails the case as lost.
 
+A post is a :class:`NodeState`; a board that keeps posts outside the process (XCom) stores its JSON form
+(:meth:`~dlperf_core.json_form.JsonForm.to_json`) and reads it back with ``NodeState.from_json``.
+
 mpirun's per-case ssh keys are made where they are used: each node makes its own client and host key and
 posts only the public halves; no private key leaves its node (:func:`dlperf_core.sshkeys.mesh_files`).
 """
@@ -24,30 +27,47 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Final, Literal, Protocol
 
+from dlperf_core.json_form import JsonForm
 from dlperf_core.model import PEER_LOST_EXIT, CaseJob, NodeProcess
 from dlperf_core.runtime.base import supervise
 from dlperf_core.sshkeys import ContainerFile, NodeKeys, mesh_files, node_keys
 
-JOINED, STARTED, EXITED, GAVE_UP = "joined", "started", "exited", "gave_up"
+JOINED: Final = "joined"
+STARTED: Final = "started"
+EXITED: Final = "exited"
+GAVE_UP: Final = "gave_up"
+Phase = Literal["joined", "started", "exited", "gave_up"]
 GAVE_UP_EXIT = 1
 """What a peer that gave up (could not start, a peer never joined) reads as to the supervisor."""
 
-State = dict[str, Any]
-"""A node's state on the board, JSON: phase, beat, its public keys, how it exited or why it gave up."""
+
+@dataclass(frozen=True)
+class NodeState(JsonForm):
+    """A node's post on the board: its phase, its heartbeat, its public ssh keys (mpirun cases), how it exited or
+    why it gave up."""
+
+    phase: Phase
+    beat: int = 0  # counts up with every post: a peer whose beat stops changing is lost
+    client_pub: str | None = None  # mpirun cases: the public halves of this node's client and host keys
+    host_pub: str | None = None
+    exit_code: int | None = None  # exited
+    oom_killed: bool = False  # exited: the kernel's OOM killer ended it
+    done: bool = False  # exited: an sshd node stopped because the launchers finished (a success)
+    reason: str | None = None  # gave_up: why; exited: the node's own failure
 
 
 class Board(Protocol):
     """Where the nodes of one case run post their state and read each other's."""
 
-    def post(self, state: State) -> None:
+    def post(self, state: NodeState) -> None:
         """Replace this node's state."""
 
-    def read(self, node: str) -> State | None:
+    def read(self, node: str) -> NodeState | None:
         """A peer's latest state; None before it posted anything."""
 
 
@@ -83,19 +103,23 @@ class PeerProcess:
         self.oom_killed = False
         self._board = board
         self._stale_s = stale_s
-        self._beat: object = None
+        self._beat: int | None = None
         self._beat_seen = time.monotonic()
 
     def poll(self) -> int | None:
-        state = self._board.read(self.node_name) or {}
-        self.oom_killed = bool(state.get("oom_killed"))
-        if state.get("phase") == EXITED:
-            return 0 if state.get("done") else int(state["exit_code"])
-        if state.get("phase") == GAVE_UP:
-            return GAVE_UP_EXIT
+        state = self._board.read(self.node_name)
+        if state is not None:
+            self.oom_killed = state.oom_killed
+            if state.phase == EXITED:
+                if state.done:
+                    return 0
+                return GAVE_UP_EXIT if state.exit_code is None else state.exit_code  # no code: ended all the same
+            if state.phase == GAVE_UP:
+                return GAVE_UP_EXIT
+        beat = state.beat if state is not None else None
         now = time.monotonic()
-        if state.get("beat") != self._beat:
-            self._beat, self._beat_seen = state.get("beat"), now
+        if beat != self._beat:
+            self._beat, self._beat_seen = beat, now
         elif now - self._beat_seen > self._stale_s:
             return PEER_LOST_EXIT
         return None
@@ -110,19 +134,32 @@ class PeerProcess:
 class _Poster:
     """Posts this node's state (with its public keys) and re-posts it every ``beat_s`` (``tick``)."""
 
-    def __init__(self, board: Board, keys: dict[str, str], beat_s: float):
-        self._board, self._keys, self._beat_s = board, keys, beat_s
-        self._state: State = {}
+    def __init__(self, board: Board, keys: NodeKeys | None, beat_s: float):
+        self._board, self._beat_s = board, beat_s
+        self._keys = NodeState(JOINED)  # what every post carries: the public halves of this node's keys, if any
+        if keys is not None:
+            self._keys = NodeState(JOINED, client_pub=keys.client_public.decode(), host_pub=keys.host_public.decode())
+        self._state = self._keys
         self._beat = 0
         self._sent = time.monotonic()
 
-    def __call__(self, **state: object) -> None:  # every state keeps the public keys: a late peer still finds them
-        self._state = {**self._keys, **state}
+    def __call__(
+        self,
+        phase: Phase,
+        *,
+        exit_code: int | None = None,
+        oom_killed: bool = False,
+        done: bool = False,
+        reason: str | None = None,
+    ) -> None:  # every state keeps the public keys: a late peer still finds them
+        self._state = replace(
+            self._keys, phase=phase, exit_code=exit_code, oom_killed=oom_killed, done=done, reason=reason
+        )
         self._send()
 
     def _send(self) -> None:
         self._beat += 1
-        self._board.post({**self._state, "beat": self._beat})
+        self._board.post(replace(self._state, beat=self._beat))
         self._sent = time.monotonic()
 
     def tick(self) -> None:
@@ -146,7 +183,7 @@ class _Published:
         code = self.proc.poll()
         if code is not None and not self._posted:
             self._posted = True
-            self._post(phase=EXITED, exit_code=code, oom_killed=self.proc.oom_killed)
+            self._post(EXITED, exit_code=code, oom_killed=self.proc.oom_killed)
         self._post.tick()  # the supervisor polls every node each round: this node's heartbeat rides on it
         return code
 
@@ -162,22 +199,25 @@ def _now() -> str:
 
 
 def _wait_for(
-    board: Board, peers: list[str], phases: set[str], settings: GangSettings, what: str, post: _Poster
-) -> tuple[dict[str, State], str | None]:
+    board: Board, peers: list[str], phases: set[Phase], settings: GangSettings, what: str, post: _Poster
+) -> tuple[dict[str, NodeState], str | None]:
     """Wait until every peer reached one of ``phases``; (their states, None) or ({}, the reason it cannot)."""
     deadline = time.monotonic() + settings.join_s
     while True:
         post.tick()
-        states = {p: board.read(p) or {} for p in peers}
+        states = {p: board.read(p) for p in peers}
         quit_ = [
-            (p, s) for p, s in states.items() if s.get("phase") in (GAVE_UP, EXITED) and s.get("phase") not in phases
+            (p, s)
+            for p, s in states.items()
+            if s is not None and s.phase in (GAVE_UP, EXITED) and s.phase not in phases
         ]
         if quit_:
             p, s = quit_[0]
-            return {}, f"{p} gave up before this node started: {s.get('reason') or 'it ended'}"
-        late = [p for p, s in states.items() if s.get("phase") not in phases]
+            return {}, f"{p} gave up before this node started: {s.reason or 'it ended'}"
+        reached = {p: s for p, s in states.items() if s is not None and s.phase in phases}
+        late = [p for p in peers if p not in reached]
         if not late:
-            return states, None
+            return reached, None
         if time.monotonic() > deadline:
             return {}, (
                 f"{', '.join(late)} did not {what} within {settings.join_s:g} s "
@@ -186,15 +226,21 @@ def _wait_for(
         time.sleep(settings.poll_s)
 
 
-def _ssh_files(
-    job: CaseJob, me: int, mine: NodeKeys, own: dict[str, str], states: dict[str, State]
-) -> tuple[ContainerFile, ...]:
+def _ssh_files(job: CaseJob, me: int, mine: NodeKeys, states: dict[str, NodeState]) -> tuple[ContainerFile, ...]:
     """This node's ssh files (mpirun cases) from its own keys and its peers' public halves, in place of the
-    files the job was built with."""
+    files the job was built with (ValueError: a peer posted none)."""
     ssh_dir = str(Path(job.containers[me].files[0].path).parent)
-    ranked = [own if i == me else states[l.node.name] for i, l in enumerate(job.launches)]  # same on every node
-    clients = [s["client_pub"].encode() for s in ranked]
-    hosts = [s["host_pub"].encode() for s in ranked]
+    clients, hosts = [], []
+    for i, launch in enumerate(job.launches):  # in rank order: the same files on every node
+        if i == me:
+            clients.append(mine.client_public)
+            hosts.append(mine.host_public)
+            continue
+        peer = states[launch.node.name]
+        if peer.client_pub is None or peer.host_pub is None:
+            raise ValueError(f"{launch.node.name} posted no public ssh keys (is its dlperf older than this one?)")
+        clients.append(peer.client_pub.encode())
+        hosts.append(peer.host_pub.encode())
     return mesh_files(ssh_dir, mine, clients, hosts)
 
 
@@ -217,18 +263,20 @@ def run_node_share(
     log_path = job.log_dir / f"node{launch.node_rank}.log"
     mpi = bool(job.containers and job.containers[me].files)
     mine = node_keys(job.run_label) if mpi else None
-    keys = {} if mine is None else {"client_pub": mine.client_public.decode(), "host_pub": mine.host_public.decode()}
-    post = _Poster(board, keys, settings.beat_s)
-    post(phase=JOINED)
+    post = _Poster(board, mine, settings.beat_s)
+    post(JOINED)
 
     def give_up(reason: str) -> NodeShare:
-        post(phase=GAVE_UP, reason=reason)
+        post(GAVE_UP, reason=reason)
         return NodeShare(node_name, launch.node_rank, None, str(log_path), reason, True, started_at, _now())
 
     states, why = _wait_for(board, names, {JOINED, STARTED, EXITED}, settings, "join", post)
     if why:
         return give_up(why)
-    files = _ssh_files(job, me, mine, keys, states) if mine is not None else None
+    try:
+        files = _ssh_files(job, me, mine, states) if mine is not None else None
+    except ValueError as exc:
+        return give_up(str(exc))
     if launch.role != "sshd":  # mpirun reaches the sshds as soon as it starts: they go first
         sshds = [l.node.name for l in peers if l.role == "sshd"]
         _, why = _wait_for(board, sshds, {STARTED, EXITED}, settings, "start its sshd", post)
@@ -239,7 +287,7 @@ def run_node_share(
         proc = start(me, files)
     except Exception as exc:  # noqa: BLE001 - a node that cannot start fails the case, with the reason
         return give_up(f"could not start node {node_name}: {type(exc).__name__}: {exc}")
-    post(phase=STARTED)
+    post(STARTED)
     procs: list[NodeProcess] = [_Published(proc, post), *(PeerProcess(board, n, settings.stale_s) for n in names)]
     services = frozenset(k for k, l in enumerate([launch, *peers]) if l.role == "sshd")
     own_code = None
@@ -263,7 +311,7 @@ def run_node_share(
         own_code not in (None, 0) or failure.startswith(("timeout:", "watchdog:", f"{node_name}:"))
     )
     done = failure is None and launch.role == "sshd"  # stopped because the launchers finished
-    post(phase=EXITED, exit_code=code, oom_killed=oom, done=done, reason=failure if own else None)
+    post(EXITED, exit_code=code, oom_killed=oom, done=done, reason=failure if own else None)
     return NodeShare(node_name, launch.node_rank, code, str(log_path), failure, own, started_at, _now())
 
 

@@ -2,9 +2,9 @@
 ``latest_summary``, ``nightly_history``, ``open_regressions``, the fabric views) and an idempotent
 :class:`ResultStore` (PostgreSQL or SQLite). No Airflow import here.
 
-The package's public face is what callers need: the store, the records they hand it, the column lists of the
-views and the migration functions. The ORM classes and view definitions stay in
-:mod:`dlperf_core.storage.models` (import them from there)."""
+The package's public face is what callers need: the store, the records they hand it, the typed rows its reads
+answer with (:mod:`dlperf_core.storage.rows`), the column lists of the views and the migration functions. The ORM
+classes and view definitions stay in :mod:`dlperf_core.storage.models` (import them from there)."""
 
 from dlperf_core.storage.migrate import current_revision, downgrade, head_revision, upgrade
 from dlperf_core.storage.models import CASE_SUMMARY_COLUMNS, CONFIGURATION_COLUMNS, Base, BenchmarkRun
@@ -15,6 +15,19 @@ from dlperf_core.storage.records import (
     ProbeSizeRecord,
     ResultRecord,
 )
+from dlperf_core.storage.rows import (
+    BenchmarkRunRow,
+    CaseSummaryRow,
+    Configuration,
+    EnvironmentRow,
+    FabricHistoryRow,
+    FabricSummaryRow,
+    HistoryRow,
+    MaxBatchSearchRow,
+    ProbeRow,
+    RegressionRow,
+    ResultRow,
+)
 from dlperf_core.storage.store import ResultStore, default_db_url
 
 __all__ = [
@@ -23,11 +36,22 @@ __all__ = [
     "Base",
     "BenchmarkRun",
     "BenchmarkRunRecord",
+    "CaseSummaryRow",
+    "Configuration",
+    "EnvironmentRow",
+    "FabricHistoryRow",
+    "FabricSummaryRow",
+    "HistoryRow",
     "MaxBatchSearchRecord",
+    "MaxBatchSearchRow",
     "ProbeRecord",
+    "ProbeRow",
     "ProbeSizeRecord",
+    "RegressionRow",
     "ResultRecord",
+    "ResultRow",
     "ResultStore",
+    "BenchmarkRunRow",
     "current_revision",
     "default_db_url",
     "downgrade",

@@ -9,7 +9,7 @@ Five tables and four views (docs/schema.md has the diagram):
 * ``environments``: one row per distinct environment (GPUs, driver, CUDA/cuDNN/NCCL, framework,
   image digest, hosts...), unique on its content hash.
 * ``regressions``: the verdicts of regression detection, one per run and case at most.
-* ``max_batch_searches``: the verdicts of max batch size searches, one per run and search.
+* ``max_batch_searches``: the outcomes of max batch size searches, one per run and search.
 * views (created by the Alembic migrations, never by ``create_all``): ``case_summary``,
   ``latest_summary``, ``nightly_history``, ``open_regressions``; the ``Table`` objects below
   describe their columns for typed reads.

@@ -7,7 +7,7 @@ as UTC. All are stored in UTC.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +15,7 @@ from dlperf_core.origin import check_origin
 from dlperf_core.storage.models import RESULT_STATUSES, RUN_STATUSES, SEARCH_STATUSES
 
 if TYPE_CHECKING:  # only for annotations: storage does not need the measurement code to load
-    from dlperf_core.maxbatch import SearchVerdict
+    from dlperf_core.maxbatch import Probe, SearchResult
     from dlperf_core.measure import Measurement
     from dlperf_core.model import Case, CaseOutcome, CaseRun
     from dlperf_core.parsing.fabric import ProbeResult
@@ -139,7 +139,7 @@ class ResultRecord:
         measurement, its times, log and GPU memory peak from the runtime's outcome, and ``figure_origin``: who
         printed the lines the figure was read from (``dlperf_core.measure.figure_origin`` for a run dlperf
         launched, ``imported`` for a log from elsewhere), and ``launch_spec``: what was launched on each node
-        (``dlperf_core.launch_spec.LaunchSpec.to_dict``; None for a log from elsewhere). The one place a result
+        (``dlperf_core.launch_spec.LaunchSpec.to_json``; None for a log from elsewhere). The one place a result
         row is filled in (the DAG's store_result and ``dlperf import`` both come here)."""
         return cls(
             dag_id=dag_id,
@@ -149,7 +149,8 @@ class ResultRecord:
             compile=case.compile,
             configuration=case.configuration,
             repeat=repeat,
-            **measurement.to_dict(),  # status, reason, throughput, window, MFU, energy: the columns of those names
+            # status, reason, throughput, window, MFU, energy: the columns of the Measurement's field names
+            **{f.name: getattr(measurement, f.name) for f in fields(measurement)},
             window_fitted=window_fitted,
             log_path=outcome.log_path,
             started_at=outcome.started_at,
@@ -165,7 +166,7 @@ class ResultRecord:
 @dataclass(frozen=True, kw_only=True)
 class MaxBatchSearchRecord:
     """One max batch size search of a benchmark run (row of ``max_batch_searches``), identified by
-    ``(dag_id, run_id, search_key)``; ``probes`` as ``dlperf_core.maxbatch.Probe.to_dict`` gives them."""
+    ``(dag_id, run_id, search_key)``; ``probes``: every batch tried, in order (stored as their JSON form)."""
 
     dag_id: str
     run_id: str
@@ -182,7 +183,7 @@ class MaxBatchSearchRecord:
     max_batch: int | None
     first_oom_batch: int | None
     reason: str | None
-    probes: list[dict[str, Any]]
+    probes: tuple[Probe, ...]
     started_at: datetime
     finished_at: datetime
     environment_id: int | None = None
@@ -193,14 +194,14 @@ class MaxBatchSearchRecord:
         dag_id: str,
         run_id: str,
         search_run: SearchRun,
-        verdict: SearchVerdict,
+        found: SearchResult,
         started_at: datetime,
         finished_at: datetime,
         *,
         environment_id: int | None = None,
     ) -> MaxBatchSearchRecord:
         """The row of one finished search: its case's configuration and its bounds from ``search_run``, what it
-        found and every probe from ``verdict``."""
+        found and every probe from ``found``."""
         case, search = search_run.case, search_run.search
         return cls(
             dag_id=dag_id,
@@ -214,11 +215,11 @@ class MaxBatchSearchRecord:
             start=search.start,
             step=search.step,
             limit=search.limit,
-            status=verdict.status,
-            max_batch=verdict.max_batch,
-            first_oom_batch=verdict.first_oom_batch,
-            reason=verdict.reason,
-            probes=[p.to_dict() for p in verdict.probes],
+            status=found.status,
+            max_batch=found.max_batch,
+            first_oom_batch=found.first_oom_batch,
+            reason=found.reason,
+            probes=found.probes,
             started_at=started_at,
             finished_at=finished_at,
             environment_id=environment_id,
@@ -268,17 +269,17 @@ class ProbeRecord:
         dag_id: str,
         run_id: str,
         run: CaseRun,
-        verdict: Measurement,
+        measurement: Measurement,
         result: ProbeResult | None,
         outcome: CaseOutcome,
         *,
         environment_id: int | None = None,
     ) -> ProbeRecord:
-        """The row of one repeat of a probe case: status and reason from ``verdict``
-        (:func:`dlperf_core.measure.judge_probe`), what the probe's table says from ``result``, its sizes only
-        when the verdict is ok, its times and log from the runtime's outcome."""
+        """The row of one repeat of a probe case: status and reason from ``measurement``
+        (:func:`dlperf_core.measure.measure_probe_run`), what the probe's table says from ``result``, its sizes only
+        when the measurement is ok, its times and log from the runtime's outcome."""
         case = run.case
-        good = result if verdict.status == "ok" else None
+        good = result if measurement.status == "ok" else None
         sizes = good.sizes if good is not None else ()
         return cls(
             dag_id=dag_id,
@@ -287,8 +288,8 @@ class ProbeRecord:
             nodes=case.nodes,
             gpus_per_node=case.gpus_per_node,
             repeat=run.repeat,
-            status=verdict.status,
-            reason=verdict.reason,
+            status=measurement.status,
+            reason=measurement.reason,
             ranks=result.ranks if result else None,
             backend=result.backend if result else None,
             dtype=result.dtype if result else None,

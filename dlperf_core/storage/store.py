@@ -1,7 +1,13 @@
-"""ResultStore: idempotent writes of benchmark runs and results, and DataFrame reads.
+"""ResultStore: idempotent writes of benchmark runs and results; typed reads, and DataFrame reads for reports.
 
 Writes are ``INSERT .. ON CONFLICT DO UPDATE`` (PostgreSQL and SQLite dialects), all values bound,
 each in its own transaction, retried on ``OperationalError`` (3 tries, exponential backoff).
+
+Reads come in two shapes over the same queries. The typed ones (``run_info``, ``open_regression`` and the
+``*_rows`` methods) answer with the frozen rows of :mod:`dlperf_core.storage.rows` (NULL as None, numbers as
+int/float, timestamps aware UTC): what the DAG's steps, the pure core and the CLI's commands work with. The
+DataFrame ones (``summary``, ``results``, ``history``, ``regressions``, ...) are for the reporting edge only:
+reports, printed tables, plots and analyses (:mod:`dlperf_core.reporting`, ``dlperf results``, ``dlperf compare``).
 """
 
 from __future__ import annotations
@@ -45,7 +51,20 @@ from dlperf_core.storage.records import (
     MaxBatchSearchRecord,
     ProbeRecord,
     ResultRecord,
-    variant_of,
+)
+from dlperf_core.storage.rows import (
+    BenchmarkRunRow,
+    CaseSummaryRow,
+    Configuration,
+    EnvironmentRow,
+    FabricHistoryRow,
+    FabricSummaryRow,
+    HistoryRow,
+    MaxBatchSearchRow,
+    ProbeRow,
+    RegressionRow,
+    ResultRow,
+    row_of,
 )
 
 if TYPE_CHECKING:
@@ -54,6 +73,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 T = TypeVar("T")
+R = TypeVar("R")
 
 RETRIES = 3
 """Tries of a write before an OperationalError is re-raised."""
@@ -136,7 +156,7 @@ def _insert(conn: Connection, table: Any) -> Any:
     raise NotImplementedError(f"dlperf storage supports postgresql and sqlite, not {name}")
 
 
-def _run_values(run: BenchmarkRunRecord) -> dict[str, Any]:
+def _run_values(run: BenchmarkRunRecord) -> dict[str, object]:
     """Column values of a run record."""
     values = asdict(run)
     values["started_at"] = _utc(run.started_at)
@@ -220,7 +240,7 @@ class ResultStore:
     def upsert_environment(self, environment: Environment, captured_at: datetime | None = None) -> int:
         """Store ``environment`` once (unique content hash) and return its id; an environment that is
         already stored keeps its row (and its first ``captured_at``)."""
-        data = environment.to_dict()
+        data = environment.to_json()
         values = {
             "content_hash": environment.content_hash,
             "captured_at": _utc(captured_at or _now()),
@@ -275,7 +295,7 @@ class ResultStore:
             conn, result.dag_id, result.run_id, result.started_at, result.benchmark_run
         )
         stmt = _insert(conn, Result).values(**values)
-        set_: dict[str, Any] = {k: stmt.excluded[k] for k in values if k not in _RESULT_KEY}
+        set_: dict[str, object] = {k: stmt.excluded[k] for k in values if k not in _RESULT_KEY}
         set_["updated_at"] = _now()
         conn.execute(stmt.on_conflict_do_update(index_elements=list(_RESULT_KEY), set_=set_))
         key = select(Result.id).where(*(getattr(Result, k) == values[k] for k in _RESULT_KEY))
@@ -303,6 +323,7 @@ class ResultStore:
     def upsert_max_batch_search(self, record: MaxBatchSearchRecord) -> int:
         """Insert or update the search ``(dag_id, run_id, search_key)`` (the run row is created if missing)."""
         values = asdict(record)
+        values["probes"] = [probe.to_json() for probe in record.probes]  # the JSON column
         values["started_at"] = _utc(record.started_at)
         values["finished_at"] = _utc(record.finished_at)
         with write_transaction(self.engine) as conn:
@@ -344,51 +365,87 @@ class ResultStore:
                 conn.execute(_insert(conn, FabricProbeSize).values([{"probe_id": probe_id, **size} for size in sizes]))
             return probe_id
 
-    def probes(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
-        """Rows of ``fabric_probes`` (of one run if given), oldest first."""
-        table = FabricProbe.__table__
-        stmt = _of_run(select(table), table.c, run_id, dag_id)
-        return self._frame(stmt.order_by(table.c.started_at, table.c.id))
+    # ------------------------------------------------------------------ typed reads (module docstring)
 
-    def fabric_summary(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
-        """``fabric_summary``: per run, probe and message size, the median bandwidths over the ok repeats."""
-        view = fabric_summary.c
-        stmt = _of_run(select(fabric_summary), view, run_id, dag_id)
-        frame = self._frame(stmt.order_by(view.probe_key, view.size_bytes))
-        for column in ("busbw_gbs", "algbw_gbs", "time_us"):
-            frame[column] = frame[column].astype("float64")
-        return frame
-
-    def fabric_history(
-        self, nodes: int | None = None, gpus_per_node: int | None = None, before: datetime | None = None
-    ) -> pd.DataFrame:
-        """``fabric_history`` (scheduled runs) of one topology if given, oldest first; with ``before``, only
-        runs started before it."""
-        view = fabric_history.c
-        stmt = select(fabric_history)
-        if nodes is not None:
-            stmt = stmt.where(view.nodes == nodes)
-        if gpus_per_node is not None:
-            stmt = stmt.where(view.gpus_per_node == gpus_per_node)
-        if before is not None:
-            stmt = stmt.where(view.started_at < _utc(before))
-        frame = self._frame(stmt.order_by(view.probe_key, view.size_bytes, view.started_at, view.run_id))
-        frame["started_at"] = _utc_column(frame["started_at"])
-        frame["night"] = pd.to_datetime(frame["night"]).dt.date
-        for column in ("busbw_gbs", "algbw_gbs", "time_us"):
-            frame[column] = frame[column].astype("float64")
-        return frame
-
-    # ------------------------------------------------------------------ reads
-
-    def max_batch_searches(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
-        """Max batch size searches (of one run if given), oldest first; ``probes`` as lists of dicts."""
-        table = MaxBatchSearchResult.__table__
-        stmt = _of_run(select(*table.columns), table.c, run_id, dag_id)
+    def _rows(self, stmt: Select[Any], cls: type[R]) -> list[R]:
+        """Run a select into rows of ``cls`` (:func:`dlperf_core.storage.rows.row_of`)."""
         with self.engine.connect() as conn:
-            rows = conn.execute(stmt.order_by(MaxBatchSearchResult.started_at, MaxBatchSearchResult.id)).all()
-        columns = [c.name for c in MaxBatchSearchResult.__table__.columns]
-        return pd.DataFrame([dict(zip(columns, row)) for row in rows], columns=columns)
+            return [row_of(cls, row._asdict()) for row in conn.execute(stmt)]
+
+    def run_info(self, dag_id: str, run_id: str) -> BenchmarkRunRow | None:
+        """The ``benchmark_runs`` row of ``(dag_id, run_id)``, or None."""
+        stmt = select(BenchmarkRun.__table__).where(BenchmarkRun.dag_id == dag_id, BenchmarkRun.run_id == run_id)
+        found = self._rows(stmt, BenchmarkRunRow)
+        return found[0] if found else None
+
+    def result_rows(self, run_id: str | None = None, dag_id: str | None = None) -> list[ResultRow]:
+        """The ``results`` rows (of ``run_id``/``dag_id`` if given), ordered by run, case and repeat."""
+        return self._rows(self._results_stmt(run_id, dag_id), ResultRow)
+
+    def summary_rows(self, run_id: str | None = None, dag_id: str | None = None) -> list[CaseSummaryRow]:
+        """The ``case_summary`` rows (of ``run_id``/``dag_id`` if given), in :meth:`summary`'s order."""
+        return self._rows(self._summary_stmt(run_id, dag_id), CaseSummaryRow)
+
+    def history_rows(
+        self, configuration: Configuration, *, any_variant: bool = False, before: datetime | None = None
+    ) -> list[HistoryRow]:
+        """Every ``nightly_history`` row of ``configuration`` (with ``any_variant``: of its other fields in every
+        variant), oldest first per case key; with ``before``, only runs started before it."""
+        wanted: dict[str, object] = {c: getattr(configuration, c) for c in CONFIGURATION_COLUMNS}
+        if any_variant:
+            del wanted["variant"]
+        return self._rows(self._history_stmt(wanted, before), HistoryRow)
+
+    def environment_rows(self, ids: Iterable[int] | None = None) -> list[EnvironmentRow]:
+        """The ``environments`` rows (those with ``ids`` if given) without their ``data``, ordered by id."""
+        table = StoredEnvironment.__table__
+        stmt = select(*(c for c in table.columns if c.name != "data")).order_by(table.c.id)
+        if ids is not None:
+            stmt = stmt.where(table.c.id.in_(sorted(set(ids))))
+        return self._rows(stmt, EnvironmentRow)
+
+    def search_rows(self, run_id: str | None = None, dag_id: str | None = None) -> list[MaxBatchSearchRow]:
+        """The max batch size searches (of one run if given), oldest first."""
+        return self._rows(self._searches_stmt(run_id, dag_id), MaxBatchSearchRow)
+
+    def probe_rows(self, run_id: str | None = None, dag_id: str | None = None) -> list[ProbeRow]:
+        """The ``fabric_probes`` rows (of one run if given), oldest first."""
+        return self._rows(self._probes_stmt(run_id, dag_id), ProbeRow)
+
+    def fabric_summary_rows(self, run_id: str | None = None, dag_id: str | None = None) -> list[FabricSummaryRow]:
+        """The ``fabric_summary`` rows (of one run if given), by probe and message size."""
+        return self._rows(self._fabric_summary_stmt(run_id, dag_id), FabricSummaryRow)
+
+    def fabric_history_rows(
+        self, nodes: int | None = None, gpus_per_node: int | None = None, before: datetime | None = None
+    ) -> list[FabricHistoryRow]:
+        """The ``fabric_history`` rows (scheduled runs) of one topology if given, oldest first per probe and
+        size; with ``before``, only runs started before it."""
+        return self._rows(self._fabric_history_stmt(nodes, gpus_per_node, before), FabricHistoryRow)
+
+    def gpu_model(self, environment_id: int) -> str | None:
+        """The GPU model environment capture read for ``environment_id`` (None: no GPU, or no such row)."""
+        table = StoredEnvironment.__table__
+        with self.engine.connect() as conn:
+            model = conn.execute(select(table.c.gpu_model).where(table.c.id == environment_id)).scalar()
+        return None if model is None else str(model)
+
+    def open_regression(self, configuration: Configuration) -> RegressionRow | None:
+        """The newest open regression of ``configuration``, or None."""
+        table = Regression.__table__
+        stmt = (
+            select(table)
+            .where(table.c.status == "open", *(table.c[c] == getattr(configuration, c) for c in CONFIGURATION_COLUMNS))
+            .order_by(table.c.night.desc(), table.c.id.desc())
+            .limit(1)
+        )
+        found = self._rows(stmt, RegressionRow)
+        return found[0] if found else None
+
+    def latest_run_id(self, dag_id: str | None = None) -> str | None:
+        """run_id of the most recently started benchmark run (of ``dag_id`` if given), or None."""
+        latest = self._latest_run(dag_id)
+        return None if latest is None else latest[1]
 
     def _latest_run(self, dag_id: str | None = None) -> tuple[str, str] | None:
         """``(dag_id, run_id)`` of the most recently started run (of ``dag_id`` if given)."""
@@ -400,29 +457,18 @@ class ResultStore:
             row = conn.execute(stmt).first()
         return None if row is None else (row[0], row[1])
 
-    def latest_run_id(self, dag_id: str | None = None) -> str | None:
-        """run_id of the most recently started benchmark run (of ``dag_id`` if given), or None."""
-        latest = self._latest_run(dag_id)
-        return None if latest is None else latest[1]
+    # ------------------------------------------------------------------ the queries both shapes share
 
-    def _frame(self, stmt: Select[Any]) -> pd.DataFrame:
-        """Run a select into a DataFrame."""
-        with self.engine.connect() as conn:
-            return pd.read_sql(stmt, conn)
+    @staticmethod
+    def _results_stmt(run_id: str | None, dag_id: str | None) -> Select[Any]:
+        table = Result.__table__
+        stmt = _of_run(select(table), table.c, run_id, dag_id)
+        return stmt.order_by(*(table.c[k] for k in _RESULT_KEY))
 
-    def summary(self, run_id: str | None = None, dag_id: str | None = None, latest: bool = False) -> pd.DataFrame:
-        """Rows of the ``case_summary`` view, filtered by ``run_id``/``dag_id``; with
-        ``latest=True`` only the most recent benchmark run (of ``dag_id`` if given)."""
+    @staticmethod
+    def _summary_stmt(run_id: str | None, dag_id: str | None) -> Select[Any]:
         view = case_summary.c
-        stmt = select(case_summary)
-        if latest:
-            if run_id is not None:
-                raise ValueError("pass either run_id or latest=True, not both")
-            found = self._latest_run(dag_id)
-            if found is None:
-                return pd.DataFrame(columns=[c.name for c in case_summary.columns])
-            dag_id, run_id = found
-        stmt = _of_run(stmt, view, run_id, dag_id).order_by(
+        return _of_run(select(case_summary), view, run_id, dag_id).order_by(
             view.dag_id,
             view.run_id,
             view.framework,
@@ -433,18 +479,95 @@ class ResultStore:
             view.nodes,
             view.case_key,
         )
-        frame = self._frame(stmt)
+
+    @staticmethod
+    def _history_stmt(wanted: dict[str, object], before: datetime | None) -> Select[Any]:
+        """``nightly_history`` where each column of ``wanted`` has its value (None: any)."""
+        view = nightly_history.c
+        stmt = select(nightly_history)
+        for column, value in wanted.items():
+            if value is not None:
+                stmt = stmt.where(view[column] == value)
+        if before is not None:
+            stmt = stmt.where(view.started_at < _utc(before))
+        order = [view[c] for c in CONFIGURATION_COLUMNS]
+        return stmt.order_by(*order, view.case_key, view.started_at, view.run_id)
+
+    @staticmethod
+    def _searches_stmt(run_id: str | None, dag_id: str | None) -> Select[Any]:
+        table = MaxBatchSearchResult.__table__
+        stmt = _of_run(select(*table.columns), table.c, run_id, dag_id)
+        return stmt.order_by(table.c.started_at, table.c.id)
+
+    @staticmethod
+    def _probes_stmt(run_id: str | None, dag_id: str | None) -> Select[Any]:
+        table = FabricProbe.__table__
+        stmt = _of_run(select(table), table.c, run_id, dag_id)
+        return stmt.order_by(table.c.started_at, table.c.id)
+
+    @staticmethod
+    def _fabric_summary_stmt(run_id: str | None, dag_id: str | None) -> Select[Any]:
+        view = fabric_summary.c
+        return _of_run(select(fabric_summary), view, run_id, dag_id).order_by(view.probe_key, view.size_bytes)
+
+    @staticmethod
+    def _fabric_history_stmt(nodes: int | None, gpus_per_node: int | None, before: datetime | None) -> Select[Any]:
+        view = fabric_history.c
+        stmt = select(fabric_history)
+        if nodes is not None:
+            stmt = stmt.where(view.nodes == nodes)
+        if gpus_per_node is not None:
+            stmt = stmt.where(view.gpus_per_node == gpus_per_node)
+        if before is not None:
+            stmt = stmt.where(view.started_at < _utc(before))
+        return stmt.order_by(view.probe_key, view.size_bytes, view.started_at, view.run_id)
+
+    # ------------------------------------------------------------------ DataFrame reads: the reporting edge
+
+    def _frame(self, stmt: Select[Any]) -> pd.DataFrame:
+        """Run a select into a DataFrame."""
+        with self.engine.connect() as conn:
+            return pd.read_sql(stmt, conn)
+
+    def probes(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
+        """Rows of ``fabric_probes`` (of one run if given), oldest first (typed: :meth:`probe_rows`)."""
+        return self._frame(self._probes_stmt(run_id, dag_id))
+
+    def fabric_summary(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
+        """``fabric_summary``: per run, probe and message size, the median bandwidths over the ok repeats (typed:
+        :meth:`fabric_summary_rows`)."""
+        frame = self._frame(self._fabric_summary_stmt(run_id, dag_id))
+        for column in ("busbw_gbs", "algbw_gbs", "time_us"):
+            frame[column] = frame[column].astype("float64")
+        return frame
+
+    def max_batch_searches(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
+        """Max batch size searches (of one run if given), oldest first; ``probes`` as lists of dicts (typed:
+        :meth:`search_rows`)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(self._searches_stmt(run_id, dag_id)).all()
+        columns = [c.name for c in MaxBatchSearchResult.__table__.columns]
+        return pd.DataFrame([dict(zip(columns, row, strict=True)) for row in rows], columns=columns)
+
+    def summary(self, run_id: str | None = None, dag_id: str | None = None, latest: bool = False) -> pd.DataFrame:
+        """Rows of the ``case_summary`` view, filtered by ``run_id``/``dag_id``; with
+        ``latest=True`` only the most recent benchmark run (of ``dag_id`` if given) (typed: :meth:`summary_rows`)."""
+        if latest:
+            if run_id is not None:
+                raise ValueError("pass either run_id or latest=True, not both")
+            found = self._latest_run(dag_id)
+            if found is None:
+                return pd.DataFrame(columns=[c.name for c in case_summary.columns])
+            dag_id, run_id = found
+        frame = self._frame(self._summary_stmt(run_id, dag_id))
         for column in _SUMMARY_FLOATS:
             frame[column] = frame[column].astype("float64")
         frame["environment_id"] = frame["environment_id"].astype("Int64")
         return frame
 
     def results(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
-        """Rows of ``results`` (of ``run_id``/``dag_id`` if given), timestamps as UTC."""
-        table = Result.__table__
-        stmt = _of_run(select(table), table.c, run_id, dag_id)
-        stmt = stmt.order_by(*(table.c[k] for k in _RESULT_KEY))
-        frame = self._frame(stmt)
+        """Rows of ``results`` (of ``run_id``/``dag_id`` if given), timestamps as UTC (typed: :meth:`result_rows`)."""
+        frame = self._frame(self._results_stmt(run_id, dag_id))
         for column in _TIMESTAMP_COLUMNS:
             stamps = pd.to_datetime(frame[column], utc=True)
             frame[column] = stamps.astype("datetime64[us, UTC]")
@@ -455,35 +578,13 @@ class ResultStore:
         frame["gpu_memory_peak_mb"] = frame["gpu_memory_peak_mb"].astype("float64")
         return frame
 
-    # ------------------------------------------------------------------ runs, environments
-
-    def run_info(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
-        """The ``benchmark_runs`` row of ``(dag_id, run_id)`` as a dict, or None."""
-        stmt = select(BenchmarkRun.__table__).where(BenchmarkRun.dag_id == dag_id, BenchmarkRun.run_id == run_id)
-        with self.engine.connect() as conn:
-            row = conn.execute(stmt).mappings().first()
-        if row is None:
-            return None
-        info = dict(row)
-        info["started_at"] = _utc(info["started_at"])
-        return info
-
-    def gpu_model(self, environment_id: int) -> str | None:
-        """The GPU model environment capture read for ``environment_id`` (None: no GPU, or no such row)."""
-        table = StoredEnvironment.__table__
-        with self.engine.connect() as conn:
-            model = conn.execute(select(table.c.gpu_model).where(table.c.id == environment_id)).scalar()
-        return None if model is None else str(model)
-
     def environments(self, ids: Iterable[int] | None = None) -> pd.DataFrame:
-        """Rows of ``environments`` (those with ``ids`` if given), ordered by id."""
+        """Rows of ``environments`` (those with ``ids`` if given), ordered by id (typed: :meth:`environment_rows`)."""
         table = StoredEnvironment.__table__
         stmt = select(table).order_by(table.c.id)
         if ids is not None:
             stmt = stmt.where(table.c.id.in_(sorted(set(ids))))
         return self._frame(stmt)
-
-    # ------------------------------------------------------------------ views
 
     def latest_summary(self) -> pd.DataFrame:
         """``latest_summary``: per configuration, the summary of the run that measured it last."""
@@ -510,10 +611,9 @@ class ResultStore:
     ) -> pd.DataFrame:
         """``nightly_history`` of the matching configurations: per configuration its last ``nights``
         scheduled runs (None: all), oldest first; with ``before``, only runs started before it.
-        ``variant`` '' selects the configurations without options; None any variant."""
-        view = nightly_history.c
-        stmt = select(nightly_history)
-        wanted = {
+        ``variant`` '' selects the configurations without options; None any variant (typed, one configuration:
+        :meth:`history_rows`)."""
+        wanted: dict[str, object] = {
             "framework": framework,
             "model": model,
             "precision": precision,
@@ -522,14 +622,7 @@ class ResultStore:
             "nodes": nodes,
             "gpus_per_node": gpus_per_node,
         }
-        for column, value in wanted.items():
-            if value is not None:
-                stmt = stmt.where(view[column] == value)
-        if before is not None:
-            stmt = stmt.where(view.started_at < _utc(before))
-        order = [view[c] for c in CONFIGURATION_COLUMNS]
-        stmt = stmt.order_by(*order, view.case_key, view.started_at, view.run_id)
-        frame = self._frame(stmt)
+        frame = self._frame(self._history_stmt(wanted, before))
         frame["started_at"] = _utc_column(frame["started_at"])
         frame["night"] = pd.to_datetime(frame["night"]).dt.date
         for column in ("median_throughput", "speedup", "scaling_efficiency"):
@@ -555,41 +648,27 @@ class ResultStore:
 
     # ------------------------------------------------------------------ regressions
 
-    def open_regression(self, configuration: dict[str, Any]) -> dict[str, Any] | None:
-        """The newest open regression of ``configuration`` (the CONFIGURATION_COLUMNS; a missing
-        ``variant`` is '': no options), or None."""
-        table = Regression.__table__
-        configuration = {"variant": "", **configuration}
-        stmt = (
-            select(table)
-            .where(table.c.status == "open", *(table.c[c] == configuration[c] for c in CONFIGURATION_COLUMNS))
-            .order_by(table.c.night.desc(), table.c.id.desc())
-            .limit(1)
-        )
-        with self.engine.connect() as conn:
-            row = conn.execute(stmt).mappings().first()
-        return None if row is None else dict(row)
-
     @_retry
     def record_regression(
         self,
         dag_id: str,
         run_id: str,
-        case: dict[str, Any],
+        case_key: str,
+        configuration: Configuration,
         verdict: Verdict,
         environment_id: int | None = None,
         label: str | None = None,
     ) -> int:
-        """Store a new regression of ``case`` (CONFIGURATION_COLUMNS + case_key; a missing ``variant`` is
-        the case key's) found in run ``(dag_id, run_id)``, with what it is put down to (``label``, one of
+        """Store a new regression of the case ``case_key`` of ``configuration`` found in run ``(dag_id, run_id)``
+        (``verdict``: a new one, with its baseline), with what it is put down to (``label``, one of
         REGRESSION_LABELS); idempotent on (run, case_key). Returns its id."""
         if label is not None and label not in REGRESSION_LABELS:
             raise ValueError(f"regression label must be one of {REGRESSION_LABELS}, got {label!r}")
-        case = {"variant": variant_of(case["case_key"]), **case}
         values = {
             "dag_id": dag_id,
             "run_id": run_id,
-            **{c: case[c] for c in (*CONFIGURATION_COLUMNS, "case_key")},
+            **{c: getattr(configuration, c) for c in CONFIGURATION_COLUMNS},
+            "case_key": case_key,
             "night": verdict.night,
             "median_throughput": verdict.median_throughput,
             "baseline_median": verdict.baseline_median,

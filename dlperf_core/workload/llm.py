@@ -13,8 +13,8 @@ FLOPs per token (the figure the logs state and MFU uses), for a sequence of ``se
   multiply-accumulates forward (full, not causal-halved: what Kaplan et al. and the PaLM paper count), so 2 x
   2 x 3 x seq_len x d_model = 12 x seq_len x d_model FLOPs per layer in training.
 
-``num_parameters`` and ``flops_per_token`` are analytic (``llm_config.py``, no torch); tests/test_llm.py checks
-the count against the built model's parameters.
+``num_parameters`` and ``flops_per_token`` are analytic (``llm_config.py``, no torch); tests/core/workload/test_llm.py
+checks the count against the built model's parameters.
 """
 
 from __future__ import annotations

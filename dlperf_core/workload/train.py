@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -300,6 +300,17 @@ def compilations() -> int:
     return int(counters["frames"]["total"]) + int(counters["aot_autograd"]["total"])
 
 
+def data_parallel(model: nn.Module, device: torch.device, cuda: bool) -> nn.Module:
+    """``model`` under DistributedDataParallel, each rank keeping its own BN statistics (no buffer broadcast per
+    forward), like NGC. torch 2.13 renamed ``broadcast_buffers`` to ``forward_sync_buffers``; containers may ship
+    an older torch."""
+    ddp = nn.parallel.DistributedDataParallel
+    device_ids = [device.index] if cuda else None
+    if "forward_sync_buffers" in inspect.signature(ddp).parameters:
+        return ddp(model, device_ids=device_ids, gradient_as_bucket_view=True, forward_sync_buffers=False)
+    return ddp(model, device_ids=device_ids, gradient_as_bucket_view=True, broadcast_buffers=False)
+
+
 def make_optimizer(model: nn.Module, lr: float, args: argparse.Namespace, cuda: bool) -> torch.optim.Optimizer:
     """SGD with momentum; weight decay on conv/linear weights only (NGC default: no BN/bias decay)."""
     decay = [p for p in model.parameters() if p.ndim > 1]
@@ -312,7 +323,7 @@ def make_optimizer(model: nn.Module, lr: float, args: argparse.Namespace, cuda: 
     # loss scaler everywhere: fused SGD takes the scaler's skip into its kernel, and a skipped *first* step
     # leaves its momentum buffers allocated but never written (torch 2.11 to 2.13), so the next step adds
     # garbage to the weights. On an H100 that was fp16 eager's "loss is NaN/inf at iteration 4" (both
-    # repeats, docs/benchmarks.md (f)); tests/test_workload.py reproduces it on CPU.
+    # repeats, docs/benchmarks.md (f)); tests/core/workload/test_workload.py reproduces it on CPU.
     fused = cuda and not uses_loss_scaler(args)
     return torch.optim.SGD(groups, lr=lr, momentum=MOMENTUM, fused=True if fused else None)
 
@@ -406,18 +417,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     lr_warmup = args.warmup_iterations if args.lr_warmup_iterations is None else args.lr_warmup_iterations
     optimizer = make_optimizer(model, lr_at(1, lr, lr_warmup), args, cuda)
     if info.world_size > 1:
-        # Each rank keeps its own BN statistics (no buffer broadcast per forward), like NGC. torch 2.13
-        # renamed broadcast_buffers to forward_sync_buffers; containers may ship an older torch.
-        ddp = nn.parallel.DistributedDataParallel
-        new_name = "forward_sync_buffers" in inspect.signature(ddp).parameters
-        no_sync = "forward_sync_buffers" if new_name else "broadcast_buffers"
-        sync_off: dict[str, Any] = {no_sync: False}
-        model = ddp(
-            model,
-            device_ids=[device.index] if cuda else None,
-            gradient_as_bucket_view=True,
-            **sync_off,
-        )
+        model = data_parallel(model, device, cuda)
     if args.compile:
         model = torch.compile(model)  # type: ignore[assignment]
 

@@ -21,12 +21,11 @@ MFU assumes (``llm.flops_per_token``: 6N + 12 x layers x d_model x seq_len).
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -84,16 +83,8 @@ def run(args: argparse.Namespace, info: _train.DistInfo) -> None:
         fused=True if cuda else None,
     )
     if info.world_size > 1:
-        # the rotary tables are the same on every rank: no buffer broadcast per forward (torch 2.13 renamed
-        # broadcast_buffers to forward_sync_buffers; containers may ship an older torch)
-        ddp = nn.parallel.DistributedDataParallel
-        no_sync = (
-            "forward_sync_buffers"
-            if "forward_sync_buffers" in inspect.signature(ddp).parameters
-            else "broadcast_buffers"
-        )
-        sync_off: dict[str, Any] = {no_sync: False}
-        model = ddp(model, device_ids=[device.index] if cuda else None, gradient_as_bucket_view=True, **sync_off)
+        # the rotary tables are the same on every rank: no buffer broadcast per forward
+        model = _train.data_parallel(model, device, cuda)
     if args.compile:
         model = torch.compile(model)  # type: ignore[assignment]
 

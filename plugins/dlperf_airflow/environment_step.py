@@ -100,7 +100,11 @@ def _joined(values: list[str | None]) -> str | None:
     return ",".join(distinct) if distinct else None
 
 
-def capture_docker(key: EnvironmentKey, inventory: Inventory, ids: RunIds, cache: dict) -> Environment:
+ProbeCache = dict[tuple[str, str], tuple[NodeProbe, str | None]]
+"""(node name, image) -> that image's probe on that node and the image's digest there."""
+
+
+def capture_docker(key: EnvironmentKey, inventory: Inventory, ids: RunIds, cache: ProbeCache) -> Environment:
     """The environment of a docker case: its image probed on each node it uses (cached per node)."""
     assert key.image is not None
     probes, digests = [], []
@@ -132,7 +136,7 @@ def capture_step(plan: Plan, ids: RunIds) -> list[PlannedRun]:
     except Exception as exc:  # noqa: BLE001 - capturing must not fail the run
         log.warning("environment capture skipped: %s: %s", type(exc).__name__, exc)
         return [item.with_environment(None) for item in items]
-    cache: dict = {}
+    cache: ProbeCache = {}
     local_probe: str | None = None
     for key in sorted(keys, key=lambda k: (k.framework, k.image or "", k.nodes)):
         try:

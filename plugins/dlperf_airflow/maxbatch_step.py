@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from dlperf_airflow.steps import execute_step, progress
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.handoff import PlannedRun
-from dlperf_core.maxbatch import Probe, SearchVerdict, run_search
-from dlperf_core.measure import judge
+from dlperf_core.maxbatch import Probe, SearchResult, run_search
+from dlperf_core.measure import measure_case_run
 from dlperf_core.model import CaseRun, RunIds
 from dlperf_core.preflight import PreflightReport
 from dlperf_core.storage import MaxBatchSearchRecord, ResultStore, default_db_url
@@ -24,8 +24,8 @@ from dlperf_core.trigger import SEARCH_INDEX_BASE
 log = logging.getLogger("dlperf")
 
 
-def search_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | None = None) -> SearchVerdict:
-    """Probe batch after batch until one runs out of memory (or the limit); store and return the verdict."""
+def search_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | None = None) -> SearchResult:
+    """Probe batch after batch until one runs out of memory (or the limit); store and return what it found."""
     search_run = planned.search
     assert search_run is not None, "a max batch search item without its search"
     search = search_run.search
@@ -36,20 +36,20 @@ def search_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | N
     def probe(batch: int) -> Probe:
         run = CaseRun(search_run.probe_case(batch), candidates.index(batch), SEARCH_INDEX_BASE + search_run.index)
         executed = execute_step(replace(planned, run=run), ids, preflight)
-        measurement = judge(run.case, executed.outcome)
+        measurement = measure_case_run(run.case, executed.outcome)
         result = Probe(batch, measurement.status, measurement.reason, measurement.throughput)
         shown = "out of memory" if result.out_of_memory else (result.reason or f"{result.throughput:.2f} {unit}")
         progress(f"{planned.label}: batch {batch}: {result.status}, {shown}")
         return result
 
-    verdict = run_search(search, probe)
+    found = run_search(search, probe)
     record = MaxBatchSearchRecord.from_search(
-        ids.dag_id, ids.run_id, search_run, verdict, started, datetime.now(UTC), environment_id=planned.environment_id
+        ids.dag_id, ids.run_id, search_run, found, started, datetime.now(UTC), environment_id=planned.environment_id
     )
     store = ResultStore(default_db_url())
     try:
         store.upsert_max_batch_search(record)
     finally:
         store.dispose()
-    progress(f"{planned.label}: {verdict.summary}")
-    return verdict
+    progress(f"{planned.label}: {found.summary}")
+    return found

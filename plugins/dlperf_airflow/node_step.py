@@ -1,6 +1,7 @@
 """Node routing: a case run as one task per node, each on that node's own Celery worker.
 
-Set ``DLPERF_CLUSTER_INVENTORY`` (the deployment's inventory, the one given to ``dlperf cluster sync``) on
+Set Airflow's configuration option ``[dlperf] cluster_inventory`` (the deployment's inventory, the one given to
+``dlperf cluster sync``; environment variable ``AIRFLOW__DLPERF__CLUSTER_INVENTORY`` or ``airflow.cfg``) on
 every Airflow component, and the DAG renders, for every case run, one task per node of that inventory:
 ``case_run.on_<node>`` runs on the node's ``queue``, holds the node's one-slot pool ``dlperf_node_<name>`` and
 starts that node's container through the node's own Docker socket (``docker_url``, read on the node). The nodes
@@ -8,7 +9,7 @@ of a case meet on XCom (:class:`XComBoard`, protocol in :mod:`dlperf_core.runtim
 and the first failure anywhere stops them all. ``case_run.collect_case`` then puts their shares together into
 the case's outcome (node 0's log, the first failure, the environment probed on each node) for ``store_result``.
 
-Without ``DLPERF_CLUSTER_INVENTORY`` the DAG keeps one ``run_case`` task per case run that starts every node's
+Without ``[dlperf] cluster_inventory`` the DAG keeps one ``run_case`` task per case run that starts every node's
 container from one worker through each node's ``docker_url``.
 """
 
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dlperf_airflow.runtimes import make_runtime
-from dlperf_airflow.task_ids import ROUTING_ENV, in_case_run, node_task_id
+from dlperf_airflow.task_ids import OLD_ROUTING_ENV, ROUTING_ENV, cluster_inventory, in_case_run, node_task_id
 from dlperf_core.environment import combine, parse_probe
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.handoff import ExecutedRun, NodeReport, Plan, PlannedRun, ProbeOutput
@@ -34,7 +35,15 @@ from dlperf_core.jobs import build_job, case_log_dir, default_log_root
 from dlperf_core.launch_spec import LaunchSpec, launch_spec_of
 from dlperf_core.model import CaseOutcome, NodeOutcome, RunIds
 from dlperf_core.preflight import PreflightReport
-from dlperf_core.runtime.gang import GAVE_UP, Board, GangSettings, NodeShare, case_failure, run_node_share
+from dlperf_core.runtime.gang import (
+    GAVE_UP,
+    Board,
+    GangSettings,
+    NodeShare,
+    NodeState,
+    case_failure,
+    run_node_share,
+)
 
 log = logging.getLogger("dlperf")
 
@@ -45,34 +54,46 @@ MAX_LOG_BYTES = 32 * 1024 * 1024  # node 0's log travels to store_result through
 
 
 def routing_inventory(home: Path) -> Inventory | None:
-    """The deployment's inventory when node routing is on (``$DLPERF_CLUSTER_INVENTORY``), else None."""
-    path = os.environ.get(ROUTING_ENV)
+    """The deployment's inventory when node routing is on (Airflow's ``[dlperf] cluster_inventory``, read
+    through Airflow's configuration: :func:`dlperf_airflow.task_ids.cluster_inventory`; a relative path is
+    under ``home``), else None. The variable dlperf read before (``DLPERF_CLUSTER_INVENTORY``) is not read
+    any more: set alone, it is only warned about."""
+    path = cluster_inventory()
     if not path:
+        if os.environ.get(OLD_ROUTING_ENV):
+            log.warning(
+                "%s is no longer read: node routing is off. Set Airflow's [dlperf] cluster_inventory (%s) instead",
+                OLD_ROUTING_ENV,
+                ROUTING_ENV,
+            )
         return None
     p = Path(path)
     return load_inventory(p if p.is_absolute() else home / p)
 
 
 class XComBoard:
-    """The gang's board on XCom: a node posts under its own task (same map index), reads its peers'.
+    """The gang's board on XCom: a node posts under its own task (same map index), reads its peers'. XCom holds
+    a post's JSON form (:class:`~dlperf_core.runtime.gang.NodeState`'s ``to_json``), read back as the type.
 
-    A read that fails (the api-server busy for a moment) answers the peer's last known state; only when reads
-    keep failing for ``patience_s`` does the error reach the supervisor (and fail the case with it)."""
+    A read that fails (the api-server busy for a moment, a post that is not a state) answers the peer's last
+    known state; only when reads keep failing for ``patience_s`` does the error reach the supervisor (and fail
+    the case with it)."""
 
     def __init__(self, ti, patience_s: float = 120.0):
         self._ti = ti
         self._patience_s = patience_s
-        self._known: dict[str, dict | None] = {}
+        self._known: dict[str, NodeState | None] = {}
         self._failing_since: float | None = None
 
-    def post(self, state: dict) -> None:
-        self._ti.xcom_push(key=STATE_KEY, value=state)
+    def post(self, state: NodeState) -> None:
+        self._ti.xcom_push(key=STATE_KEY, value=state.to_json())
 
-    def read(self, node: str) -> dict | None:
+    def read(self, node: str) -> NodeState | None:
         try:
-            state = self._ti.xcom_pull(
+            posted = self._ti.xcom_pull(
                 task_ids=in_case_run(node_task_id(node)), key=STATE_KEY, map_indexes=self._ti.map_index
             )
+            state = None if posted is None else NodeState.from_json(posted)
         except Exception as exc:  # noqa: BLE001 - retried on the next poll
             now = time.monotonic()
             self._failing_since = self._failing_since or now
@@ -124,7 +145,7 @@ def node_step(
     now = datetime.now(UTC).isoformat()
 
     def refused(reason: str) -> NodeReport:
-        board.post({"phase": GAVE_UP, "reason": reason})
+        board.post(NodeState(GAVE_UP, reason=reason))
         return NodeReport(node_name, NodeShare(node_name, rank, None, "", reason, True, now, now))
 
     here = os.environ.get(NODE_ENV)

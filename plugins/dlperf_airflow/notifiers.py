@@ -1,10 +1,13 @@
 """Regression alerts through Airflow's notifier mechanism.
 
-``detect_regressions`` calls every configured notifier (an Airflow ``BaseNotifier``) once with the task
-context plus two keys: ``dlperf_regressions`` (a list of dicts, one per new regression, the columns of
-the ``regressions`` table) and ``dlperf_regressions_text`` (the same as readable lines). So a dlperf
-notifier reads the list, and any provider notifier with templated fields can be used as is, e.g. the
-SMTP provider's ``SmtpNotifier`` with ``html_content="{{ dlperf_regressions_text }}"``.
+``detect_regressions`` hands :func:`notify_regressions` the new regressions as typed alerts
+(:class:`dlperf_core.regression.RegressionAlert`); it calls every configured notifier (an Airflow
+``BaseNotifier``) once with the task context plus two keys: ``dlperf_regressions`` (the alerts' JSON form, a
+list of objects, one per new regression, with the names of the ``regressions`` table's columns; the night as
+ISO text) and ``dlperf_regressions_text`` (the same as readable lines). The context is where the alerts
+become JSON: a notifier may post it anywhere, and ``RegressionAlert.from_json`` reads one back. So a dlperf
+notifier reads the list, and any provider notifier with templated fields can be used as is, e.g. the SMTP
+provider's ``SmtpNotifier`` with ``html_content="{{ dlperf_regressions_text }}"``.
 
 Configuration, first found wins:
 
@@ -27,7 +30,7 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
-from dlperf_core.regression import describe_regression
+from dlperf_core.regression import RegressionAlert, describe_regression
 
 log = logging.getLogger("dlperf.regressions")
 
@@ -47,7 +50,7 @@ class LogRegressionNotifier(BaseNotifier):
 
     def notify(self, context: Any) -> None:
         for regression in context.get("dlperf_regressions", []):
-            log.log(self.level, "dlperf regression: %s", describe_regression(regression))
+            log.log(self.level, "dlperf regression: %s", describe_regression(RegressionAlert.from_json(regression)))
 
 
 def _configuration() -> str:
@@ -86,8 +89,9 @@ def configured_notifiers(value: str | None = None) -> list[BaseNotifier]:
     return [_load(path)() for path in value.split(",") if path.strip()]
 
 
-def notify_regressions(regressions: list[dict[str, Any]], context: Mapping[str, Any] | None = None) -> int:
-    """Call every configured notifier with the new ``regressions``; return how many were called.
+def notify_regressions(regressions: list[RegressionAlert], context: Mapping[str, Any] | None = None) -> int:
+    """Call every configured notifier with the new ``regressions`` (as JSON in their context, see module
+    docstring); return how many were called.
 
     Every notifier is tried; if any failed, a RuntimeError names them afterwards (the verdicts are
     already stored, so nothing is lost, and the failure is visible on the task).
@@ -96,7 +100,7 @@ def notify_regressions(regressions: list[dict[str, Any]], context: Mapping[str, 
         return 0
     notifiers = configured_notifiers()
     payload = dict(context or {})
-    payload["dlperf_regressions"] = regressions
+    payload["dlperf_regressions"] = [alert.to_json() for alert in regressions]  # the notifier edge: JSON
     payload["dlperf_regressions_text"] = "\n".join(describe_regression(r) for r in regressions)
     failed = []
     for notifier in notifiers:

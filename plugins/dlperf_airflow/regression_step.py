@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
-
-import pandas as pd
 
 from dlperf_core.environment import INFRASTRUCTURE_FIELDS
 from dlperf_core.model import RunIds, series_base
@@ -34,43 +33,39 @@ from dlperf_core.regression import (
     NightlyRow,
     OpenRegression,
     Policy,
+    RegressionAlert,
     RunDecisions,
     decide_run,
     environment_ids,
     fabric_dropped_tonight,
 )
-from dlperf_core.storage import CONFIGURATION_COLUMNS, ResultStore, default_db_url
+from dlperf_core.storage import ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")
 
-
-def records_of(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """The frame's rows with pandas' missing values (NaN, NaT, NA) as None: the core sees plain values only."""
-    if frame.empty:
-        return []
-    return frame.astype(object).where(frame.notna(), None).to_dict("records")
+Notify = Callable[[list[RegressionAlert], Mapping[str, Any]], int]
+"""What is called with the new regressions of a scheduled run and the task context: how many notifiers ran."""
 
 
-def _environments(store: ResultStore, ids: set[int]) -> dict[int, dict[str, Any]]:
-    rows = records_of(store.environments(ids)) if ids else []
-    return {int(row["id"]): {f: row[f] for f in INFRASTRUCTURE_FIELDS} for row in rows}
+def _environments(store: ResultStore, ids: set[int]) -> dict[int, dict[str, object]]:
+    """The infrastructure fields (what a regression is compared by) of the environments ``ids``."""
+    rows = store.environment_rows(ids) if ids else []
+    return {row.id: row.fields_of(INFRASTRUCTURE_FIELDS) for row in rows}
 
 
 def fabric_of(
-    store: ResultStore, ids: RunIds, nodes: int, gpus_per_node: int, started_at, policy: Policy
+    store: ResultStore, ids: RunIds, nodes: int, gpus_per_node: int, started_at: datetime, policy: Policy
 ) -> bool | None:
     """Whether this run's all-reduce probe of the topology dropped against its own nightly history (at the
     largest message size both measured); None when there is no probe of it tonight or too little history
     (the rule: :func:`dlperf_core.regression.fabric_dropped_tonight`)."""
-    tonight = [
-        FabricFigure.from_record(r) for r in records_of(store.fabric_summary(run_id=ids.run_id, dag_id=ids.dag_id))
-    ]
+    tonight = [FabricFigure.from_summary(r) for r in store.fabric_summary_rows(run_id=ids.run_id, dag_id=ids.dag_id)]
     if not any((f.nodes, f.gpus_per_node) == (nodes, gpus_per_node) for f in tonight):
         return None  # no probe of this topology tonight: its history is not needed
-    history = store.fabric_history(nodes=nodes, gpus_per_node=gpus_per_node, before=started_at)
+    history = store.fabric_history_rows(nodes=nodes, gpus_per_node=gpus_per_node, before=started_at)
     return fabric_dropped_tonight(
         tonight,
-        [FabricFigure.from_record(r) for r in records_of(history)],
+        [FabricFigure.from_history(r) for r in history],
         (nodes, gpus_per_node),
         started_at.date(),
         ids.run_id,
@@ -81,7 +76,7 @@ def fabric_of(
 def detect_step(
     ids: RunIds,
     policy: Policy = Policy(),
-    notify: Callable[[list[dict[str, Any]], Mapping[str, Any]], int] | None = None,
+    notify: Notify | None = None,
     context: Mapping[str, Any] | None = None,
 ) -> DetectionReport:
     """Judge run ``ids``; store and alert for a scheduled run (see module docstring)."""
@@ -98,62 +93,66 @@ def load_decisions(store: ResultStore, ids: RunIds, policy: Policy = Policy()) -
     run = store.run_info(ids.dag_id, ids.run_id)
     if run is None:
         raise RuntimeError(f"no benchmark run {ids.dag_id}/{ids.run_id} in the results database")
-    cases = [
-        CaseResult.from_record(row, CONFIGURATION_COLUMNS)
-        for row in records_of(store.summary(run_id=ids.run_id, dag_id=ids.dag_id))
-    ]
+    cases = [CaseResult.from_summary(row) for row in store.summary_rows(run_id=ids.run_id, dag_id=ids.dag_id)]
     cases = [case for case in cases if case.n > 0]
-    history = {case.case_key: _series_history(store, case, run["started_at"]) for case in cases}
+    history = {case.case_key: _series_history(store, case, run.started_at) for case in cases}
     open_regressions = {}
     for case in cases:
-        row = store.open_regression(dict(case.configuration))
+        row = store.open_regression(case.configuration)
         if row is not None:
-            open_regressions[case.case_key] = OpenRegression.from_record(row)
+            open_regressions[case.case_key] = OpenRegression.from_stored(row)
     return decide_run(
         run_id=ids.run_id,
-        trigger=run["trigger"],
-        night=run["started_at"].date(),
+        trigger=run.trigger,
+        night=run.started_at.date(),
         cases=cases,
         history=history,
         open_regressions=open_regressions,
         environments=_environments(store, environment_ids(cases, history, policy)),
-        fabric=lambda nodes, gpus: fabric_of(store, ids, nodes, gpus, run["started_at"], policy),
+        fabric=lambda nodes, gpus: fabric_of(store, ids, nodes, gpus, run.started_at, policy),
         policy=policy,
     )
 
 
-def _series_history(store: ResultStore, case: CaseResult, before) -> list[NightlyRow]:
+def _series_history(store: ResultStore, case: CaseResult, before: datetime) -> list[NightlyRow]:
     """The nightly rows before ``before`` of ``case``'s configuration under every fingerprint (its own series and
     those :func:`dlperf_core.regression.history_restart` reports): same fields and options, any ``+args=``."""
-    fields = {
-        "batch" if c == "batch_size_per_device" else c: v for c, v in case.configuration.items() if c != "variant"
-    }
-    frame = store.history(**fields, nights=None, before=before)
-    frame = frame[frame["case_key"].map(series_base) == series_base(case.case_key)]
-    return [NightlyRow.from_record(row) for row in records_of(frame)]
+    rows = store.history_rows(case.configuration, any_variant=True, before=before)
+    base = series_base(case.case_key)
+    return [NightlyRow.from_history(row) for row in rows if series_base(row.case_key) == base]
 
 
-def _detect(store: ResultStore, ids: RunIds, policy: Policy, notify, context) -> DetectionReport:
+def _detect(
+    store: ResultStore, ids: RunIds, policy: Policy, notify: Notify | None, context: Mapping[str, Any] | None
+) -> DetectionReport:
     decided = load_decisions(store, ids, policy)
-    new: list[dict] = []
+    new: list[RegressionAlert] = []
     for decision in decided.decisions:
         log.log(logging.WARNING if decision.verdict.kind == "new" else logging.INFO, "%s", decision.describe())
         regression_id = decision.verdict.open_regression_id
         if decision.action == "open":
             regression_id = store.record_regression(
-                ids.dag_id, ids.run_id, decision.case, decision.verdict, decision.environment_id, label=decision.label
+                ids.dag_id,
+                ids.run_id,
+                decision.case_key,
+                decision.configuration,
+                decision.verdict,
+                decision.environment_id,
+                label=decision.label,
             )
             new.append(decision.alert(ids.dag_id, regression_id))
-        elif decision.action == "touch":
-            store.touch_regression(regression_id, ids.run_id)  # type: ignore[arg-type]
-        elif decision.action == "close":
-            store.close_regression(regression_id, decision.closed_reason)  # type: ignore[arg-type]
+        elif decision.action == "touch" and regression_id is not None:
+            store.touch_regression(regression_id, ids.run_id)
+        elif decision.action == "close" and regression_id is not None and decision.closed_reason is not None:
+            store.close_regression(regression_id, decision.closed_reason)
     for restart in decided.restarts:
         log.warning("%s", restart.describe(policy))
     notified = 0
     if new:
         if notify is None:
-            from dlperf_airflow.notifiers import notify_regressions as notify
+            from dlperf_airflow.notifiers import notify_regressions
+
+            notify = notify_regressions
         notified = notify(new, context or {})
     result = decided.result(notified)
     log.info("regression detection on %s run %s: %s", decided.trigger, ids.run_id, decided.counts)

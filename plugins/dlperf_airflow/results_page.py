@@ -21,7 +21,7 @@ import pandas as pd
 from dlperf_airflow.run_page import report_links, run_href
 from dlperf_airflow.task_ids import PLAN_CASES, case_runs_task_id, node_routing
 from dlperf_core.noise import UNRELIABLE_RULE
-from dlperf_core.reporting.data import HISTORY_COLUMNS, REGRESSION_COLUMNS, ResultsOverview
+from dlperf_core.reporting.data import HISTORY_COLUMNS, REGRESSION_COLUMNS, JsonRow, ResultsOverview
 from dlperf_core.reporting.tables import format_cell
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -56,7 +56,7 @@ def cell(value: Any, digits: int = 2) -> str:
     return format_cell(value, digits, missing="–", grouped=True)
 
 
-def display_columns(rows: list[dict[str, Any]], preferred: tuple[str, ...], limit: int = 10) -> list[str]:
+def display_columns(rows: list[JsonRow], preferred: tuple[str, ...], limit: int = 10) -> list[str]:
     """The columns a generic table shows: the ``preferred`` ones present, else the first ``limit``."""
     if not rows:
         return []
@@ -65,7 +65,7 @@ def display_columns(rows: list[dict[str, Any]], preferred: tuple[str, ...], limi
     return chosen or present[:limit]
 
 
-def speedup_png(summary_rows: list[dict[str, Any]]) -> bytes | None:
+def speedup_png(summary_rows: list[JsonRow]) -> bytes | None:
     """The page's speedup plot of the latest summary's rows (None when there is no speedup to plot)."""
     from dlperf_core.reporting.plots import speedup_png as plot
 

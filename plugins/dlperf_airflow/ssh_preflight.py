@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from airflow.providers.ssh.hooks.ssh import SSHHook
 
 from dlperf_core.inventory import Inventory, Node
-from dlperf_core.preflight import NodeHealth, judge_output, preflight_script, unreachable
+from dlperf_core.preflight import NodeHealth, health_of_output, preflight_script, unreachable
 
 log = logging.getLogger("dlperf.preflight")
 
@@ -72,7 +72,7 @@ def check_node(node: Node, images: Iterable[str], *, use_connection: bool = True
         detail = str(exc).strip() or type(exc).__name__
         return unreachable(node.name, f"{type(exc).__name__}: {detail}")
     text = out.decode(errors="replace") + (("\n" + err.decode(errors="replace")) if err else "")
-    return judge_output(node, images, text, status)
+    return health_of_output(node, images, text, status)
 
 
 def check_nodes(inventory: Inventory, images: Iterable[str], *, use_connection: bool = True) -> dict[str, NodeHealth]:

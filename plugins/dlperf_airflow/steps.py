@@ -24,9 +24,10 @@ from dlperf_core.home import dlperf_home
 from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.jobs import build_job
 from dlperf_core.launch_spec import LaunchSpec, launch_spec_of
-from dlperf_core.measure import Measurement, figure_origin, judge, judge_probe
+from dlperf_core.measure import Measurement, figure_origin, measure_case_run, measure_probe_run
 from dlperf_core.model import CaseJob, CaseOutcome, RunIds, Runtime
 from dlperf_core.preflight import PreflightReport
+from dlperf_core.run_status import RunCounts, status_of_run
 from dlperf_core.storage import (
     BenchmarkRunRecord,
     ProbeRecord,
@@ -36,7 +37,6 @@ from dlperf_core.storage import (
 )
 from dlperf_core.storage.spool import ResultSpool, store_or_spool
 from dlperf_core.trigger import plan_trigger, resolve_trigger
-from dlperf_core.verdict import RunCounts, verdict_of_run
 
 log = logging.getLogger("dlperf")
 
@@ -95,7 +95,7 @@ def preflight_step(plan: Plan) -> PreflightReport:
     if not any(n.ssh is not None for n in used):
         log.info("preflight %s", PREFLIGHT_NO_SSH)
         return PreflightReport(PREFLIGHT_NO_SSH)
-    from dlperf_airflow.preflight import check_nodes
+    from dlperf_airflow.ssh_preflight import check_nodes
 
     docker = any(p.runtime == "docker" for p in planned)
     images = (
@@ -156,29 +156,29 @@ def _gpu_model(store: ResultStore, environment_id: int | None) -> str | None:
 
 def store_probe_step(done: ExecutedRun, ids: RunIds) -> Measurement:
     """A probe case run (the all-reduce probe): parse its table, store it in ``fabric_probes`` (idempotently),
-    return the verdict."""
+    return the measurement."""
     run = done.run
-    verdict, result = judge_probe(run.case, done.outcome)
+    measurement, result = measure_probe_run(run.case, done.outcome)
     record = ProbeRecord.from_probe(
-        ids.dag_id, ids.run_id, run, verdict, result, done.outcome, environment_id=done.planned.environment_id
+        ids.dag_id, ids.run_id, run, measurement, result, done.outcome, environment_id=done.planned.environment_id
     )
     store = ResultStore(default_db_url())
     try:
         store.upsert_probe(record)
     finally:
         store.dispose()
-    largest = result.largest if result is not None and verdict.status == "ok" else None
+    largest = result.largest if result is not None and measurement.status == "ok" else None
     figure = (
         f"bus bandwidth {largest.busbw_gbs:.3f} GB/s at {largest.size_bytes} bytes"
         if largest
-        else ("one rank: no fabric to measure" if verdict.status == "ok" else verdict.reason)
+        else ("one rank: no fabric to measure" if measurement.status == "ok" else measurement.reason)
     )
-    progress(f"[{run.index + 1}/{run.total}] {run.case.key} repeat {run.repeat}: {verdict.status}, {figure}")
-    return verdict
+    progress(f"[{run.index + 1}/{run.total}] {run.case.key} repeat {run.repeat}: {measurement.status}, {figure}")
+    return measurement
 
 
 def store_step(done: ExecutedRun, ids: RunIds) -> Measurement:
-    """Parse the log, store the row (idempotently), and return the verdict."""
+    """Parse the log, store the row (idempotently), and return the measurement."""
     run, outcome = done.run, done.outcome
     if get_adapter(run.case.framework).kind == "probe":
         return store_probe_step(done, ids)
@@ -186,7 +186,7 @@ def store_step(done: ExecutedRun, ids: RunIds) -> Measurement:
     environment_id = done.planned.environment_id  # set by capture_environment (node routing: collect_case)
     store = ResultStore(default_db_url())
     try:
-        verdict = judge(case, outcome, gpu_model=_gpu_model(store, environment_id))
+        measurement = measure_case_run(case, outcome, gpu_model=_gpu_model(store, environment_id))
         spool = ResultSpool(store.url)
         spool.drain(store)  # results an earlier task spooled while the database was down go first
         record = ResultRecord.from_run(
@@ -194,20 +194,22 @@ def store_step(done: ExecutedRun, ids: RunIds) -> Measurement:
             ids.run_id,
             case,
             run.repeat,
-            verdict,
+            measurement,
             outcome,
             environment_id=environment_id,
             figure_origin=figure_origin(case, done.planned.inventory),  # who printed the lines read
-            launch_spec=done.launch_spec.to_dict() if done.launch_spec is not None else None,
+            launch_spec=done.launch_spec.to_json() if done.launch_spec is not None else None,
         )
         spooled = store_or_spool(store, record, spool)
     finally:
         store.dispose()
     if spooled is not None:
         log.warning("results database unavailable: this result is kept in %s until it can be written", spooled)
-    figure = f"{verdict.throughput:.2f} {throughput_unit(case.model)}" if verdict.throughput else verdict.reason
-    progress(f"[{run.index + 1}/{run.total}] {case.key} repeat {run.repeat}: {verdict.status}, {figure}")
-    return verdict
+    figure = (
+        f"{measurement.throughput:.2f} {throughput_unit(case.model)}" if measurement.throughput else measurement.reason
+    )
+    progress(f"[{run.index + 1}/{run.total}] {case.key} repeat {run.repeat}: {measurement.status}, {figure}")
+    return measurement
 
 
 def finish_step(ids: RunIds) -> RunCounts:
@@ -221,13 +223,13 @@ def finish_step(ids: RunIds) -> RunCounts:
                 f"results database unavailable: {drained.left} results stay spooled in {spool.folder} "
                 "and are written by the next store_result or finish_run that reaches the database"
             )
-        verdict = verdict_of_run(store, ids.dag_id, ids.run_id)  # the rule: dlperf_core.verdict.judge_run
-        store.finish_run(ids.dag_id, ids.run_id, verdict.status, datetime.now(UTC))
+        run_status = status_of_run(store, ids.dag_id, ids.run_id)  # the rule: dlperf_core.run_status.status_of_outcomes
+        store.finish_run(ids.dag_id, ids.run_id, run_status.status, datetime.now(UTC))
     finally:
         store.dispose()
-    if verdict.message is not None:
-        raise RuntimeError(verdict.message)
-    return verdict.summary()
+    if run_status.message is not None:
+        raise RuntimeError(run_status.message)
+    return run_status.summary()
 
 
 def cleanup_step(settings: RunSettings, ids: RunIds) -> list[str]:

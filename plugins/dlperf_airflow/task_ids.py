@@ -1,20 +1,21 @@
 """The task ids of the ``dlperf_benchmark`` DAG that anything outside the DAG file names: the DAG names its
 tasks with these constants, and the results page builds its links into Airflow's UI from them, so a rename
-changes both (``tests/test_results_api.py`` follows every link of the page into the DAG built in each shape).
+changes both (``tests/airflow_plugin/test_results_api.py`` follows every link of the page into the DAG built in each
+shape).
 
 Two shapes (``dags/dlperf_benchmark.py``):
 
 * plain: ``run_case`` and ``store_result`` mapped over the plan;
-* node routing (``$DLPERF_CLUSTER_INVENTORY`` set on every Airflow component): the mapped task group
-  ``case_run`` with ``on_<node>`` per node, ``collect_case`` and ``store_result``, so the group's tasks are
-  ``case_run.on_<node>``, ``case_run.collect_case`` and ``case_run.store_result``.
+* node routing (Airflow's configuration option ``[dlperf] cluster_inventory`` set on every Airflow component,
+  :func:`cluster_inventory`): the mapped task group ``case_run`` with ``on_<node>`` per node, ``collect_case``
+  and ``store_result``, so the group's tasks are ``case_run.on_<node>``, ``case_run.collect_case`` and
+  ``case_run.store_result``.
 
-No import beyond the standard library: the DAG file, the plugin's web app and the node tasks all read it.
+No import beyond the standard library when imported (Airflow's configuration is imported by the functions that
+read it): the DAG file, the plugin's web app and the node tasks all read it.
 """
 
 from __future__ import annotations
-
-import os
 
 PLAN_CASES = "plan_cases"
 RUN_CASE = "run_case"
@@ -23,8 +24,25 @@ COLLECT_CASE = "collect_case"
 CASE_RUN_GROUP = "case_run"
 """The task group of one case run under node routing."""
 
-ROUTING_ENV = "DLPERF_CLUSTER_INVENTORY"
-"""Set (non-empty) on every Airflow component: the DAG has the ``case_run`` group instead of ``run_case``."""
+ROUTING_SECTION = "dlperf"
+ROUTING_OPTION = "cluster_inventory"
+"""Airflow's configuration option ``[dlperf] cluster_inventory``: the deployment's inventory (the one given to
+``dlperf cluster sync``; relative to the dlperf home, or absolute). Set (non-empty) on every Airflow component,
+in ``airflow.cfg`` or as the environment variable :data:`ROUTING_ENV`: the DAG has the ``case_run`` group
+instead of ``run_case``."""
+ROUTING_ENV = "AIRFLOW__DLPERF__CLUSTER_INVENTORY"
+"""The option as an environment variable, as Airflow reads every option (it wins over ``airflow.cfg``)."""
+OLD_ROUTING_ENV = "DLPERF_CLUSTER_INVENTORY"
+"""What dlperf read before the option; no longer read (docker-compose.yaml passes its .env value on as
+:data:`ROUTING_ENV`). Set alone in a task's environment, it is only warned about."""
+
+
+def cluster_inventory() -> str:
+    """``[dlperf] cluster_inventory`` from Airflow's configuration (its SDK's ``conf``, as DAG code reads it:
+    the environment variable :data:`ROUTING_ENV`, else ``airflow.cfg``); empty when not set."""
+    from airflow.sdk import conf
+
+    return (conf.get(ROUTING_SECTION, ROUTING_OPTION, fallback="") or "").strip()
 
 
 def node_task_id(node_name: str) -> str:
@@ -39,7 +57,7 @@ def in_case_run(task_id: str) -> str:
 
 def node_routing() -> bool:
     """Whether the DAG is built with node routing here (the same test the DAG makes at parse time)."""
-    return bool(os.environ.get(ROUTING_ENV))
+    return bool(cluster_inventory())
 
 
 def case_runs_task_id(routed: bool) -> str:

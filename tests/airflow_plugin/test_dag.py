@@ -77,3 +77,79 @@ def test_dagbag_loads_without_import_errors(tmp_path):
     # the trigger form refuses bad values itself (JSON schema), before any run starts
     assert all(v == "ParamValidationError" for v in info["refused"].values()), info["refused"]
     assert info["good"] == ["1n1g", "2n8g"]
+
+
+SHAPE = r"""
+import json, logging, sys
+from dlperf_cli.embedded import prepare_environment, routing_off
+prepare_environment()
+if sys.argv[1] == "embedded":
+    routing_off()  # what `dlperf run` does before it loads the DAG
+from airflow.dag_processing.dagbag import DagBag
+warned = []
+class Warned(logging.Handler):
+    def emit(self, record):
+        warned.append(record.getMessage())
+logging.getLogger("dlperf").addHandler(Warned())
+bag = DagBag(dag_folder=sys.argv[2])
+dag = bag.dags["dlperf_benchmark"]
+print(json.dumps({"tasks": sorted(dag.task_ids), "warned": warned, "errors": list(bag.import_errors)}))
+"""
+
+
+def dag_shape(tmp_path, mode: str, cfg: str = "", **env_vars: str) -> tuple[dict, str]:
+    """The DAG's tasks and warnings, parsed in a fresh process with ``cfg`` as its airflow.cfg and ``env_vars``
+    (``mode`` "embedded": after `dlperf run`'s routing_off); and the process's stderr."""
+    import os
+
+    airflow_home = tmp_path / "airflow"
+    airflow_home.mkdir(exist_ok=True)
+    (airflow_home / "airflow.cfg").write_text(cfg)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW") and k != "DLPERF_CLUSTER_INVENTORY"}
+    env |= {"AIRFLOW_HOME": str(airflow_home), "DLPERF_HOME": str(REPO), "DLPERF_DB_URL": "sqlite://", **env_vars}
+    out = subprocess.run(
+        [sys.executable, "-c", SHAPE, mode, str(REPO / "dags")], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    shape = json.loads(out.stdout.strip().splitlines()[-1])
+    assert shape["errors"] == []
+    return shape, out.stderr
+
+
+def test_node_routing_is_airflows_dlperf_cluster_inventory_option(tmp_path):
+    """The DAG's shape follows Airflow's configuration option [dlperf] cluster_inventory (airflow.cfg here; the
+    environment variable AIRFLOW__DLPERF__CLUSTER_INVENTORY in tests/airflow_plugin/test_node_routing.py), nothing
+    else."""
+    cfg = "[dlperf]\ncluster_inventory = inventories/docker-local.yaml\n"
+    routed, _ = dag_shape(tmp_path, "dagbag", cfg)
+    assert {"case_run.on_node0", "case_run.on_node1", "case_run.store_result", "route_cases"} <= set(routed["tasks"])
+    assert "run_case" not in routed["tasks"]
+    # set empty in the environment, it wins over airflow.cfg: the plain shape
+    plain, _ = dag_shape(tmp_path, "dagbag", cfg, AIRFLOW__DLPERF__CLUSTER_INVENTORY="")
+    assert "run_case" in plain["tasks"] and "case_run.store_result" not in plain["tasks"]
+    # the variable dlperf read before is not read any more: the plain shape, and a warning that says what to set
+    old, _ = dag_shape(tmp_path, "dagbag", DLPERF_CLUSTER_INVENTORY="inventories/docker-local.yaml")
+    assert old["tasks"] == plain["tasks"]
+    assert any(
+        "DLPERF_CLUSTER_INVENTORY is no longer read" in w and "[dlperf] cluster_inventory" in w for w in old["warned"]
+    )
+    assert plain["warned"] == routed["warned"] == []
+
+
+def test_the_embedded_run_ignores_node_routing_and_says_so(tmp_path):
+    """`dlperf run` (dag.test() in one process) can never gang per-node tasks: it drives every node from one task
+    whether the option comes from airflow.cfg or the environment, and says it ignored it."""
+    cfg = "[dlperf]\ncluster_inventory = inventories/docker-local.yaml\n"
+    said = "node routing ignored ({} set): an in-process run drives every node from one task"
+    sources = {
+        "[dlperf] cluster_inventory in airflow.cfg": ({}, cfg),
+        "AIRFLOW__DLPERF__CLUSTER_INVENTORY": ({"AIRFLOW__DLPERF__CLUSTER_INVENTORY": "inventories/local.yaml"}, cfg),
+        "DLPERF_CLUSTER_INVENTORY": ({"DLPERF_CLUSTER_INVENTORY": "inventories/docker-local.yaml"}, ""),
+    }
+    for source, (env_vars, airflow_cfg) in sources.items():
+        shape, stderr = dag_shape(tmp_path, "embedded", airflow_cfg, **env_vars)
+        assert "run_case" in shape["tasks"] and "case_run.store_result" not in shape["tasks"], source
+        assert said.format(source) in stderr, stderr
+        assert shape["warned"] == []  # the old variable is gone before the DAG is parsed: said once, here
+    shape, stderr = dag_shape(tmp_path, "embedded", "")
+    assert "run_case" in shape["tasks"] and "ignored" not in stderr

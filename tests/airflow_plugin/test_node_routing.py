@@ -3,8 +3,9 @@
 A real deployment in miniature: api-server, scheduler and dag-processor with the CeleryExecutor (Redis broker,
 PostgreSQL metadata DB), a central Celery worker on the default queue, and one Celery worker per stand-in node,
 each listening only on its node's queue with ``DLPERF_NODE`` set, as docker-compose's ``airflow-node-worker``
-runs on a GPU node. ``DLPERF_CLUSTER_INVENTORY`` names the two-node inventory, and ``dlperf cluster sync``
-creates the nodes' one-slot pools. The trigger runs the smoke suite's 1n1g and 2n1g on the docker runtime.
+runs on a GPU node. Airflow's option ``[dlperf] cluster_inventory`` (``AIRFLOW__DLPERF__CLUSTER_INVENTORY``)
+names the two-node inventory, and ``dlperf cluster sync`` creates the nodes' one-slot pools. The trigger runs the
+smoke suite's 1n1g and 2n1g on the docker runtime.
 
 Checked: the run succeeds and stores both cases with a throughput; every ``case_run.on_<node>`` task instance
 ran from its node's queue and on the worker of that node (what the worker says it is); the 1n1g case skipped
@@ -69,7 +70,7 @@ def stack(tmp_path, metadata_url, pg_url, cluster):
             "AIRFLOW__CELERY__BROKER_URL": broker,
             "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + metadata_url,
             "AIRFLOW__OPERATORS__DEFAULT_QUEUE": "default",
-            "DLPERF_CLUSTER_INVENTORY": cluster,
+            "AIRFLOW__DLPERF__CLUSTER_INVENTORY": cluster,
             "DLPERF_JOIN_TIMEOUT_S": "300",
         },
     )
@@ -211,7 +212,9 @@ print(json.dumps({
 
 def test_the_dag_renders_one_task_per_node_on_its_queue_and_pool(cluster, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update(AIRFLOW_HOME=str(tmp_path / "airflow"), DLPERF_CLUSTER_INVENTORY=cluster, DLPERF_DB_URL="sqlite://")
+    env.update(
+        AIRFLOW_HOME=str(tmp_path / "airflow"), AIRFLOW__DLPERF__CLUSTER_INVENTORY=cluster, DLPERF_DB_URL="sqlite://"
+    )
     out = run_ok([sys.executable, "-c", SHAPE.replace("REPO", str(REPO))], env=env, timeout=300)
     shape = json.loads(out.stdout.strip().splitlines()[-1])
     assert shape["errors"] == {}
@@ -227,12 +230,13 @@ def test_the_dag_renders_one_task_per_node_on_its_queue_and_pool(cluster, tmp_pa
 
 
 def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, cluster):
+    from test_gang import DictBoard
+
     from dlperf_airflow.node_step import node_step
     from dlperf_core.inventory import load_inventory
     from dlperf_core.model import RunIds
     from dlperf_core.plan import PlanFilters, plan_suite
     from dlperf_core.suite import load_suite
-    from test_gang import DictBoard
 
     suite = load_suite(REPO / "suites/smoke.yaml")
     run = plan_suite(suite, load_inventory(cluster), PlanFilters(topologies=("2n1g",), repeats=1))[0]
@@ -273,7 +277,7 @@ def test_a_max_batch_search_on_node_local_engines_is_refused_before_it_starts(mo
     from dlperf_core.errors import ConfigError
     from dlperf_core.model import RunIds
 
-    monkeypatch.setenv("DLPERF_CLUSTER_INVENTORY", cluster)
+    monkeypatch.setenv("AIRFLOW__DLPERF__CLUSTER_INVENTORY", cluster)  # Airflow reads an option's variable each time
     params = {"suite": str(REPO / "tests/data/maxbatch/suite.yaml"), "runtime": "docker", "inventory": cluster}
     with pytest.raises(ConfigError, match="nodes node0 are reached through their own Docker socket"):
         steps.plan_step(params, RunIds("d", "r"), "manual")

@@ -164,7 +164,8 @@ print("PROBE:" + json.dumps({
 
 @pytest.fixture
 def routed_cluster(tmp_path) -> str:
-    """docker-local's two stand-in nodes, each with a queue of its own (as tests/test_node_routing.py)."""
+    """docker-local's two stand-in nodes, each with a queue of its own (as
+    tests/airflow_plugin/test_node_routing.py)."""
     import yaml
 
     inventory = yaml.safe_load((REPO / "inventories/docker-local.yaml").read_text())
@@ -179,15 +180,15 @@ def routed_cluster(tmp_path) -> str:
 @pytest.mark.parametrize("routed", [False, True], ids=["plain", "node-routing"])
 def test_every_task_link_names_a_task_of_the_dag_in_its_shape(routed, routed_cluster, sqlite_url, tmp_path):
     """Render the page for a stored run in the process that builds the DAG (with and without
-    DLPERF_CLUSTER_INVENTORY, as a deployment sets it on every component), then follow each link: it hits a
-    route of the installed Airflow UI, for this DAG, and every task it names exists in the DAG built in that
+    Airflow's option [dlperf] cluster_inventory, as a deployment sets it on every component), then follow each link:
+    it hits a route of the installed Airflow UI, for this DAG, and every task it names exists in the DAG built in that
     shape (a mapped-instances link: a mapped task)."""
     run_id = "manual__2026-11-20T02:00:00+00:00"
     seed(sqlite_url, run_id=run_id).dispose()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW") and k != "DLPERF_CLUSTER_INVENTORY"}
     env |= {"AIRFLOW_HOME": str(tmp_path / "airflow"), "DLPERF_DB_URL": "sqlite://"}
     if routed:
-        env["DLPERF_CLUSTER_INVENTORY"] = routed_cluster
+        env["AIRFLOW__DLPERF__CLUSTER_INVENTORY"] = routed_cluster
     out = subprocess.run(
         [sys.executable, "-c", LINKS_PROBE, str(REPO / "dags"), sqlite_url],
         env=env,
@@ -228,7 +229,7 @@ def test_the_page_and_the_dag_share_their_task_ids():
     takes them from task_ids rather than keeping copies."""
     from dlperf_airflow import node_step, task_ids
 
-    assert node_step.ROUTING_ENV is task_ids.ROUTING_ENV
+    assert node_step.cluster_inventory is task_ids.cluster_inventory  # the DAG's shape and the page's: one reading
     assert node_step.node_task_id is task_ids.node_task_id and node_step.in_case_run is task_ids.in_case_run
     dag_source = (REPO / "dags" / "dlperf_benchmark.py").read_text()
     for name in ("PLAN_CASES", "RUN_CASE", "STORE_RESULT", "COLLECT_CASE", "CASE_RUN_GROUP"):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import DLPERF, REPO
-from test_parsing import PUBLISHED, SHARED  # reallogs/PROVENANCE.md figures
+from helpers import DLPERF, REPO, SHARED
+from parsing_logs import NGC_PUBLISHED  # reallogs/PROVENANCE.md figures
 
 
 @pytest.mark.skipif(not (SHARED / "reallogs").exists(), reason="../shared/reallogs not present")
@@ -15,7 +15,7 @@ def test_parse_json_gives_the_published_figures():
     logs = sorted(str(p) for p in (SHARED / "reallogs" / "ngc_pytorch").glob("*.txt"))
     out = subprocess.run([*DLPERF, "parse", *logs, "--json"], capture_output=True, text=True, cwd=REPO, check=True)
     runs = json.loads(out.stdout)
-    assert len(runs) == len(PUBLISHED)
+    assert len(runs) == len(NGC_PUBLISHED)
     for run in runs:
         assert {
             "file",
@@ -28,7 +28,7 @@ def test_parse_json_gives_the_published_figures():
             "gpus",
             "batch_size_per_device",
         } <= set(run)
-        published = PUBLISHED[Path(run["file"]).name]
+        published = NGC_PUBLISHED[Path(run["file"]).name]
         assert run["format"] == "ngc_pytorch_dllogger" and run["status"] == "ok"
         assert run["reported_throughput"] == pytest.approx(published, rel=0.005)
         # our window rule (after iteration 5, from timestamps) is within 2% of the framework's own mean

@@ -10,7 +10,7 @@ import pytest
 from dlperf_core.dlperf_folder import PRECISION_ALIASES, RepeatFigure, result_json, scan_folder
 from dlperf_core.storage import ResultStore
 from helpers import DLPERF, REPO
-from test_parsing import NGC, needs_logs
+from parsing_logs import NGC, needs_ngc_logs
 
 
 def build_folder(root):
@@ -27,7 +27,7 @@ def build_folder(root):
     (root / "notes.log").write_text("not a case log\n")
 
 
-@needs_logs
+@needs_ngc_logs
 def test_import_stores_every_run_and_writes_the_dlperf_json(tmp_path):
     folder = tmp_path / "rn50"
     build_folder(folder)
@@ -76,7 +76,7 @@ def test_import_stores_every_run_and_writes_the_dlperf_json(tmp_path):
     assert again.returncode == 0 and len(ResultStore(db).results()) == 5
 
 
-@needs_logs
+@needs_ngc_logs
 def test_dry_run_prints_each_row_and_stores_nothing(tmp_path):
     folder = tmp_path / "rn50"
     build_folder(folder)
@@ -101,7 +101,7 @@ def test_dry_run_prints_each_row_and_stores_nothing(tmp_path):
     assert not db.exists()
 
 
-@needs_logs
+@needs_ngc_logs
 def test_a_thousand_file_import_shows_progress_and_a_summary(tmp_path):
     """1,000 files: real NGC PyTorch logs (some stopped early, some broken), a few outside the naming."""
     folder = tmp_path / "big"

@@ -24,7 +24,7 @@ from dlperf_core.efficiency import (
 )
 from dlperf_core.gpu_sampling import GpuSampler, GpuSamples, case_power_w, mean_power_w, parse_sample
 from dlperf_core.inventory import Node
-from dlperf_core.measure import judge
+from dlperf_core.measure import measure_case_run
 from dlperf_core.model import Case, CaseJob, CaseOutcome, NodeLaunch, NodeOutcome
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.workload.resnet import resnet50
@@ -235,7 +235,7 @@ def test_local_runtime_samples_nvidia_nodes_with_the_same_sampler(tmp_path, monk
     assert outcome.failure is None
     assert outcome.gpu_memory_peak_mb == 40123  # GPU 1 is not the case's
     assert outcome.gpu_power and {w for _, w in outcome.gpu_power["gpu0"]} == {512.5}
-    assert CaseOutcome.from_dict(outcome.to_dict()).gpu_power == outcome.gpu_power  # through XCom and back
+    assert CaseOutcome.from_json(outcome.to_json()).gpu_power == outcome.gpu_power  # through XCom and back
     cpu = CaseJob(
         "dlperf-test", (NodeLaunch(node=Node(name="c"), node_rank=0, argv=("true",)),), (), tmp_path, 60, None
     )
@@ -257,10 +257,10 @@ def test_judge_stores_mfu_and_energy_over_the_measured_window(tmp_path):
     outcome = CaseOutcome(
         datetime.now(UTC), datetime.now(UTC), [NodeOutcome("gpu0", 0, 0, str(log))], None, 40123.0, {"gpu0": power}
     )
-    verdict = judge(case, outcome, gpu_model="NVIDIA H100 80GB HBM3")
+    verdict = measure_case_run(case, outcome, gpu_model="NVIDIA H100 80GB HBM3")
     assert verdict.status == "ok" and verdict.throughput == pytest.approx(256.0)
     assert verdict.gpu_power_mean_w == pytest.approx(700.0)
     assert verdict.energy_per_sample_j == pytest.approx(700.0 / 256.0)
     assert verdict.mfu == pytest.approx(256.0 * training_flops_per_sample("resnet50_v1.5") / 989.4e12)
-    cpu = judge(case, CaseOutcome(outcome.started_at, outcome.finished_at, outcome.nodes, None))
+    cpu = measure_case_run(case, CaseOutcome(outcome.started_at, outcome.finished_at, outcome.nodes, None))
     assert (cpu.mfu, cpu.energy_per_sample_j, cpu.gpu_power_mean_w) == (None, None, None)

@@ -28,7 +28,7 @@ from dlperf_core.handoff import Plan, PlannedRun, RunSettings
 from dlperf_core.model import Case, CaseRun
 from dlperf_core.storage import ResultStore
 
-DATA = Path(__file__).parent / "data" / "environment"
+DATA = Path(__file__).resolve().parents[1] / "data" / "environment"
 
 
 def section(name: str, body: str) -> str:
@@ -134,6 +134,36 @@ def test_content_hash_is_stable_and_tells_a_driver_change():
     assert environment_changes(first.infrastructure(), newer.infrastructure()) == [
         "driver_version: 535.104.05 -> 550.54.15"
     ]
+
+
+STORED_ENVIRONMENTS = Path(__file__).resolve().parents[1] / "data" / "json_forms" / "environments.json"
+"""Environments as ``environments.data`` held them, with their ``content_hash``, when the form was still
+``json.loads(json.dumps(asdict(env)))``: made from the probes below."""
+NO_TOOLS_PROBE = "@@dlperf:hostname@@\ncpu-box\n@@dlperf:gpus@@\n@@missing@@ nvidia-smi not found\n@@dlperf:end@@\n"
+
+
+def test_the_generated_form_and_content_hash_are_the_stored_ones():
+    """The ``data`` column and the content hash (an environment is stored once under it) come from the generated
+    JSON form now: the same probes give the same JSON and the same hash as before."""
+    stored = json.loads(STORED_ENVIRONMENTS.read_text())
+    one = parse_probe(gpu_node_probe())
+    made = {
+        "a100": combine(
+            [one],
+            framework="ngc_pytorch",
+            image="nvcr.io/nvidia/pytorch:24.12-py3",
+            image_digest="nvcr.io/nvidia/pytorch@sha256:abc",
+        ),
+        "two_drivers": combine(
+            [one, parse_probe(gpu_node_probe("gpu-node-1", driver="550.54.15"))], framework="ngc_pytorch"
+        ),
+        "no_tools": combine([parse_probe(NO_TOOLS_PROBE)], framework="pytorch_reference"),
+    }
+    assert set(made) == set(stored)
+    for name, env in made.items():
+        assert json.dumps(env.to_json()) == json.dumps(stored[name]["data"]), name
+        assert env.content_hash == stored[name]["content_hash"], name
+        assert type(env).from_json(env.to_json()) == env
 
 
 def test_two_nodes_with_different_drivers_show_both():

@@ -151,6 +151,112 @@ def test_without_readable_suites_the_adapter_registry_is_offered(tmp_path):
         assert choices.sources == ("framework adapter registry",)
 
 
+SMOKE = """
+name: smoke
+benchmarks:
+  - {framework: pytorch_reference, model: resnet50_v1.5, batch_size_per_device: 8, topologies: [1n1g, 1n2g]}
+"""
+
+
+def spy_loads(monkeypatch) -> list[Path]:
+    """Every suite and inventory file discover_choices loads from now on."""
+    from dlperf_core import form
+
+    loaded: list[Path] = []
+    for name in ("load_suite", "load_inventory"):
+        real = getattr(form, name)
+
+        def spy(path, real=real):
+            loaded.append(Path(path))
+            return real(path)
+
+        monkeypatch.setattr(form, name, spy)
+    return loaded
+
+
+def test_an_unchanged_home_reads_the_cached_choices_and_no_suite(tmp_path, monkeypatch, caplog):
+    from dlperf_core.form import choices_cache_path
+
+    home = write_home(tmp_path, {"smoke.yaml": SMOKE, "broken.yaml": "name: broken\nbenchmarks: [{framework: nope}]\n"})
+    first = discover_choices(home, default_suite="suites/smoke.yaml")
+    assert choices_cache_path(home) == home / ".dlperf" / "cache" / "form-choices.json"
+    assert choices_cache_path(home).is_file()
+    loaded = spy_loads(monkeypatch)
+    opened: list[str] = []
+    real_open = Path.open
+    monkeypatch.setattr(Path, "open", lambda self, *a, **k: opened.append(str(self)) or real_open(self, *a, **k))
+    caplog.clear()
+    again = discover_choices(home, default_suite="suites/smoke.yaml")
+    assert again == first  # the same choices, every field as computed
+    assert loaded == []  # no suite, no inventory loaded
+    assert opened == [str(choices_cache_path(home))]  # the one file read: the cache
+    assert "trigger form: skipping suites/broken.yaml" in caplog.text  # its warning is still logged on each parse
+    # another default suite is another key: computed again (and cached for it)
+    assert discover_choices(home, default_suite="suites/broken.yaml").suites == ("suites/smoke.yaml",)
+    assert any(p.name == "smoke.yaml" for p in loaded)
+
+
+def test_a_changed_added_or_removed_file_recomputes_the_choices(tmp_path, monkeypatch):
+    home = write_home(tmp_path, {"smoke.yaml": SMOKE})
+    assert discover_choices(home).topologies == ("1n1g", "1n2g")
+    loaded = spy_loads(monkeypatch)
+    suite = home / "suites" / "smoke.yaml"
+    suite.write_text(SMOKE.replace("1n2g]", "1n2g, 2n1g]"))
+    assert discover_choices(home).topologies == ("1n1g", "1n2g", "2n1g")  # the edited suite
+    seen = len(loaded)
+    assert seen and discover_choices(home).topologies == ("1n1g", "1n2g", "2n1g")
+    assert len(loaded) == seen  # cached again
+    stat = suite.stat()
+    suite.write_text(SMOKE.replace("1n2g]", "1n2g, 2n2g]"))  # the same size: its mtime tells
+    os.utime(suite, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert suite.stat().st_size == stat.st_size
+    assert discover_choices(home).topologies == ("1n1g", "1n2g", "2n2g")
+    (home / "suites" / "gpu.yaml").write_text(SMOKE.replace("smoke", "gpu").replace("1n1g, 1n2g", "2n1g"))
+    assert discover_choices(home).suites == ("suites/smoke.yaml", "suites/gpu.yaml")
+    (home / "suites" / "gpu.yaml").unlink()
+    assert discover_choices(home).suites == ("suites/smoke.yaml",)
+    (home / "inventories" / "tiny.yaml").write_text("name: tiny\nnodes:\n  - {name: n0, gpus: 1}\n")
+    assert discover_choices(home).inventories == ("inventories/local.yaml", "inventories/tiny.yaml")
+    # an inventory a suite names outside inventories/ counts too
+    (home / "elsewhere").mkdir()
+    (home / "elsewhere" / "one.yaml").write_text("name: one\nnodes:\n  - {name: n0, gpus: 1}\n")
+    suite.write_text("inventory: ../elsewhere/one.yaml\n" + SMOKE.replace("1n2g]", "1n2g, 1n1g]"))
+    assert discover_choices(home).topologies == ("1n1g",)  # 1n2g does not fit one device
+    (home / "elsewhere" / "one.yaml").write_text("name: one\nnodes:\n  - {name: n0, gpus: 2}\n")
+    assert discover_choices(home).topologies == ("1n1g", "1n2g")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"{not json", b"[]", b'{"key": 1}', b"\xff\xfe", "{}"],
+    ids=["empty", "not-json", "a-list", "foreign-key", "not-utf8", "another-layout"],
+)
+def test_a_broken_cache_file_is_ignored_and_rewritten(tmp_path, content):
+    from dlperf_core.form import choices_cache_path
+
+    home = write_home(tmp_path, {"smoke.yaml": SMOKE})
+    expected = discover_choices(home)
+    cache = choices_cache_path(home)
+    if content == "{}":  # the right key, choices of another form
+        data = json.loads(cache.read_text())
+        data["choices"]["batch"] = {"minimum": "1"}
+        content = json.dumps(data).encode()
+    cache.write_bytes(content)
+    assert discover_choices(home) == expected
+    assert json.loads(cache.read_text())["choices"]["suites"] == ["suites/smoke.yaml"]  # rewritten
+    assert [p.name for p in cache.parent.iterdir()] == [cache.name]  # and no temporary file left
+
+
+def test_without_a_writable_state_folder_the_choices_are_just_computed(tmp_path, monkeypatch):
+    home = write_home(tmp_path, {"smoke.yaml": SMOKE})
+    (home / ".dlperf").write_text("a file where the state folder would be")  # no folder can be made there
+    loaded = spy_loads(monkeypatch)
+    for _ in range(2):
+        assert discover_choices(home).suites == ("suites/smoke.yaml",)
+    assert [p.name for p in loaded].count("smoke.yaml") == 2  # computed each time, never an error
+    assert list(home.rglob("*.tmp")) == []  # no stray temporary file
+
+
 def test_check_trigger_names_values_the_chosen_suite_lacks():
     suite = parse_suite(suite_data(topologies=["1n1g", "1n2g"]))
     check_trigger(suite, PlanFilters(topologies=("1n2g",), precisions=("amp",), repeats=3))

@@ -17,16 +17,16 @@ from dlperf_core.handoff import ExecutedRun, NodeReport, Plan, PlannedRun, Probe
 from dlperf_core.inventory import load_inventory
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
 from dlperf_core.launch_spec import ContainerSettings, ImageRef, LaunchSpec, NodeSpec
-from dlperf_core.maxbatch import Probe, SearchVerdict
+from dlperf_core.maxbatch import Probe, SearchResult
 from dlperf_core.measure import Measurement
-from dlperf_core.model import CaseOutcome, CaseRun, NodeOutcome
+from dlperf_core.model import Case, CaseOutcome, CaseRun, NodeOutcome
 from dlperf_core.plan import plan_searches, plan_suite
 from dlperf_core.preflight import NodeHealth, PreflightReport
 from dlperf_core.regression import DetectionReport, NewRegression
+from dlperf_core.run_status import RunCounts
 from dlperf_core.runtime.gang import NodeShare
 from dlperf_core.storage.records import ResultRecord
 from dlperf_core.suite import load_suite
-from dlperf_core.verdict import RunCounts
 from helpers import REPO
 
 SETTINGS = RunSettings("suites/smoke.yaml", "docker", "inventories/docker-local.yaml", 600.0, None)
@@ -55,17 +55,17 @@ def every_hand_off() -> list[object]:
     routed = PlannedRun.of(CaseRun(searches[0].case, 1, 3, 4), SETTINGS).with_environment(7)
     routed = PlannedRun(**{**vars(routed), "nodes": ("node0", "node1")})
     node = NodeSpec(
-        "node0",
-        "10.0.0.1",
-        0,
-        "docker",
-        ("python", "train.py"),
-        {"NCCL_DEBUG": "INFO"},
-        "0.1",
+        node="node0",
+        address="10.0.0.1",
+        rank=0,
+        runtime="docker",
+        argv=("python", "train.py"),
+        env={"NCCL_DEBUG": "INFO"},
+        dlperf_version="0.1",
         image=ImageRef("dlperf/pytorch-reference:cpu", "sha256:ab"),
         container=ContainerSettings("dlperf-x-n0", "host", devices=("/dev/infiniband:/dev/infiniband:rwm",)),
     )
-    spec = LaunchSpec(routed.run.case.key, 1, (node,), suite="suites/smoke.yaml")
+    spec = LaunchSpec(case_key=routed.run.case.key, repeat=1, nodes=(node,), suite="suites/smoke.yaml")
     share = NodeShare("node1", 1, 0, "/logs/node1.log", None, False, NOW.isoformat(), NOW.isoformat())
     return [
         plan,
@@ -79,7 +79,7 @@ def every_hand_off() -> list[object]:
         ),
         NodeReport("node0", skipped="the case runs on node1"),
         Measurement("ok", None, 123.4, 120.0, 100, 6, 105, 0.31),
-        SearchVerdict("found", 64, 128, None, (Probe(32, "ok", None, 10.0), Probe(128, "failed", "out of memory"))),
+        SearchResult("found", 64, 128, None, (Probe(32, "ok", None, 10.0), Probe(128, "failed", "out of memory"))),
         RunCounts(3, 1, 1, 0),
         DetectionReport("manual", False, 2, {"new": 1, "steady": 1}, (NewRegression("k", "k: 5% slower", None),), 0),
     ]
@@ -93,6 +93,24 @@ def test_every_hand_off_survives_its_json_form():
     assert executed.planned.nodes == ("node0", "node1") and executed.planned.environment_id == 7  # type: ignore[union-attr]
     assert executed.outcome.log_path == "/logs/node0.log"  # type: ignore[union-attr]
     assert plan.searches[0].label.startswith("max batch ") and executed.label.endswith(" r1")  # type: ignore[union-attr]
+
+
+def test_every_planned_case_keeps_its_identity_through_its_json_form():
+    """A case's JSON form is generated (options as [name, value] pairs, extra arguments as a list): what comes back
+    is the same case, with the same key, configuration and fingerprint (the stored identity of its results)."""
+    inventory = load_inventory(REPO / "inventories/docker-local.yaml")
+    cases = {
+        run.case
+        for name in ("seeds-cpu.yaml", "smoke.yaml", "gpu-single.yaml")
+        for run in plan_suite(load_suite(REPO / "suites" / name), inventory, allow_empty=True)
+    }
+    assert any(c.options for c in cases) and any(c.extra_args for c in cases) and any(c.compile for c in cases)
+    for case in cases:
+        data = _json_round_trip(case.to_json())
+        assert data["options"] == [list(option) for option in case.options]
+        back = Case.from_json(data)
+        assert back == case and (back.key, back.fingerprint) == (case.key, case.fingerprint)
+        assert back.configuration == case.configuration
 
 
 def test_a_wrong_shape_is_refused_by_name():

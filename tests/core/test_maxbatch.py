@@ -71,6 +71,17 @@ def test_out_of_memory_is_recognised_in_every_runtime_reason():
     assert not Probe(64, "ok").out_of_memory
 
 
+def test_a_probes_json_form_is_the_stored_one():
+    """``max_batch_searches.probes`` holds each probe's generated JSON form: the keys and values the column always
+    held (the dataclass's fields, in order), and it reads back."""
+    probes = (Probe(32, "ok", None, 812.5), Probe(64, "failed", "out of memory: CUDA out of memory"))
+    assert [p.to_json() for p in probes] == [
+        {"batch": 32, "status": "ok", "reason": None, "throughput": 812.5},
+        {"batch": 64, "status": "failed", "reason": "out of memory: CUDA out of memory", "throughput": None},
+    ]
+    assert tuple(Probe.from_json(p.to_json()) for p in probes) == probes
+
+
 def test_the_state_machine_refuses_probes_out_of_order_and_unfinished_searches():
     search = MaxBatchSearch()
     assert next_batch(search, []) == 32
@@ -179,7 +190,8 @@ def test_search_through_the_dag_finds_the_largest_batch_that_trains(tmp_path, pg
     assert oom_logs and "Cannot allocate memory" in oom_logs[0].read_text(errors="replace")
     assert store.results(run_id=run_id).empty  # probes are not measurements
     assert f"| {search.max_batch} " in run.stdout.replace("  ", " ") or str(search.max_batch) in run.stdout
-    assert store.run_info("dlperf_benchmark", run_id)["status"] == "success"
+    info = store.run_info("dlperf_benchmark", run_id)  # a typed row (dlperf_core.storage.rows.BenchmarkRunRow)
+    assert info is not None and info.status == "success"
 
 
 @pytest.mark.docker

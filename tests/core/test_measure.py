@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from dlperf_core.measure import judge
+from dlperf_core.measure import measure_case_run
 from dlperf_core.model import Case, CaseOutcome, NodeOutcome
 from dlperf_core.parsing.failures import error_line
 
@@ -48,7 +48,7 @@ def test_error_line_finds_exceptions_and_argparse_errors():
 def test_a_wrong_argument_fails_with_the_frameworks_own_words(tmp_path):
     log = tmp_path / "node0.log"
     log.write_text("usage: train.py [-h] [--batch-size N]\ntrain.py: error: unrecognized arguments: --no-such-flag\n")
-    verdict = judge(CASE, outcome(log, "node0 exited with code 2"))
+    verdict = measure_case_run(CASE, outcome(log, "node0 exited with code 2"))
     assert verdict.status == "failed" and verdict.throughput is None
     assert verdict.reason == (
         "node0 exited with code 2; log: no training lines; "
@@ -59,7 +59,7 @@ def test_a_wrong_argument_fails_with_the_frameworks_own_words(tmp_path):
 def test_a_failed_run_without_last_words_keeps_the_exit_reason(tmp_path):
     log = tmp_path / "node0.log"
     log.write_text("")
-    verdict = judge(CASE, outcome(log, "node0 was killed (exit code 137)"))
+    verdict = measure_case_run(CASE, outcome(log, "node0 was killed (exit code 137)"))
     assert verdict.status == "failed"
     assert verdict.reason.startswith("node0 was killed (exit code 137)")
     assert "error:" not in verdict.reason

@@ -25,7 +25,7 @@ from dlperf_core.preflight import (
     NodeHealth,
     PreflightReport,
     case_blocker,
-    judge_output,
+    health_of_output,
     preflight_script,
     split_blocks,
 )
@@ -137,7 +137,7 @@ def _good_node(sshd: Sshd, data: Path, **overrides) -> Node:
 @pytest.mark.docker
 @pytest.mark.usefixtures("docker_engine")
 def test_good_node_passes_over_real_ssh(sshd, tmp_path):
-    from dlperf_airflow.preflight import check_node
+    from dlperf_airflow.ssh_preflight import check_node
 
     if not image_present(BASE_IMAGE):
         pytest.skip(f"{BASE_IMAGE} not built (scripts/build-images.sh)")
@@ -156,7 +156,7 @@ def test_good_node_passes_over_real_ssh(sshd, tmp_path):
 @pytest.mark.docker
 @pytest.mark.usefixtures("docker_engine")
 def test_node_declaring_8_nvidia_gpus_is_reported(sshd, tmp_path):
-    from dlperf_airflow.preflight import check_node
+    from dlperf_airflow.ssh_preflight import check_node
 
     node = _good_node(
         sshd,
@@ -183,7 +183,7 @@ def test_node_declaring_8_nvidia_gpus_is_reported(sshd, tmp_path):
 @pytest.mark.docker
 @pytest.mark.usefixtures("docker_engine")
 def test_missing_image_that_cannot_be_pulled_is_reported(sshd, tmp_path):
-    from dlperf_airflow.preflight import check_node
+    from dlperf_airflow.ssh_preflight import check_node
 
     image = "dlperf/no-such-image:never"
     health = check_node(_good_node(sshd, tmp_path), [image], use_connection=False)
@@ -195,7 +195,7 @@ def test_missing_image_that_cannot_be_pulled_is_reported(sshd, tmp_path):
 
 
 def test_wrong_port_is_unreachable(sshd, tmp_path):
-    from dlperf_airflow.preflight import check_node
+    from dlperf_airflow.ssh_preflight import check_node
 
     node = _good_node(sshd, tmp_path, name="badport", ssh=sshd.access(port=_free_port()))
     started = time.monotonic()
@@ -208,7 +208,7 @@ def test_wrong_port_is_unreachable(sshd, tmp_path):
 
 
 def test_wrong_host_key_is_refused(sshd, tmp_path):
-    from dlperf_airflow.preflight import check_node
+    from dlperf_airflow.ssh_preflight import check_node
 
     other = tmp_path / "other_host_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
@@ -226,7 +226,7 @@ def test_wrong_host_key_is_refused(sshd, tmp_path):
 def test_airflow_connection_is_used_when_it_exists(sshd, tmp_path, monkeypatch):
     """The connection `dlperf cluster sync` would write (here through AIRFLOW_CONN_*) wins over the
     inventory's ssh block: the inventory below points at a dead port, the connection at the sshd."""
-    from dlperf_airflow.preflight import check_node
+    from dlperf_airflow.ssh_preflight import check_node
     from dlperf_cli.cluster_cmd import ConnectionSpec
 
     node = _good_node(sshd, tmp_path, name="viaconn")
@@ -350,24 +350,24 @@ def test_gpu_count_and_runtime_judged_against_the_declaration():
         gpus=(0, smi),
         disk=(0, "free_kb 99999999 /var/lib/docker"),
     )
-    health = judge_output(node, [], out)
+    health = health_of_output(node, [], out)
     assert health.problems == ("7 GPUs found, 8 declared",)
     assert health.checks["nvidia_runtime"] == "nvidia runtime, nvidia-container-cli"
-    ok = judge_output(node, [], out.replace(smi, smi + "\n7, NVIDIA H100 80GB HBM3"))
+    ok = health_of_output(node, [], out.replace(smi, smi + "\n7, NVIDIA H100 80GB HBM3"))
     assert ok.ok and ok.checks["gpus"] == "8 GPUs"
 
 
 def test_infiniband_ports_must_be_active_on_declared_devices():
     node = _node(infiniband=True, infiniband_devices=("mlx5_0", "mlx5_1", "mlx5_2"))
     ib = "/sys/class/infiniband/mlx5_0/ports/1/state 4: ACTIVE\n/sys/class/infiniband/mlx5_1/ports/1/state 1: DOWN\n"
-    health = judge_output(node, [], _blocks(docker=(0, "x"), infiniband=(0, ib), disk=(0, "free_kb 1 /")))
+    health = health_of_output(node, [], _blocks(docker=(0, "x"), infiniband=(0, ib), disk=(0, "free_kb 1 /")))
     assert health.problems == ("InfiniBand device mlx5_1 has no ACTIVE port", "InfiniBand device mlx5_2 not found")
     assert health.checks["infiniband"] == "mlx5_0:1, mlx5_1:down"
 
 
 def test_a_check_that_never_reported_is_a_problem_not_a_pass():
     node = _node(accelerator="nvidia", gpus=1)
-    health = judge_output(node, ["img:1"], _blocks(docker=(0, "x")) + "bash: line 9: syntax error", exit_status=2)
+    health = health_of_output(node, ["img:1"], _blocks(docker=(0, "x")) + "bash: line 9: syntax error", exit_status=2)
     assert not health.ok
     assert any(p.startswith("check gpus did not report (script exit status 2)") for p in health.problems)
     assert any(p.startswith("check image img:1 did not report") for p in health.problems)

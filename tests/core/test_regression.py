@@ -21,15 +21,24 @@ from dlperf_core.regression import (
     NightlyRow,
     OpenRegression,
     Policy,
+    RegressionAlert,
     decide_run,
     describe_regression,
     environment_ids,
     fabric_dropped_tonight,
     good_nights,
     is_good_night,
-    judge,
+    judge_night,
     judge_series,
     robust_baseline,
+)
+from dlperf_core.storage.rows import (
+    CaseSummaryRow,
+    Configuration,
+    FabricHistoryRow,
+    FabricSummaryRow,
+    HistoryRow,
+    RegressionRow,
 )
 from helpers import result_record, run_record
 
@@ -115,14 +124,14 @@ def test_an_outlier_in_the_baseline_does_not_hide_a_step():
     nights = series([1000.0] * 14)
     nights[5] = Night(nights[5].night, nights[5].run_id, 700.0, ENV_A)  # one broken night
     tonight = Night(START + timedelta(days=14), "tonight", 950.0, ENV_A)
-    assert judge(nights, tonight).kind == "new"
+    assert judge_night(nights, tonight).kind == "new"
 
 
 def test_baseline_uses_the_window_and_a_mad_floor():
     centre, mad = robust_baseline([100.0] * 10, floor_pct=0.25)
     assert centre == 100.0 and mad == pytest.approx(0.25)
     nights = series([2000.0] * 30 + [1000.0] * 14)
-    verdict = judge(nights, Night(START + timedelta(days=44), "t", 1000.0, ENV_A), Policy(window=14))
+    verdict = judge_night(nights, Night(START + timedelta(days=44), "t", 1000.0, ENV_A), Policy(window=14))
     assert verdict.baseline_nights == 14 and verdict.kind == "steady"  # only the last 14 nights count
 
 
@@ -374,9 +383,14 @@ def test_a_slowdown_with_a_slower_fabric_is_put_down_to_the_fabric(fabric_histor
     (row,) = store.regressions(run_id=run_id).itertuples()
     assert (row.case_key, row.label) == ("pt/resnet50/amp/b256/1n8g", "fabric")
     assert notified(notified_file)[-1][0]["label"] == "fabric"
-    fabric = store.fabric_history(nodes=1, gpus_per_node=8)
-    assert set(fabric["size_bytes"]) == {GIB // 4, GIB} and len(fabric) == 2 * 21
-    assert fabric[fabric["run_id"] == run_id]["busbw_gbs"].max() == pytest.approx(120.0, rel=0.02)
+    fabric = store.fabric_history_rows(nodes=1, gpus_per_node=8)
+    assert {f.size_bytes for f in fabric} == {GIB // 4, GIB} and len(fabric) == 2 * 21
+    assert max(f.busbw_gbs for f in fabric if f.run_id == run_id) == pytest.approx(120.0, rel=0.02)
+    assert {f.night for f in fabric if f.run_id == run_id} == {date(2026, 1, 21)}
+    assert all(f.started_at.tzinfo is not None and f.run_status == "success" for f in fabric)
+    assert store.fabric_history_rows(nodes=1, gpus_per_node=8, before=datetime(2026, 1, 2, tzinfo=UTC)) == [
+        f for f in fabric if f.night == START
+    ]
 
 
 @pytest.mark.postgres
@@ -418,15 +432,9 @@ def test_labels_follow_the_rules():
 
 
 KEY = "pt/resnet50/amp/b256/1n8g"
-CONFIG = {
-    "framework": "pt",
-    "model": "resnet50",
-    "precision": "amp",
-    "batch_size_per_device": 256,
-    "variant": "",
-    "nodes": 1,
-    "gpus_per_node": 8,
-}
+CONFIG = Configuration(
+    framework="pt", model="resnet50", precision="amp", batch_size_per_device=256, variant="", nodes=1, gpus_per_node=8
+)
 INFRA_A = {"framework_version": "2.5.0", "image_digest": "sha256:a", "driver_version": "550"}
 INFRA_B = INFRA_A | {"framework_version": "2.6.0"}
 NIGHT_20 = START + timedelta(days=20)
@@ -494,7 +502,7 @@ def test_a_new_regression_on_a_scheduled_night_is_opened_with_its_label():
     (decision,) = decided.decisions
     assert decided.scheduled and decision.verdict.kind == "new" and decision.action == "open"
     assert decision.label == "unexplained" and decision.closed_reason is None
-    assert decision.case == {**CONFIG, "case_key": KEY}
+    assert decision.configuration == CONFIG and decision.case_key == KEY
     assert decided.counts == {"new": 1} and decided.new == (decision,)
     assert decision.describe().startswith(f"{KEY}: new, median 900.00 vs 1000.00 (-10.00%, robust z ")
     assert decision.describe().endswith(", 14 nights) [unexplained]")
@@ -581,20 +589,65 @@ def test_the_environments_needed_are_the_baselines_and_tonights():
 def test_the_stored_alert_of_a_new_regression():
     (decision,) = decide(tonight(900.0, env_id=2), rows(wiggle(20)), fabric={(1, 8): False}).decisions
     alert = decision.alert("dlperf_benchmark", 41)
-    assert {k: alert[k] for k in ("id", "dag_id", "run_id", "case_key", "label", "direction", "night")} == {
-        "id": 41,
-        "dag_id": "dlperf_benchmark",
-        "run_id": "scheduled__20",
-        "case_key": KEY,
-        "label": "framework",
-        "direction": "slower",
-        "night": "2026-01-21",
-    }
-    assert "kind" not in alert and alert["environment_changes"] == "framework_version: 2.5.0 -> 2.6.0"
-    assert describe_regression(alert) == (
-        f"{KEY}: slower by 10.0% on 2026-01-21 (median 900.00 vs baseline 1000.00 over 14 nights, robust z "
-        f"{alert['robust_z']:+.1f}); an environment change (framework_version: 2.5.0 -> 2.6.0); run scheduled__20"
+    assert isinstance(alert, RegressionAlert)
+    assert (alert.id, alert.dag_id, alert.run_id, alert.case_key, alert.label, alert.direction, alert.night) == (
+        41,
+        "dlperf_benchmark",
+        "scheduled__20",
+        KEY,
+        "framework",
+        "slower",
+        date(2026, 1, 21),
     )
+    assert (alert.framework, alert.batch_size_per_device, alert.variant, alert.nodes, alert.gpus_per_node) == (
+        "pt",
+        256,
+        "",
+        1,
+        8,
+    )
+    assert alert.environment_changes == "framework_version: 2.5.0 -> 2.6.0" and alert.environment_id == 2
+    assert alert.baseline_nights == 14 and alert.change_pct == pytest.approx(-10.0)
+    assert (
+        describe_regression(alert)
+        == alert.describe()
+        == (
+            f"{KEY}: slower by 10.0% on 2026-01-21 (median 900.00 vs baseline 1000.00 over 14 nights, robust z "
+            f"{alert.robust_z:+.1f}); an environment change (framework_version: 2.5.0 -> 2.6.0); run scheduled__20"
+        )
+    )
+    # its JSON form (what a notifier's context carries): the regressions table's names, the night as ISO text
+    form = alert.to_json()
+    assert form["night"] == "2026-01-21" and form["case_key"] == KEY and form["environment_changed"] is True
+    assert "kind" not in form and "open_regression_id" not in form
+    assert RegressionAlert.from_json(json.loads(json.dumps(form))) == alert
+    steady = decide(tonight(1000.0), rows(wiggle(20))).decisions[0]
+    with pytest.raises(ValueError, match="no new regression"):
+        steady.alert("dlperf_benchmark", None)
+
+
+def test_notify_regressions_hands_the_notifiers_json(monkeypatch, caplog):
+    """The alerts become JSON where they reach the notifiers: the context's list, and its lines as text; the log
+    notifier reads the JSON back."""
+    from dlperf_airflow.notifiers import notify_regressions
+
+    (decision,) = decide(tonight(900.0), rows(wiggle(20))).decisions
+    alert = decision.alert("dlperf_benchmark", 7)
+    seen = []
+
+    class Keep(BaseNotifier):
+        def notify(self, context):
+            seen.append(json.loads(json.dumps(context["dlperf_regressions"])))  # plain JSON, nothing else
+            seen.append(context["dlperf_regressions_text"])
+
+    monkeypatch.setattr(f"{__name__}.Keep", Keep, raising=False)
+    monkeypatch.setenv("DLPERF_REGRESSION_NOTIFIERS", f"{__name__}.Keep,dlperf_airflow.notifiers.LogRegressionNotifier")
+    assert notify_regressions([]) == 0
+    with caplog.at_level("WARNING", logger="dlperf.regressions"):
+        assert notify_regressions([alert], {"ts": "now"}) == 2
+    assert seen == [[alert.to_json()], alert.describe()]
+    assert [RegressionAlert.from_json(item) for item in seen[0]] == [alert]
+    assert f"dlperf regression: {alert.describe()}" in caplog.text
 
 
 def test_the_fabric_is_judged_at_tonights_largest_message_size():
@@ -619,47 +672,76 @@ def test_the_fabric_is_judged_at_tonights_largest_message_size():
 
 
 def test_store_rows_become_the_core_types():
-    import pandas as pd
-
-    from dlperf_airflow.regression_step import records_of
-
-    # the edge: pandas' missing values (NA, NaN, NaT) reach the core as None
-    frame = pd.DataFrame({"environment_id": pd.array([pd.NA, 4], dtype="Int64"), "median_throughput": [1.5, None]})
-    assert records_of(frame) == [
-        {"environment_id": None, "median_throughput": 1.5},
-        {"environment_id": 4, "median_throughput": None},
-    ]
-    assert records_of(frame.iloc[:0]) == []
-    case = CaseResult.from_record(
-        {**CONFIG, "case_key": KEY, "median_throughput": 1.5, "n": 2, "environment_id": None, "extra": 1},
-        tuple(CONFIG),
+    """Each core type has its typed constructor from the store's row (no dicts, no pandas in between)."""
+    stamp = datetime(2026, 1, 21, 2, tzinfo=UTC)
+    common = {"dag_id": "d", "run_id": "r", "case_key": KEY, **CONFIG.__dict__, "compile": False}
+    summary = CaseSummaryRow(
+        **common,
+        total_gpus=8,
+        n=2,
+        n_failed=0,
+        median_throughput=1.5,
+        mean_throughput=1.5,
+        min_throughput=1.4,
+        max_throughput=1.6,
+        speedup=None,
+        scaling_efficiency=None,
+        stdev_throughput=0.1,
+        cv=0.07,
+        gpu_memory_peak_mb=None,
+        mfu=None,
+        energy_per_sample_j=None,
+        environment_id=None,
+        unreliable=False,
+        unreliable_reason=None,
     )
+    case = CaseResult.from_summary(summary)
     assert case == CaseResult(KEY, CONFIG, 1.5, 2, None) and case.topology == (1, 8)
-    night = NightlyRow.from_record(
-        {
-            "case_key": KEY,
-            "night": START,
-            "run_id": "r",
-            "median_throughput": None,
-            "n": 0,
-            "n_failed": 3,
-            "run_status": "failed",
-            "environment_id": 4,
-        }
+    history = HistoryRow(
+        **common,
+        night=START,
+        started_at=stamp,
+        run_status="failed",
+        median_throughput=None,
+        n=0,
+        n_failed=3,
+        speedup=None,
+        scaling_efficiency=None,
+        mfu=None,
+        energy_per_sample_j=None,
+        environment_id=4,
     )
-    assert night.median_throughput is None and night.environment_id == 4 and not is_good_night(night, KEY)
-    open_ = OpenRegression.from_record(
-        {
-            "id": 3,
-            "median_throughput": 9.0,
-            "baseline_median": 10.0,
-            "baseline_mad": 0.1,
-            "direction": "slower",
-            "run_id": "r",
-        }
+    night = NightlyRow.from_history(history)
+    assert night == NightlyRow(KEY, START, "r", None, 0, 3, "failed", 4) and not is_good_night(night, KEY)
+    stored = RegressionRow(
+        id=3,
+        benchmark_run_id=1,
+        **{k: v for k, v in common.items() if k != "compile"},
+        night=START,
+        median_throughput=9.0,
+        baseline_median=10.0,
+        baseline_mad=0.1,
+        baseline_nights=14,
+        change_pct=-10.0,
+        robust_z=-7.0,
+        direction="slower",
+        environment_changed=False,
+        environment_changes=None,
+        environment_id=None,
+        status="open",
+        last_seen_run_id="r",
+        closed_at=None,
+        closed_reason=None,
+        created_at=stamp,
+        label=None,
     )
-    assert open_ == OpenRegression(3, 9.0, 10.0, 0.1, "slower", "r")
-    probe = FabricFigure.from_record(
-        {"nodes": 1, "gpus_per_node": 8, "size_bytes": GIB, "busbw_gbs": None, "run_id": "r"}
+    assert OpenRegression.from_stored(stored) == OpenRegression(3, 9.0, 10.0, 0.1, "slower", "r")
+    assert stored.configuration == CONFIG == summary.configuration == history.configuration
+    fabric = {"probe_key": "p", "nodes": 1, "gpus_per_node": 8, "total_gpus": 8, "size_bytes": GIB, "n": 0}
+    sizes = {"busbw_gbs": None, "algbw_gbs": None, "time_us": None, "environment_id": None}
+    probe = FabricFigure.from_summary(FabricSummaryRow(dag_id="d", run_id="r", **fabric, **sizes))
+    assert probe == FabricFigure(1, 8, GIB, None, "r") and probe.night is None
+    past = FabricHistoryRow(
+        dag_id="d", run_id="r", **fabric, **sizes, night=START, started_at=stamp, run_status="success"
     )
-    assert probe.busbw_gbs is None and probe.night is None
+    assert FabricFigure.from_history(past) == FabricFigure(1, 8, GIB, None, "r", START, "success")

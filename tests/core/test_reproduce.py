@@ -142,9 +142,18 @@ def test_the_docker_spec_keeps_every_setting_and_survives_json_without_any_secre
     run, job = smoke_job(inventory, topology="2n1g", env=SECRETS)  # 2n1g: a container on each node
     image = ImageRef(IMAGE, "sha256:" + "a" * 64, "registry.example.com/dlperf/pytorch-reference@sha256:" + "b" * 64)
     nodes = tuple(docker_node(launch, spec, image, "/workspace") for launch, spec in zip(job.launches, job.containers))
-    spec = LaunchSpec(run.case.key, run.repeat, nodes, "suites/smoke.yaml", "inv.yaml", "ngc_pytorch_dllogger", 3, 10)
-    text = json.dumps(spec.to_dict())
-    assert LaunchSpec.from_dict(json.loads(text)) == spec
+    spec = LaunchSpec(
+        case_key=run.case.key,
+        repeat=run.repeat,
+        nodes=nodes,
+        suite="suites/smoke.yaml",
+        inventory="inv.yaml",
+        log_format="ngc_pytorch_dllogger",
+        warmup=3,
+        measured=10,
+    )
+    text = json.dumps(spec.to_json())
+    assert LaunchSpec.from_json(json.loads(text)) == spec
     assert not any(value in text for value in (*SECRETS.values(), "bench:other@"))
     g0 = spec.nodes[0]
     assert (g0.node, g0.address, g0.rank, g0.runtime, g0.working_dir) == ("g0", "10.0.0.1", 0, "docker", "/workspace")
@@ -188,8 +197,8 @@ def test_per_case_ssh_keys_are_kept_by_path_only():
     job = build_job(run, inventory, DryRunDocker(), IDS, timeout_s=60, watchdog_s=None)
     assert all(c.files for c in job.containers)
     nodes = tuple(docker_node(launch, c, ImageRef(IMAGE)) for launch, c in zip(job.launches, job.containers))
-    spec = LaunchSpec(run.case.key, 0, nodes)
-    text = json.dumps(spec.to_dict())
+    spec = LaunchSpec(case_key=run.case.key, repeat=0, nodes=nodes)
+    text = json.dumps(spec.to_json())
     assert "PRIVATE KEY" not in text and not any(f.content.decode() in text for f in job.containers[0].files)
     assert nodes[0].container is not None
     assert nodes[0].container.files == tuple(f.path for f in job.containers[0].files)
@@ -206,8 +215,8 @@ def test_the_local_spec_is_the_command_the_runtime_starts():
     argv, env = runtime.node_command(job, 0)
     assert len(nodes) == 1 and nodes[0].argv == argv and nodes[0].env == env and nodes[0].image is None
     assert nodes[0].runtime == "local" and nodes[0].working_dir == str(Path.cwd())
-    spec = LaunchSpec(run.case.key, 0, nodes)
-    assert LaunchSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    spec = LaunchSpec(case_key=run.case.key, repeat=0, nodes=nodes)
+    assert LaunchSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
     script = shell_script(spec, run_id="r", dag_id="d")
     command = [line for line in script.splitlines() if not line.startswith("#") and line][0]
     assert command.startswith(f"(cd {shlex.quote(str(Path.cwd()))} && env ")
@@ -215,13 +224,46 @@ def test_the_local_spec_is_the_command_the_runtime_starts():
     assert inner[0] == "env" and inner[len(env) + 1 :] == list(argv)
 
 
+STORED_SPECS = REPO / "tests/data/json_forms/launch_specs.json"
+"""Launch specs as ``results.launch_spec`` held them when the form was still written by hand (a docker case on two
+nodes with secrets removed, an mpirun case with per-case ssh keys, a local case)."""
+
+
+def test_a_stored_launch_spec_reads_back_and_is_written_again_unchanged():
+    """The column's JSON is generated from the types now: a spec stored before reads back, and its JSON form is
+    the stored text again (same keys, same order, same values), so old rows keep decoding and new rows look the
+    same."""
+    stored = json.loads(STORED_SPECS.read_text())
+    assert set(stored) == {"docker_2n1g", "mpi_2n1g", "local_1n2g"}
+    for name, data in stored.items():
+        spec = LaunchSpec.from_json(data)
+        assert json.dumps(spec.to_json()) == json.dumps(data), name
+        assert LaunchSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+        assert shell_script(spec, run_id="r", dag_id="d").startswith(f"# dlperf reproduce: {spec.case_key} ")
+    docker = LaunchSpec.from_json(stored["docker_2n1g"])
+    g0 = docker.nodes[0]
+    assert (docker.format, docker.warmup, docker.measured, docker.log_format) == (1, 3, 10, "ngc_pytorch_dllogger")
+    assert g0.image is not None and g0.image.digest and g0.image.id == "sha256:" + "a" * 64
+    assert g0.container is not None and g0.container.mounts[0].target == "/data" and g0.container.mounts[0].read_only
+    assert isinstance(g0.argv, tuple) and isinstance(g0.container.devices, tuple)
+    assert "env HF_TOKEN" in g0.removed and g0.engine == "tcp://10.0.0.1:2376"
+    mpi = LaunchSpec.from_json(stored["mpi_2n1g"])
+    assert [n.role for n in mpi.nodes] == ["launcher", "sshd"] and all(
+        n.container and n.container.files for n in mpi.nodes
+    )
+    local = LaunchSpec.from_json(stored["local_1n2g"])
+    assert local.runtime == "local" and local.nodes[0].image is None and local.nodes[0].container is None
+
+
 def test_node_routing_merges_what_each_node_saw_itself():
     inventory = real_cluster()
     run, job = smoke_job(inventory, topology="2n1g")
     tags = [docker_node(launch, spec, ImageRef(IMAGE)) for launch, spec in zip(job.launches, job.containers)]
-    base = LaunchSpec(run.case.key, 0, tuple(tags))
+    base = LaunchSpec(case_key=run.case.key, repeat=0, nodes=tuple(tags))
     seen_by_g1 = LaunchSpec(
-        run.case.key, 0, (tags[0], docker_node(job.launches[1], job.containers[1], ImageRef(IMAGE, "sha256:1")))
+        case_key=run.case.key,
+        repeat=0,
+        nodes=(tags[0], docker_node(job.launches[1], job.containers[1], ImageRef(IMAGE, "sha256:1"))),
     )
     merged = base.merged({"g0": base, "g1": seen_by_g1})
     assert [n.image.id if n.image else None for n in merged.nodes] == [None, "sha256:1"]
@@ -257,14 +299,20 @@ def test_store_result_keeps_the_launch_spec(tmp_path, monkeypatch):
     log.write_text("")
     outcome = CaseOutcome(T0, T0 + timedelta(seconds=9), [NodeOutcome("node0", 0, 0, str(log))], None)
     planned = PlannedRun(run, "local", "inventories/local.yaml", 60, None, suite="suites/smoke.yaml")
-    spec = LaunchSpec(run.case.key, 0, runtime.node_specs(job), planned.suite, planned.inventory)
+    spec = LaunchSpec(
+        case_key=run.case.key,
+        repeat=0,
+        nodes=runtime.node_specs(job),
+        suite=planned.suite,
+        inventory=planned.inventory,
+    )
     executed = ExecutedRun(planned, outcome, spec)
     carried = ExecutedRun.from_json(json.loads(json.dumps(executed.to_json())))  # through XCom
     assert carried == executed
     steps.store_step(carried, IDS)
     try:
         row = store.results(run_id=IDS.run_id).iloc[0]
-        assert LaunchSpec.from_dict(row["launch_spec"]) == spec
+        assert LaunchSpec.from_json(row["launch_spec"]) == spec
         assert row["configuration"] == run.case.configuration
     finally:
         store.dispose()
@@ -349,17 +397,26 @@ def test_reproduce_refuses_what_it_cannot_reproduce_and_prints_nothing(tmp_path,
     data["measured_iterations"] = 12
     changed.write_text(yaml.safe_dump(data))
     inventory_file = str(REPO / "inventories/local.yaml")
-    spec = LaunchSpec(key, 0, runtime.node_specs(job), str(changed), inventory_file, "ngc_pytorch_dllogger", 3, 10)
-    gone = LaunchSpec(key, 0, spec.nodes, str(tmp_path / "gone.yaml"), inventory_file)
+    spec = LaunchSpec(
+        case_key=key,
+        repeat=0,
+        nodes=runtime.node_specs(job),
+        suite=str(changed),
+        inventory=inventory_file,
+        log_format="ngc_pytorch_dllogger",
+        warmup=3,
+        measured=10,
+    )
+    gone = replace(spec, suite=str(tmp_path / "gone.yaml"), log_format=None, warmup=None, measured=None)
     common = dict(case_key=key, configuration=run.case.configuration)
     store = ResultStore(db)
     store.ensure_schema()
     store.upsert_results(
         [
             result_record(run_id="r1", repeat=0, status="failed", reason="boom", throughput=None, **common),
-            result_record(run_id="r1", repeat=1, launch_spec=replace(spec, repeat=1).to_dict(), **common),
+            result_record(run_id="r1", repeat=1, launch_spec=replace(spec, repeat=1).to_json(), **common),
             result_record(run_id="r1", repeat=2, **common),  # before migration 0010: no launch spec
-            result_record(run_id="r2", repeat=0, launch_spec=gone.to_dict(), **common),
+            result_record(run_id="r2", repeat=0, launch_spec=gone.to_json(), **common),
             result_record(
                 benchmark_run=run_record(run_id="imported", trigger="import"), figure_origin="imported", **common
             ),
@@ -435,7 +492,7 @@ def test_reproduce_on_docker_prints_what_ran_and_reruns_it(tmp_path, pg_url):
     run_id, store = run_id_of(out.stdout), ResultStore(pg_url)
     row = store.results(run_id=run_id).iloc[0]
     assert row["status"] == "ok", row["reason"]
-    key, spec = row["case_key"], LaunchSpec.from_dict(row["launch_spec"])
+    key, spec = row["case_key"], LaunchSpec.from_json(row["launch_spec"])
     image_id = docker_output("image", "inspect", "--format", "{{.Id}}", IMAGE).strip()
     node = spec.nodes[0]
     assert (spec.runtime, spec.suite, node.node, node.image) == (
@@ -477,7 +534,7 @@ def test_reproduce_on_docker_prints_what_ran_and_reruns_it(tmp_path, pg_url):
     assert sorted(rows["run_id"]) == sorted([run_id, found[4]]) and found[4] != run_id
     new = rows[rows["run_id"] == found[4]].iloc[0]
     assert new["status"] == "ok" and float(found[1]) == pytest.approx(new["throughput"], abs=0.01)
-    assert LaunchSpec.from_dict(new["launch_spec"]).nodes[0].image == node.image
+    assert LaunchSpec.from_json(new["launch_spec"]).nodes[0].image == node.image
     assert dlperf_containers() == []
     store.dispose()
 

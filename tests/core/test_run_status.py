@@ -1,4 +1,4 @@
-"""Whether a run passed (dlperf_core.verdict): verdicts on hand-made lists of outcomes, then finish_run on a
+"""Whether a run passed (dlperf_core.run_status): verdicts on hand-made lists of outcomes, then finish_run on a
 SQLite results database (the run's status, its summary and the message the DAG run fails with)."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from datetime import timedelta
 
 import pytest
 
-from dlperf_core.verdict import (
+from dlperf_core.run_status import (
     NOTHING_STORED,
     Outcome,
     RunCounts,
     case_run,
     fabric_probe,
-    judge_run,
     max_batch_search,
+    status_of_outcomes,
 )
 from helpers import result_record, run_record
 
@@ -23,14 +23,14 @@ KEY = "pytorch_reference/resnet50_v1.5/fp32/b8/1n2g"
 
 
 def test_a_run_that_stored_nothing_failed():
-    verdict = judge_run([])
+    verdict = status_of_outcomes([])
     assert not verdict.passed and verdict.status == "failed"
     assert verdict.message == NOTHING_STORED
     assert verdict.summary() == RunCounts(results=0, failed=0, max_batch_searches=0, fabric_probes=0)
 
 
 def test_every_outcome_ok_passes():
-    verdict = judge_run(
+    verdict = status_of_outcomes(
         [
             case_run(KEY, 0, "ok"),
             case_run(KEY, 1, "ok"),
@@ -45,13 +45,13 @@ def test_every_outcome_ok_passes():
 
 
 def test_a_search_or_a_probe_alone_is_a_run():
-    assert judge_run([max_batch_search("s", "found")]).passed
-    assert judge_run([fabric_probe("p", 0, "ok")]).passed
+    assert status_of_outcomes([max_batch_search("s", "found")]).passed
+    assert status_of_outcomes([fabric_probe("p", 0, "ok")]).passed
 
 
 @pytest.mark.parametrize("status", ["failed", "timeout", "skipped"])
 def test_a_case_run_counts_only_when_ok(status):
-    verdict = judge_run([case_run(KEY, 0, "ok"), case_run(KEY, 1, status, "no throughput")])
+    verdict = status_of_outcomes([case_run(KEY, 0, "ok"), case_run(KEY, 1, status, "no throughput")])
     assert verdict.status == "failed" and verdict.summary().failed == 1
     assert verdict.reasons == [f"{KEY} r1: no throughput"]
 
@@ -66,7 +66,7 @@ def test_the_message_names_every_failure_case_runs_first():
         fabric_probe("allreduce_probe/allreduce/fp32/b1/2n1g", 0, "ok"),
         case_run(KEY, 2, "failed", None),
     ]
-    verdict = judge_run(outcomes)
+    verdict = status_of_outcomes(outcomes)
     assert verdict.message == (
         "2 of 3 case runs, 1 of 2 max batch searches and 1 of 2 fabric probes failed: "
         f"{KEY} r1: node0 exited with code 2; {KEY} r2: None; "
@@ -103,8 +103,8 @@ def _result(run, repeat: int, status: str, reason: str | None = None):
 def test_finish_run_closes_the_run_with_the_core_verdict(sqlite_url, monkeypatch, tmp_path, failed_repeat):
     from dlperf_airflow import steps
     from dlperf_core.model import RunIds
+    from dlperf_core.run_status import status_of_run
     from dlperf_core.storage import ResultStore
-    from dlperf_core.verdict import verdict_of_run
 
     monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
     monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
@@ -117,7 +117,7 @@ def test_finish_run_closes_the_run_with_the_core_verdict(sqlite_url, monkeypatch
     store.upsert_run(other)
     store.upsert_results([_result(other, 0, "failed", "not ours")])
     try:
-        verdict = verdict_of_run(store, run.dag_id, run.run_id)
+        verdict = status_of_run(store, run.dag_id, run.run_id)
         assert verdict.summary() == RunCounts(
             results=2, failed=int(failed_repeat), max_batch_searches=0, fabric_probes=0
         )
@@ -131,7 +131,8 @@ def test_finish_run_closes_the_run_with_the_core_verdict(sqlite_url, monkeypatch
         else:
             assert steps.finish_step(ids) == verdict.summary()
         info = store.run_info(run.dag_id, run.run_id)
-        assert info["status"] == ("failed" if failed_repeat else "success") and info["finished_at"] is not None
+        assert info is not None and info.status == ("failed" if failed_repeat else "success")
+        assert info.finished_at is not None
     finally:
         store.dispose()
 

@@ -11,7 +11,7 @@ from dlperf_core.model import series_base
 from dlperf_core.plan import PlanFilters, check_suite, expand_cases, plan_suite
 from dlperf_core.suite import load_suite
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 GOOD = {
     "name": "t",

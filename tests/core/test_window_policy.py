@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf_core.measure import judge
+from dlperf_core.measure import measure_case_run
 from dlperf_core.model import Case, CaseOutcome, NodeOutcome
 from dlperf_core.parsing import parse_log
 from dlperf_core.parsing.window import MIN_FITTED_MEASURED
@@ -91,7 +91,7 @@ def test_dlperf_parse_fits_by_default_and_strict_restores_the_failure(short_log)
 
 
 def test_a_run_dlperf_launched_keeps_the_strict_window(tmp_path, short_log, monkeypatch):
-    """judge() is what store_result calls on a launched run's log: dlperf asked for 20 + 100 iterations, so a
+    """measure_case_run() is what store_result calls on a launched run's log: dlperf asked for 20 + 100 iterations, so a
     log that stops after 62 is a failed run, whatever dlperf parse says of the same file."""
     import dlperf_core.frameworks.pytorch_reference as ref
 
@@ -101,10 +101,12 @@ def test_a_run_dlperf_launched_keeps_the_strict_window(tmp_path, short_log, monk
     case = Case("pytorch_reference", "resnet50_v1.5", "fp32", 96, 1, 8, 20, 100)
     now = datetime(2026, 11, 24, tzinfo=UTC)
     outcome = CaseOutcome(now, now, [NodeOutcome(node="node0", rank=0, exit_code=0, log_path=str(log))], None)
-    verdict = judge(case, outcome)
+    verdict = measure_case_run(case, outcome)
     assert verdict.status == "failed" and verdict.reason.startswith("truncated log: 63 of")
     assert verdict.throughput is None and verdict.window_first is None
     full = tmp_path / "full.log"
     full.write_text(PADDLE8.read_text())
-    ok = judge(case, CaseOutcome(now, now, [NodeOutcome(node="node0", rank=0, exit_code=0, log_path=str(full))], None))
+    ok = measure_case_run(
+        case, CaseOutcome(now, now, [NodeOutcome(node="node0", rank=0, exit_code=0, log_path=str(full))], None)
+    )
     assert ok.status == "ok" and (ok.window_first, ok.window_last) == (21, 120)  # stored with the row

@@ -131,7 +131,9 @@ def test_node_worker_listens_on_its_queue_with_its_docker_socket(compose, tmp_pa
     assert command[:2] == ["celery", "worker"]
     assert command[command.index("--queues") + 1] == "gpu-node-3"
     assert worker["environment"]["DLPERF_NODE"] == "gpu-node-3"  # a task for another node refuses to run here
-    assert worker["environment"]["DLPERF_CLUSTER_INVENTORY"] == "inventories/example-cluster.yaml"
+    # .env's DLPERF_CLUSTER_INVENTORY reaches every Airflow component as Airflow's option [dlperf] cluster_inventory
+    assert worker["environment"]["AIRFLOW__DLPERF__CLUSTER_INVENTORY"] == "inventories/example-cluster.yaml"
+    assert "DLPERF_CLUSTER_INVENTORY" not in worker["environment"]  # the DAG reads no such variable
     assert worker["environment"]["DLPERF_DB_URL"].endswith("@postgres:5432/dlperf")  # the common environment too
     assert any(
         str(v).startswith("/run/node3.sock:/var/run/docker.sock")

@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.docker
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("DLPERF_REFERENCE_IMAGE", "dlperf/pytorch-reference:cpu")
 TRAIN_PY = "/opt/dlperf/workload/train.py"
 BUILD_TIMEOUT_S = 900

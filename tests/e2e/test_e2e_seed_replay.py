@@ -7,7 +7,7 @@ log of that framework (../shared/reallogs, or the seeds' own lines for MindSpore
 nodes idling like an sshd or exiting like a launcher. So the test covers everything dlperf does around the
 framework: the job, the supervisor (services, first failure, cleanup), the adapter's log format and window,
 the device-count check against the case, and the stored row. The commands themselves are checked
-token by token against the seeds in tests/test_commands_golden.py.
+token by token against the seeds in tests/core/frameworks/test_commands_golden.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dlperf_core.model import Case, CaseRun, RunIds
 from dlperf_core.parsing import parse_file
 from dlperf_core.storage import ResultStore
 from helpers import SHARED, dlperf_containers, docker_marks
-from test_parsing_mindspore_oneflow import ms_log, of_log
+from parsing_logs import ms_log, of_log
 
 IMAGE = "dlperf/debian-base:bookworm"
 pytestmark = docker_marks(IMAGE)
@@ -101,7 +101,7 @@ def test_seed_framework_from_case_to_stored_row(framework, tmp_path, pg_url, mon
     ResultStore(pg_url).ensure_schema()  # plan_cases does this in the DAG
     the_case, log_of = SEEDS[framework]
     log = log_of(tmp_path)
-    # GPU nodes: the adapter's GPU job (its CPU-node job trains for real in tests/test_seeds_cpu.py)
+    # GPU nodes: the adapter's GPU job (its CPU-node job trains for real in tests/e2e/test_seeds_cpu.py)
     nodes = tuple(Node(name=f"node{i}", gpus=8, accelerator="nvidia") for i in range(4))
     inventory = Inventory(name="replay", nodes=nodes)
     ids = RunIds("dlperf_seed_replay", f"replay__{framework}_{uuid.uuid4().hex[:8]}")

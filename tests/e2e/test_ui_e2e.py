@@ -153,7 +153,7 @@ def test_trigger_form_run_and_results_page(stack: AirflowStack, browser, tmp_pat
     figure = f"{rows['throughput'].iloc[0]:,.2f}"
     assert figure in page.locator("#results").inner_text()
     links = page.locator("#runs a").evaluate_all("els => els.map(e => e.getAttribute('href'))")
-    case_runs = case_runs_task_id(routed=False)  # this stack has no DLPERF_CLUSTER_INVENTORY: run_case
+    case_runs = case_runs_task_id(routed=False)  # this stack has no [dlperf] cluster_inventory: run_case
     assert any(re.search(rf"/dags/{DAG_ID}/runs/.+/tasks/{case_runs}/mapped$", href) for href in links), links
     assert page.locator("#speedup-plot").count() == 0  # 1n1g only: no speedup to plot yet, and it says so
     assert "no speedup to plot yet" in page.content()

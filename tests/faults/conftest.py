@@ -37,38 +37,38 @@ class FaultRecord:
 
 
 EXTERNAL: dict[str, FaultRecord] = {
-    "tests/test_e2e_docker.py::test_killed_container_fails_only_its_case_and_leaves_nothing": FaultRecord(
+    "tests/e2e/test_e2e_docker.py::test_killed_container_fails_only_its_case_and_leaves_nothing": FaultRecord(
         kind="fault",
         name="container killed mid-run",
         injected="`docker kill` of the 1n1g case's container after iteration 3 (real dockerd, dag.test)",
         expected="that repeat failed with 'killed' reason; the 1n2g case still runs ok; no dlperf container left",
     ),
-    "tests/test_e2e_docker.py::test_smoke_suite_on_container_nodes_twice_without_duplicates": FaultRecord(
+    "tests/e2e/test_e2e_docker.py::test_smoke_suite_on_container_nodes_twice_without_duplicates": FaultRecord(
         kind="fault",
         name="re-run of a whole DAG run (docker)",
         injected="the same DAG run (same logical date, same run id) run twice on container nodes",
         expected="6 rows both times, the same row ids (updated in place); no container left",
     ),
-    "tests/test_preflight.py::test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run": FaultRecord(
+    "tests/core/test_preflight.py::test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run": FaultRecord(
         kind="fault",
         name="node unreachable (sshd down)",
         injected="inventory node 'bad' points at a port where no sshd listens (real sshd for 'good'); "
         "plan -> preflight -> run_case -> store_result",
         expected="preflight names 'bad' (unreachable over ssh); its 2n1g case failed without starting; 1n1g ok",
     ),
-    "tests/test_results_api.py::test_plugin_app_behind_airflow_auth": FaultRecord(
+    "tests/airflow_plugin/test_results_api.py::test_plugin_app_behind_airflow_auth": FaultRecord(
         kind="security",
         name="results API requires authentication",
         injected="requests to the plugin's FastAPI app without and with an Airflow token",
         expected="refused without authentication, served with it",
     ),
-    "tests/test_schema_views.py::test_analyst_role_reads_but_cannot_write": FaultRecord(
+    "tests/core/storage/test_schema_views.py::test_analyst_role_reads_but_cannot_write": FaultRecord(
         kind="security",
         name="analysts' role cannot write",
         injected="INSERT/UPDATE/DDL as the analyst role on real PostgreSQL",
         expected="reads work, every write is refused",
     ),
-    "tests/test_supervise.py::test_watchdog_stops_a_silent_training": FaultRecord(
+    "tests/core/runtime/test_supervise.py::test_watchdog_stops_a_silent_training": FaultRecord(
         kind="fault",
         name="silent process (supervisor level)",
         injected="a real process that prints 3 lines then sleeps; watchdog 2 s",

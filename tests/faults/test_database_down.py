@@ -12,9 +12,9 @@ import pytest
 from dlperf_airflow import steps
 from dlperf_core.handoff import ExecutedRun
 from dlperf_core.model import RunIds
+from dlperf_core.run_status import RunCounts
 from dlperf_core.storage import ResultStore
 from dlperf_core.storage.spool import ResultSpool
-from dlperf_core.verdict import RunCounts
 from faults.private_pg import PrivatePostgres
 
 HERE = Path(__file__).resolve().parent

@@ -1,6 +1,7 @@
 """Security checks as tests: no secret in the repository or the images, every SQL statement binds its
 values, containers are never privileged. (The results API's authentication and the analysts' read-only
-role are tested against the real servers in tests/test_results_api.py and tests/test_schema_views.py;
+role are tested against the real servers in tests/airflow_plugin/test_results_api.py and
+tests/core/storage/test_schema_views.py;
 secret masking in a real DAG run's output is checked in tests/faults/test_concurrent_runs.py.)"""
 
 from __future__ import annotations

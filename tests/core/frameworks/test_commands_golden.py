@@ -2,8 +2,8 @@
 
 Golden files (tests/golden/<framework>.txt) hold every node's command and container settings for every
 topology and precision of suites/seeds.yaml on the seeds' cluster (tests/data/seed-cluster.yaml). After an
-intended change, regenerate them with ``DLPERF_UPDATE_GOLDEN=1 pytest tests/test_commands_golden.py`` and
-review the diff.
+intended change, regenerate them with ``DLPERF_UPDATE_GOLDEN=1 pytest tests/core/frameworks/test_commands_golden.py``
+and review the diff.
 """
 
 from __future__ import annotations

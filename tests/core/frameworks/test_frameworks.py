@@ -10,7 +10,7 @@ from dlperf_core.jobs import build_job
 from dlperf_core.model import Case, CaseRun, RunIds
 from dlperf_core.plan import check_fits
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 GPU = load_inventory(REPO / "inventories/example-cluster.yaml")  # the GPU nodes
 CPU = load_inventory(REPO / "inventories/docker-local.yaml")  # the CPU stand-in nodes
 CASE = Case("pytorch_reference", "resnet50_v1.5", "amp", 256, 2, 8, 20, 100, extra_args=("--device", "cuda"))

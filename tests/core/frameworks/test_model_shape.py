@@ -11,7 +11,7 @@ from dlperf_core.frameworks import ADAPTERS, ModelShape, get_adapter
 from dlperf_core.frameworks.shape import FullSize, flag_values, overrides, shape_against
 from dlperf_core.suite import load_suite
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SEEDS_CPU = load_suite(REPO / "suites" / "seeds-cpu.yaml")
 
 # framework -> what its seeds-cpu entry trains, as the reports will say it (read from the drivers' flags:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -31,14 +30,27 @@ from dlperf_core.parsing import (
     plsc,
     tf2,
 )
-from helpers import SHARED  # seeds and reallogs, $DLPERF_SHARED
+from helpers import REPO, SHARED  # SHARED: seeds and reallogs, $DLPERF_SHARED
 from parsing_checks import SETTINGS, check_all, parse_with
-from test_parsing import iter_line, param_line, synthetic
-from test_parsing_mindspore_oneflow import OF_END, OF_SEED_LINES, ms_log, of_header, of_train, of_ts_log
-from test_parsing_mxnet_tf2 import mx_bench, mx_run, tf_log
-from test_parsing_paddle import arc_log, clas_log, steady
+from parsing_logs import (
+    OF_END,
+    OF_SEED_LINES,
+    arc_log,
+    clas_log,
+    iter_line,
+    ms_log,
+    mx_bench,
+    mx_run,
+    of_header,
+    of_train,
+    of_ts_log,
+    param_line,
+    steady,
+    synthetic,
+    tf_log,
+)
 
-CPU_LOGS = Path(__file__).resolve().parent / "data" / "cpu_logs"  # real logs of the CPU images
+CPU_LOGS = REPO / "tests" / "data" / "cpu_logs"  # real logs of the CPU images
 REAL_LOGS = SHARED / "reallogs"  # real logs of the seeds' GPU clusters (PROVENANCE.md)
 
 

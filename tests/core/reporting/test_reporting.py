@@ -25,6 +25,7 @@ from dlperf_core.reporting import (
     seed_table_frames,
     seed_tables,
 )
+from dlperf_core.reporting.data import RunInfo
 from dlperf_core.reporting.tables import seed_columns, side_by_side_frame
 from dlperf_core.storage import ResultStore
 from helpers import DLPERF, REPO, cli_env, result_record, run_record
@@ -99,19 +100,20 @@ def fill_store(url: str) -> dict[tuple, list[float]]:
 
 def record_regression(store: ResultStore, latest: dict[tuple, list[float]]) -> None:
     from dlperf_core.regression import Verdict
+    from dlperf_core.storage.rows import Configuration
 
     framework, precision, batch = "pytorch_reference", "fp32", 128
     now = statistics.median(latest[(framework, precision, batch, (4, 8))])
     before = now / 0.9
-    case = {
-        "framework": framework,
-        "model": "resnet50_v1.5",
-        "precision": precision,
-        "batch_size_per_device": batch,
-        "nodes": 4,
-        "gpus_per_node": 8,
-        "case_key": f"{framework}/resnet50_v1.5/{precision}/b{batch}/4n8g",
-    }
+    configuration = Configuration(
+        framework=framework,
+        model="resnet50_v1.5",
+        precision=precision,
+        batch_size_per_device=batch,
+        variant="",
+        nodes=4,
+        gpus_per_node=8,
+    )
     verdict = Verdict(
         kind="new",
         night=NIGHTS[LATEST].date(),
@@ -124,7 +126,8 @@ def record_regression(store: ResultStore, latest: dict[tuple, list[float]]) -> N
         robust_z=-17.0,
         direction="slower",
     )
-    store.record_regression(DAG, LATEST, case, verdict)
+    key = f"{framework}/resnet50_v1.5/{precision}/b{batch}/4n8g"
+    store.record_regression(DAG, LATEST, key, configuration, verdict)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -145,6 +148,25 @@ def _png_ok(data: bytes) -> tuple[int, int]:
         colors = image.convert("RGB").getcolors(maxcolors=1 << 20)
         assert colors is not None and len(colors) > 50  # lines, text and markers, not a blank canvas
     return width, height
+
+
+def test_the_report_jsons_run_is_generated_with_the_times_as_isoformat_writes_them():
+    """The ``run`` of the report JSON is RunInfo's generated form; its times keep the text the hand-written form
+    gave them (``+00:00``, not pydantic's ``Z``), so report.json files read the same as before."""
+    info = RunInfo(
+        "d", "r", "suites/smoke.yaml", "manual", "local", "success", datetime(2024, 5, 1, 2, tzinfo=UTC), None
+    )
+    assert info.to_json() == {
+        "dag_id": "d",
+        "run_id": "r",
+        "suite": "suites/smoke.yaml",
+        "trigger": "manual",
+        "runtime": "local",
+        "status": "success",
+        "started_at": "2024-05-01T02:00:00+00:00",
+        "finished_at": None,
+    }
+    assert RunInfo.from_json(json.loads(json.dumps(info.to_json()))) == info
 
 
 def test_seed_tables_have_the_seed_columns_and_the_right_speedups(filled):

@@ -1,14 +1,26 @@
 """A case run as one share per node (node routing): real local processes, one thread per node standing in for
 each node's task, meeting on a board. The real board (XCom between tasks on different Celery workers) is
-exercised in tests/test_node_routing.py; here the board is a dict, the processes and the supervisor are real."""
+exercised in tests/airflow_plugin/test_node_routing.py; here the board is a dict of the posts' JSON forms (as XCom
+keeps them), the processes and the supervisor are real."""
 
+import json
 import sys
 import threading
 import time
 
 from dlperf_core.inventory import Node
 from dlperf_core.model import CaseJob, ContainerSpec, NodeLaunch
-from dlperf_core.runtime.gang import GangSettings, NodeShare, case_failure, run_node_share
+from dlperf_core.runtime.gang import (
+    EXITED,
+    GAVE_UP,
+    STARTED,
+    GangSettings,
+    NodeShare,
+    NodeState,
+    PeerProcess,
+    case_failure,
+    run_node_share,
+)
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.sshkeys import ContainerFile
 
@@ -16,7 +28,7 @@ FAST = GangSettings(join_s=3.0, poll_s=0.1)
 
 
 class DictBoard:
-    """Every node's latest state in one dict; a view per node."""
+    """Every node's latest post in one dict, as JSON (what XCom holds); a view per node."""
 
     def __init__(self):
         self.states: dict[str, dict] = {}
@@ -31,14 +43,15 @@ class NodeView:
     def __init__(self, board: DictBoard, node: str):
         self.board, self.node = board, node
 
-    def post(self, state: dict) -> None:
+    def post(self, state: NodeState) -> None:
         with self.board.lock:
-            self.board.states[self.node] = dict(state)
-            self.board.history.append((self.node, dict(state)))
+            self.board.states[self.node] = state.to_json()
+            self.board.history.append((self.node, state.to_json()))
 
-    def read(self, node: str) -> dict | None:
+    def read(self, node: str) -> NodeState | None:
         with self.board.lock:
-            return self.board.states.get(node)
+            posted = self.board.states.get(node)
+        return None if posted is None else NodeState.from_json(posted)
 
 
 def job(tmp_path, *scripts, roles=None, timeout_s=60.0, watchdog_s=None, containers=()) -> CaseJob:
@@ -167,7 +180,7 @@ def test_sshd_node_serves_until_the_launcher_is_done_and_keys_stay_on_their_node
 def test_a_peer_whose_task_stops_reporting_is_lost(tmp_path):
     """node1's task joined and started, then its worker died: its posts stop, node0 gives up on it."""
     board = DictBoard()
-    board.view("node1").post({"phase": "started", "beat": 1})  # and nothing more, ever
+    board.view("node1").post(NodeState(STARTED, beat=1))  # and nothing more, ever
     j = job(tmp_path, "import time; time.sleep(300)", "import time; time.sleep(300)")
     runtime = LocalRuntime()
     settings = GangSettings(join_s=3.0, poll_s=0.1, beat_s=0.2, stale_s=1.5)
@@ -178,3 +191,66 @@ def test_a_peer_whose_task_stops_reporting_is_lost(tmp_path):
     assert case_failure({"node0": share, "node1": None}) == share.failure
     beats = [s["beat"] for n, s in board.history if n == "node0"]
     assert len(beats) >= 5 and beats == sorted(beats)  # node0 kept posting while it ran
+
+
+def test_a_post_is_typed_and_its_json_form_is_what_the_board_keeps():
+    """The board's edge: a post goes out as JSON (XCom) and comes back as the same state; a post written by a
+    dlperf that still posted plain dicts (the same keys) reads as that state."""
+    state = NodeState(EXITED, beat=7, client_pub="ssh-ed25519 AAAA c", host_pub="ssh-ed25519 BBBB h", exit_code=3)
+    assert NodeState.from_json(state.to_json()) == state
+    assert state.to_json() == {
+        "phase": "exited",
+        "beat": 7,
+        "client_pub": "ssh-ed25519 AAAA c",
+        "host_pub": "ssh-ed25519 BBBB h",
+        "exit_code": 3,
+        "oom_killed": False,
+        "done": False,
+        "reason": None,
+    }
+    old = {"client_pub": "k", "host_pub": "h", "phase": "gave_up", "reason": "node1 did not join", "beat": 2}
+    assert NodeState.from_json(old) == NodeState(GAVE_UP, beat=2, client_pub="k", host_pub="h", reason=old["reason"])
+
+
+def test_a_peer_reads_as_its_posts_say():
+    board = DictBoard()
+    peer = PeerProcess(board.view("node0"), "node1")
+    assert peer.poll() is None  # nothing posted yet
+    board.view("node1").post(NodeState(EXITED, beat=3, exit_code=2, oom_killed=True))
+    assert peer.poll() == 2 and peer.oom_killed
+    board.view("node1").post(NodeState(EXITED, beat=4, exit_code=-15, done=True))  # an sshd the launchers finished
+    assert peer.poll() == 0
+    board.view("node1").post(NodeState(GAVE_UP, beat=5, reason="no engine"))
+    assert peer.poll() == 1
+
+
+class FakeTaskInstance:
+    """What XComBoard uses of Airflow's task instance: push under its own task, pull another's (same map index);
+    what XCom holds must be JSON."""
+
+    map_index = 3
+
+    def __init__(self, task: str, xcom: dict, failing: list[bool] | None = None):
+        self.task, self.xcom, self.failing = task, xcom, failing or []
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.xcom[(self.task, key, self.map_index)] = json.loads(json.dumps(value))
+
+    def xcom_pull(self, task_ids: str, key: str, map_indexes: int) -> object:
+        if self.failing and self.failing.pop(0):
+            raise ConnectionError("api-server busy")
+        return self.xcom.get((task_ids, key, map_indexes))
+
+
+def test_the_xcom_board_keeps_json_and_reads_states_back():
+    from dlperf_airflow.node_step import STATE_KEY, XComBoard
+
+    xcom: dict = {}
+    node0 = XComBoard(FakeTaskInstance("case_run.on_node0", xcom))
+    node1 = XComBoard(FakeTaskInstance("case_run.on_node1", xcom, failing=[False, True]), patience_s=60)
+    assert node1.read("node0") is None  # nothing posted yet
+    state = NodeState(STARTED, beat=2, client_pub="ssh-ed25519 AAAA c", host_pub="ssh-ed25519 BBBB h")
+    node0.post(state)
+    assert xcom[("case_run.on_node0", STATE_KEY, 3)] == state.to_json()  # plain JSON on XCom
+    assert node1.read("node0") is None  # the read failed: the last state known (none yet), not an error
+    assert node1.read("node0") == state

@@ -12,6 +12,7 @@ from datetime import date, timedelta
 import pandas as pd
 import pytest
 import sqlalchemy as sa
+from test_storage import CASE_KEYS, TABLES, VIEWS, expected_summary, synthetic_results
 
 from dlperf_core.environment import capture_local
 from dlperf_core.regression import Verdict
@@ -24,8 +25,8 @@ from dlperf_core.storage import (
     head_revision,
     upgrade,
 )
+from dlperf_core.storage.rows import Configuration, HistoryRow, RegressionRow
 from helpers import DLPERF, REPO, T0, cli_env, run_record
-from test_storage import CASE_KEYS, TABLES, VIEWS, expected_summary, synthetic_results
 
 PROBE = '@@dlperf:hostname@@\n{host}\n@@dlperf:python@@\n{{"frameworks": {{"torch": "2.5.0"}}}}\n'
 
@@ -134,6 +135,26 @@ def test_nightly_history_has_scheduled_runs_only(store):
     assert sorted(both["variant"]) == ["", "+compile"] and both["compile"].astype(bool).tolist().count(True) == 1
     assert store.history(model="nope").empty
 
+    # typed: one configuration's rows, every night, the frame's values with None for its missing ones
+    config = Configuration(
+        framework="pt", model="resnet50", precision="amp", batch_size_per_device=8, variant="", nodes=1, gpus_per_node=1
+    )
+    typed = store.history_rows(config)
+    assert [r.run_id for r in typed] == ["r1", "r2"] and all(isinstance(r, HistoryRow) for r in typed)
+    assert {r.configuration for r in typed} == {config} and {r.variant for r in typed} == {""}
+    frame = got[got["case_key"] == "pt/resnet50/amp/b8/1n1g"]
+    for row, (_, want_row) in zip(typed, frame.iterrows(), strict=True):
+        assert row.night == want_row["night"] and row.started_at == want_row["started_at"].to_pydatetime()
+        assert row.started_at.tzinfo is not None and row.started_at.utcoffset() == timedelta(0)
+        for column in ("median_throughput", "speedup", "scaling_efficiency", "mfu", "energy_per_sample_j", "n"):
+            value = want_row[column]
+            assert getattr(row, column) == (None if pd.isna(value) else pytest.approx(value)), column
+        assert isinstance(row.n, int) and isinstance(row.compile, bool) and isinstance(row.environment_id, int)
+    variants = store.history_rows(config, any_variant=True)
+    assert sorted({r.variant for r in variants}) == ["", "+compile"] and len(variants) == 2 * len(typed)
+    assert store.history_rows(config, before=T0 + timedelta(hours=12)) == typed[:1]
+    assert store.history_rows(replace(config, model="nope")) == []
+
 
 def test_open_regressions_view(store):
     runs_and_records(store)
@@ -151,20 +172,27 @@ def test_open_regressions_view(store):
         environment_changed=True,
         environment_changes=("driver_version: 1 -> 2",),
     )
-    case = {
-        "framework": "pt",
-        "model": "resnet50",
-        "precision": "amp",
-        "batch_size_per_device": 8,
-        "nodes": 1,
-        "gpus_per_node": 1,
-        "case_key": "pt/resnet50/amp/b8/1n1g",
-    }
-    first = store.record_regression("dag", "r2", case, verdict)
-    assert store.record_regression("dag", "r2", case, verdict) == first  # unique per run and case
-    second = store.record_regression("dag", "r2", {**case, "case_key": "x", "nodes": 2}, verdict)
+    config = Configuration(
+        framework="pt", model="resnet50", precision="amp", batch_size_per_device=8, variant="", nodes=1, gpus_per_node=1
+    )
+    key = "pt/resnet50/amp/b8/1n1g"
+    first = store.record_regression("dag", "r2", key, config, verdict)
+    assert store.record_regression("dag", "r2", key, config, verdict) == first  # unique per run and case
+    second = store.record_regression("dag", "r2", "x", replace(config, nodes=2), verdict)
+    opened = store.open_regression(config)
+    assert isinstance(opened, RegressionRow) and opened.id == first and opened.case_key == key
+    assert (opened.night, opened.environment_changed, opened.environment_changes) == (
+        date(2026, 1, 2),
+        True,
+        "driver_version: 1 -> 2",
+    )
+    assert opened.configuration == config and opened.closed_at is None and opened.label is None
+    assert opened.created_at.tzinfo is not None and opened.last_seen_run_id == "r2"
+    assert store.open_regression(replace(config, nodes=2)).id == second
     assert store.close_regression(second, "accepted: new driver")
     assert not store.close_regression(second, "twice")
+    assert store.open_regression(replace(config, nodes=2)) is None  # closed
+    assert store.open_regression(replace(config, variant="+compile")) is None  # another configuration
     open_ = store.regressions()
     assert list(open_["id"]) == [first] and open_.iloc[0]["environment_changed"]
     assert open_.iloc[0]["run_started_at"] == pd.Timestamp(T0 + timedelta(days=1))

@@ -7,7 +7,7 @@ import random
 import threading
 from collections.abc import Iterator
 from dataclasses import asdict, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -399,6 +399,199 @@ def test_summary_filters_and_latest(store: ResultStore) -> None:
         store.summary(run_id="r1", latest=True)
 
 
+# --------------------------------------------------------------------------- typed rows
+
+
+ROW_SOURCES = {  # row type -> the table or view it is a row of (and the columns it leaves out)
+    "BenchmarkRunRow": ("benchmark_runs", ()),
+    "ResultRow": ("results", ()),
+    "EnvironmentRow": ("environments", ("data",)),
+    "RegressionRow": ("regressions", ()),
+    "MaxBatchSearchRow": ("max_batch_searches", ()),
+    "ProbeRow": ("fabric_probes", ()),
+    "CaseSummaryRow": ("case_summary", ()),
+    "HistoryRow": ("nightly_history", ()),
+    "FabricSummaryRow": ("fabric_summary", ()),
+    "FabricHistoryRow": ("fabric_history", ()),
+}
+
+
+def test_each_row_type_has_the_columns_of_its_table_or_view() -> None:
+    from dataclasses import fields
+
+    from dlperf_core.storage import models, rows
+
+    sources = {t.name: t for t in (*Base.metadata.tables.values(), *models.view_metadata.tables.values())}
+    for name, (source, left_out) in ROW_SOURCES.items():
+        columns = [c.name for c in sources[source].columns if c.name not in left_out]
+        assert sorted(f.name for f in fields(getattr(rows, name))) == sorted(columns), name
+
+
+def test_row_of_converts_by_the_field_types() -> None:
+    from decimal import Decimal
+
+    from dlperf_core.storage.rows import BenchmarkRunRow, FabricSummaryRow, row_of
+
+    values = dict(
+        id=Decimal(3),
+        dag_id="dag",
+        run_id="r1",
+        suite="smoke",
+        trigger="cli",
+        runtime="local",
+        started_at="2026-01-01 02:00:00.000000",  # SQLite's text, naive: taken as UTC
+        finished_at=None,
+        status="running",
+        triggered_by=None,
+        report_path=None,
+        created_at=T0.astimezone(timezone(timedelta(hours=2))),  # another offset: converted to UTC
+        extra="left out",
+    )
+    info = row_of(BenchmarkRunRow, values)
+    assert info.id == 3 and type(info.id) is int and info.finished_at is None
+    assert info.started_at == datetime(2026, 1, 1, 2, tzinfo=UTC) and info.started_at.tzinfo is UTC
+    assert info.created_at == T0 and info.created_at.tzinfo is UTC
+    with pytest.raises(ValueError, match="column dag_id is NULL"):
+        row_of(BenchmarkRunRow, {**values, "dag_id": None})
+    with pytest.raises(TypeError, match="column id holds 'three', not a number"):
+        row_of(BenchmarkRunRow, {**values, "id": "three"})
+    figure = dict(dag_id="d", run_id="r", probe_key="p", nodes=1, gpus_per_node=8, total_gpus=8, size_bytes=1 << 30)
+    row = row_of(
+        FabricSummaryRow,
+        {**figure, "n": 2, "busbw_gbs": Decimal("1.5"), "algbw_gbs": 1, "time_us": None, "environment_id": None},
+    )
+    assert (row.busbw_gbs, row.algbw_gbs, row.time_us) == (1.5, 1.0, None) and type(row.algbw_gbs) is float
+
+
+def test_run_info_is_typed(store: ResultStore) -> None:
+    from dlperf_core.storage.rows import BenchmarkRunRow
+
+    assert store.run_info("dag", "r1") is None
+    store.upsert_run(run_record(triggered_by="cli"))
+    info = store.run_info("dag", "r1")
+    assert isinstance(info, BenchmarkRunRow) and (info.dag_id, info.run_id, info.status) == ("dag", "r1", "running")
+    assert info.started_at == T0 and info.started_at.tzinfo is not None and info.started_at.utcoffset() == timedelta(0)
+    assert info.finished_at is None and info.report_path is None and info.triggered_by == "cli"
+    assert isinstance(info.id, int) and info.created_at.tzinfo is not None
+    store.finish_run("dag", "r1", "success", T0 + timedelta(hours=1))
+    done = store.run_info("dag", "r1")
+    assert done is not None and (done.status, done.finished_at) == ("success", T0 + timedelta(hours=1))
+
+
+def test_result_rows_have_none_for_null_and_the_frames_values(store: ResultStore) -> None:
+    from dlperf_core.storage.rows import ResultRow
+
+    store.upsert_result(result_record(iterations=50, window_first=10, window_last=59, configuration={"a": [1, 2]}))
+    store.upsert_result(result_record(repeat=1, status="failed", reason="oom", throughput=None))
+    store.upsert_result(result_record(run_id="r2", dag_id="other"))
+    rows = store.result_rows(run_id="r1", dag_id="dag")
+    assert [type(r) for r in rows] == [ResultRow, ResultRow] and [r.repeat for r in rows] == [0, 1]
+    ok, failed = rows
+    assert (ok.throughput, ok.iterations, ok.window_first, ok.configuration) == (100.0, 50, 10, {"a": [1, 2]})
+    assert type(ok.throughput) is float and type(ok.iterations) is int and ok.compile is False
+    assert ok.window_fitted is False and ok.variant == "" and ok.started_at == T0
+    for null in ("reason", "reported_throughput", "environment_id", "gpu_memory_peak_mb", "mfu", "launch_spec"):
+        assert getattr(ok, null) is None, null  # NULL: None, never NaN or NA
+    assert (failed.status, failed.reason, failed.throughput, failed.iterations) == ("failed", "oom", None, None)
+    frame = store.results(run_id="r1", dag_id="dag")
+    for row, (_, want) in zip(rows, frame.iterrows(), strict=True):
+        for name in ("id", "case_key", "status", "throughput", "iterations", "benchmark_run_id"):
+            value = want[name]
+            assert getattr(row, name) == (None if pd.isna(value) else value), name
+        assert row.started_at == want["started_at"].to_pydatetime() and row.updated_at.tzinfo is not None
+    assert [r.dag_id for r in store.result_rows(run_id="r2")] == ["other"]
+    assert len(store.result_rows()) == 3 and store.result_rows(run_id="nope") == []
+
+
+def test_summary_rows_are_the_summary_with_none_for_nan(store: ResultStore) -> None:
+    from dlperf_core.storage.rows import CaseSummaryRow
+
+    for repeat, value in enumerate([4.0, 1.0, 3.0]):
+        store.upsert_result(result_record(case_key="a", repeat=repeat, throughput=value))
+    store.upsert_result(result_record(case_key="b", throughput=9.0, gpus_per_node=2))  # one repeat: no spread
+    store.upsert_result(result_record(case_key="c", status="failed", reason="boom", throughput=None, nodes=2))
+    rows = store.summary_rows(run_id="r1")
+    frame = store.summary(run_id="r1")
+    assert [r.case_key for r in rows] == list(frame["case_key"]) and all(type(r) is CaseSummaryRow for r in rows)
+    for row, (_, want) in zip(rows, frame.iterrows(), strict=True):
+        for column in CASE_SUMMARY_COLUMNS:
+            value, got = want[column], getattr(row, column)
+            if pd.isna(value):
+                assert got is None, (row.case_key, column)
+            else:
+                assert got == pytest.approx(value), (row.case_key, column)
+    a, b, c = sorted(rows, key=lambda r: r.case_key)
+    assert (a.n, a.median_throughput, type(a.total_gpus), a.unreliable) == (3, 3.0, int, True)
+    assert b.stdev_throughput is None and b.cv is None and b.speedup == pytest.approx(3.0)
+    assert (c.n, c.n_failed, c.median_throughput, c.unreliable_reason) == (0, 1, None, None)
+    assert a.configuration.topology == (1, 1) and b.configuration.topology == (1, 2)
+    assert store.summary_rows(run_id="nope") == []
+
+
+def test_environment_search_and_probe_rows(store: ResultStore) -> None:
+    from dlperf_core.environment import INFRASTRUCTURE_FIELDS, capture_local
+    from dlperf_core.maxbatch import Probe
+    from dlperf_core.storage import MaxBatchSearchRecord, ProbeRecord, ProbeSizeRecord
+    from dlperf_core.storage.rows import EnvironmentRow, MaxBatchSearchRow, ProbeRow
+
+    probe = '@@dlperf:hostname@@\nnode0\n@@dlperf:python@@\n{"frameworks": {"torch": "2.5.0"}}\n'
+    env = capture_local("pytorch_reference", probe)
+    env_id = store.upsert_environment(env, T0)
+    (row,) = store.environment_rows([env_id])
+    assert isinstance(row, EnvironmentRow) and (row.id, row.content_hash) == (env_id, env.content_hash)
+    assert row.framework_version == "2.5.0" and row.gpu_count == env.gpu_count and row.captured_at == T0
+    assert row.fields_of(INFRASTRUCTURE_FIELDS) == env.infrastructure()  # what regressions compare
+    assert store.environment_rows([env_id + 1]) == [] and len(store.environment_rows()) == 1
+
+    tried = (Probe(32, "ok", None, 10.5), Probe(64, "failed", "CUDA out of memory"))
+    search = MaxBatchSearchRecord(
+        dag_id="dag",
+        run_id="r1",
+        search_key="pt/resnet50/fp32/1n1g",
+        framework="pt",
+        model="resnet50",
+        precision="fp32",
+        nodes=1,
+        gpus_per_node=1,
+        start=32,
+        step=32,
+        limit=64,
+        status="found",
+        max_batch=32,
+        first_oom_batch=64,
+        reason=None,
+        probes=tried,
+        started_at=T0,
+        finished_at=T0 + timedelta(minutes=3),
+    )
+    store.upsert_max_batch_search(search)
+    (found,) = store.search_rows(run_id="r1", dag_id="dag")
+    assert isinstance(found, MaxBatchSearchRow) and (found.status, found.max_batch, found.reason) == ("found", 32, None)
+    assert found.environment_id is None and found.finished_at == T0 + timedelta(minutes=3)
+    assert tuple(Probe.from_json(p) for p in found.probes) == tried  # the JSON column, read back
+    assert store.max_batch_searches(run_id="r1").iloc[0]["probes"] == found.probes  # the frame holds the same
+
+    store.upsert_probe(
+        ProbeRecord(
+            dag_id="dag",
+            run_id="r1",
+            probe_key="allreduce_probe/allreduce/fp32/b1/1n1g",
+            nodes=1,
+            gpus_per_node=1,
+            repeat=0,
+            status="ok",
+            ranks=1,
+            started_at=T0,
+            sizes=(ProbeSizeRecord(1024, 5.0, 0.2, 0.0),),
+        )
+    )
+    (probed,) = store.probe_rows(run_id="r1")
+    assert isinstance(probed, ProbeRow) and (probed.repeat, probed.ranks, probed.avg_busbw_gbs) == (0, 1, None)
+    (size,) = store.fabric_summary_rows(run_id="r1")
+    assert (size.size_bytes, size.n, size.busbw_gbs, size.time_us) == (1024, 1, 0.0, 5.0)
+    assert store.fabric_history_rows() == []  # a cli run is no night
+
+
 # --------------------------------------------------------------------------- configuration
 
 
@@ -406,7 +599,7 @@ def test_default_db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("DLPERF_DB_URL", "postgresql+psycopg2://u@h/db")
     assert default_db_url() == "postgresql+psycopg2://u@h/db"
     monkeypatch.delenv("DLPERF_DB_URL")
-    monkeypatch.setenv("DLPERF_HOME", str(tmp_path))  # not the cwd: see tests/test_home.py
+    monkeypatch.setenv("DLPERF_HOME", str(tmp_path))  # not the cwd: see tests/core/test_home.py
     url = default_db_url()
     assert url == f"sqlite:///{tmp_path}/.dlperf/dlperf.db"
     assert (tmp_path / ".dlperf").is_dir()

@@ -194,14 +194,14 @@ def test_fabric_probe_is_planned_at_every_topology_and_launched_like_the_benchma
 def test_a_probe_run_that_failed_is_a_failed_probe_with_its_reason(tmp_path):
     from datetime import datetime
 
-    from dlperf_core.measure import judge_probe
+    from dlperf_core.measure import measure_probe_run
     from dlperf_core.model import Case, CaseOutcome, NodeOutcome
 
     log = tmp_path / "node0.log"
     log.write_text("allreduce.py: error (rank 0): RuntimeError: Connection closed by peer\n")
     case = Case("allreduce_probe", "allreduce", "fp32", 1, 2, 1, 2, 5)
     now = datetime.now(UTC)
-    verdict, result = judge_probe(
+    verdict, result = measure_probe_run(
         case, CaseOutcome(now, now, [NodeOutcome("node0", 0, 1, str(log))], "node0 exited with code 1")
     )
     assert verdict.status == "failed" and verdict.throughput is None
@@ -213,5 +213,5 @@ def test_a_probe_run_that_failed_is_a_failed_probe_with_its_reason(tmp_path):
         "# dlperf all_reduce probe: ranks 4 backend gloo dtype float32 warmup 1 iters 1\n"
         "     1048576   262144  float  sum   100.0   10.486   15.729\n# Avg bus bandwidth    : 15.729\n"
     )
-    wrong, _ = judge_probe(case, CaseOutcome(now, now, [NodeOutcome("node0", 0, 0, str(log))], None))
+    wrong, _ = measure_probe_run(case, CaseOutcome(now, now, [NodeOutcome("node0", 0, 0, str(log))], None))
     assert wrong.status == "failed" and wrong.reason == "probe ran on 4 ranks, the case expects 2"

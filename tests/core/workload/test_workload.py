@@ -17,7 +17,7 @@ from torch import nn
 
 from dlperf_core.workload.resnet import Bottleneck, num_parameters, resnet50
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 WORKLOAD = REPO / "dlperf_core" / "workload"
 
 TS = r"(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6})"
@@ -46,7 +46,7 @@ def test_full_model_is_resnet50_v15_layer_for_layer() -> None:
     channels and a 3x3/2 max pool; stages of 3, 4, 6, 3 bottlenecks (1x1 -> 3x3 -> 1x1, expansion 4) of
     64, 128, 256, 512 inner channels and 256, 512, 1024, 2048 out; a 2048 -> 1000 classifier; 53 convolutions
     (49 + 4 projection shortcuts). Parameters and FLOPs: test_full_model_parameter_count above,
-    tests/test_efficiency.py (4.09 G multiply-accumulates at 224x224)."""
+    tests/core/test_efficiency.py (4.09 G multiply-accumulates at 224x224)."""
     model = resnet50()
     assert (model.conv1.in_channels, model.conv1.out_channels, model.conv1.kernel_size) == (3, 64, (7, 7))
     assert model.conv1.stride == (2, 2) and (model.maxpool.kernel_size, model.maxpool.stride) == (3, 2)

@@ -1,0 +1,389 @@
+"""Typed rows that :class:`~dlperf_core.storage.store.ResultStore`'s reads answer with.
+
+The counterpart of :mod:`dlperf_core.storage.records` (what callers hand the store): frozen, keyword-only
+dataclasses, one per table or view read, each with the columns of that table or view under their own names. A
+NULL column is ``None`` (never pandas' NaN, NaT or NA), a number is an ``int`` or a ``float``, a flag a ``bool``,
+a timestamp an aware UTC ``datetime`` and a night a ``date``, whichever database (PostgreSQL, SQLite) and driver
+answered: :func:`row_of` converts one database row by the field types. Pandas stays at the reporting edge: the
+store's DataFrame reads (``summary()``, ``history()``, ...) are for reports, tables and plots only.
+
+The fields are standard-library types only: the pure core (:mod:`dlperf_core.regression`) names these rows in
+its annotations (imported under ``TYPE_CHECKING``: loading this module loads the storage package) and builds its
+own types from them with one ``from_*`` constructor each. A JSON column (``results.configuration``,
+``results.launch_spec``, ``max_batch_searches.probes``) comes back as the JSON value it stores: those are the
+storage edge's JSON, read back by their own types (``LaunchSpec.from_dict``, ``Probe.from_json``).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import UTC, date, datetime
+from typing import Any, SupportsFloat, SupportsInt, TypeVar, Union, get_args, get_origin, get_type_hints
+
+R = TypeVar("R")
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+_FIELD_TYPES: dict[type, tuple[tuple[str, type, bool], ...]] = {}
+
+
+def _field_types(cls: type) -> tuple[tuple[str, type, bool], ...]:
+    """(name, type, nullable) of each field of the row class ``cls`` (worked out once per class); the type of
+    ``X | None`` is X's, a generic's its origin (``dict`` for a JSON column)."""
+    if cls not in _FIELD_TYPES:
+        _FIELD_TYPES[cls] = _shape(cls)
+    return _FIELD_TYPES[cls]
+
+
+def _shape(cls: type) -> tuple[tuple[str, type, bool], ...]:
+    hints = get_type_hints(cls)
+    shape = []
+    for f in fields(cls):
+        hint = hints[f.name]
+        nullable = False
+        if get_origin(hint) in (Union, types.UnionType):
+            args = [a for a in get_args(hint) if a is not type(None)]
+            nullable = len(args) < len(get_args(hint))
+            hint = args[0] if len(args) == 1 else object
+        shape.append((f.name, get_origin(hint) or hint, nullable))
+    return tuple(shape)
+
+
+def _utc(value: object) -> datetime:
+    """A timestamp as an aware UTC datetime (SQLite hands back naive values or text, PostgreSQL aware ones)."""
+    stamp = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+
+
+def _value(name: str, kind: type, nullable: bool, value: object) -> object:
+    if value is None:
+        if nullable:
+            return None
+        raise ValueError(f"column {name} is NULL, which its row type does not allow")
+    if kind is bool:
+        return bool(value)
+    if kind is int and isinstance(value, SupportsInt):  # a database integer (int, or Decimal from a driver)
+        return int(value)
+    if kind is float and isinstance(value, SupportsFloat):  # a database number (float, int or Decimal)
+        return float(value)
+    if kind in (int, float):
+        raise TypeError(f"column {name} holds {value!r}, not a number")
+    if kind is str:
+        return str(value)
+    if kind is datetime:
+        return _utc(value)
+    if kind is date:
+        if isinstance(value, datetime):
+            return value.date()
+        return value if isinstance(value, date) else date.fromisoformat(str(value))
+    return value  # a JSON column: as stored
+
+
+def row_of(cls: type[R], values: Mapping[str, object]) -> R:
+    """The row ``cls`` (one of this module's dataclasses) of the database row ``values`` (column -> value; extra
+    columns are left out), each value converted to its field's type (module docstring); a NULL in a field that
+    does not allow None raises ValueError."""
+    converted = {name: _value(name, kind, nullable, values[name]) for name, kind, nullable in _field_types(cls)}
+    return cls(**converted)
+
+
+# --------------------------------------------------------------------------- what a history is about
+
+
+@dataclass(frozen=True, kw_only=True)
+class Configuration:
+    """A benchmark configuration: the ``CONFIGURATION_COLUMNS`` (what a nightly history and a regression are
+    about). ``variant``: the case key's options suffix ('' for none; ``dlperf_core.storage.records.variant_of``)."""
+
+    framework: str
+    model: str
+    precision: str
+    batch_size_per_device: int
+    variant: str
+    nodes: int
+    gpus_per_node: int
+
+    @property
+    def topology(self) -> tuple[int, int]:
+        """(nodes, gpus_per_node)."""
+        return self.nodes, self.gpus_per_node
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Configured(Configuration):
+    """Base of the rows that carry the configuration columns (declared once, in :class:`Configuration`)."""
+
+    @property
+    def configuration(self) -> Configuration:
+        """The row's configuration columns."""
+        return Configuration(
+            framework=self.framework,
+            model=self.model,
+            precision=self.precision,
+            batch_size_per_device=self.batch_size_per_device,
+            variant=self.variant,
+            nodes=self.nodes,
+            gpus_per_node=self.gpus_per_node,
+        )
+
+
+# --------------------------------------------------------------------------- tables
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkRunRow:
+    """A row of ``benchmark_runs``: one benchmark run."""
+
+    id: int
+    dag_id: str
+    run_id: str
+    suite: str
+    trigger: str  # "scheduled" | "manual" | "cli" | ...
+    runtime: str
+    started_at: datetime
+    finished_at: datetime | None
+    status: str  # "running" | "success" | "failed"
+    triggered_by: str | None
+    report_path: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultRow(Configuration):
+    """A row of ``results``: one repeat of one case (see :class:`dlperf_core.storage.records.ResultRecord`)."""
+
+    id: int
+    benchmark_run_id: int
+    dag_id: str
+    run_id: str
+    case_key: str
+    compile: bool
+    repeat: int
+    status: str  # "ok" | "failed"
+    reason: str | None
+    throughput: float | None
+    reported_throughput: float | None
+    iterations: int | None
+    log_path: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    environment_id: int | None
+    gpu_memory_peak_mb: float | None
+    window_first: int | None
+    window_last: int | None
+    window_fitted: bool
+    mfu: float | None
+    energy_per_sample_j: float | None
+    gpu_power_mean_w: float | None
+    figure_origin: str | None
+    configuration: dict[str, Any] | None  # the JSON column (Case.configuration); None: not known
+    launch_spec: dict[str, Any] | None  # the JSON column (LaunchSpec.to_json); None: not known
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvironmentRow:
+    """A row of ``environments`` without its ``data`` (the whole capture, JSON): the fields it is compared by."""
+
+    id: int
+    content_hash: str
+    captured_at: datetime
+    framework: str | None
+    framework_version: str | None
+    image: str | None
+    image_digest: str | None
+    hostnames: str | None  # comma-separated
+    gpu_model: str | None
+    gpu_count: int
+    driver_version: str | None
+    cuda_version: str | None
+    cudnn_version: str | None
+    nccl_version: str | None
+    power_limit_w: float | None
+    sm_clock_max_mhz: float | None
+    cpu_model: str | None
+    cpu_count: int | None
+    memory_total_mb: float | None
+    missing: str | None  # "; "-separated
+
+    def fields_of(self, names: tuple[str, ...]) -> dict[str, object]:
+        """``{name: value}`` of the fields ``names`` (e.g. ``dlperf_core.environment.INFRASTRUCTURE_FIELDS``)."""
+        return {name: getattr(self, name) for name in names}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegressionRow(_Configured):
+    """A row of ``regressions``: a change of one configuration's median outside its nightly noise."""
+
+    id: int
+    benchmark_run_id: int
+    dag_id: str
+    run_id: str  # the run that opened it
+    case_key: str
+    night: date
+    median_throughput: float  # the regressed level
+    baseline_median: float
+    baseline_mad: float
+    baseline_nights: int
+    change_pct: float
+    robust_z: float
+    direction: str  # "slower" | "faster"
+    environment_changed: bool
+    environment_changes: str | None  # "; "-separated
+    environment_id: int | None
+    status: str  # "open" | "closed"
+    last_seen_run_id: str | None
+    closed_at: datetime | None
+    closed_reason: str | None
+    created_at: datetime
+    label: str | None  # "fabric" | "framework" | "unexplained"; None before migration 0007
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaxBatchSearchRow:
+    """A row of ``max_batch_searches``: what one max batch size search of a run concluded."""
+
+    id: int
+    benchmark_run_id: int
+    dag_id: str
+    run_id: str
+    search_key: str
+    framework: str
+    model: str
+    precision: str
+    nodes: int
+    gpus_per_node: int
+    start: int
+    step: int
+    limit: int
+    status: str  # "found" | "limit_reached" | "none_fit" | "failed"
+    max_batch: int | None
+    first_oom_batch: int | None
+    reason: str | None
+    probes: list[dict[str, Any]]  # the JSON column: each as dlperf_core.maxbatch.Probe.to_json (from_json reads it)
+    environment_id: int | None
+    started_at: datetime
+    finished_at: datetime
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeRow:
+    """A row of ``fabric_probes``: one repeat of an all-reduce probe case (its sizes: ``fabric_summary``)."""
+
+    id: int
+    benchmark_run_id: int
+    dag_id: str
+    run_id: str
+    probe_key: str
+    nodes: int
+    gpus_per_node: int
+    repeat: int
+    status: str  # "ok" | "failed"
+    reason: str | None
+    ranks: int | None
+    backend: str | None
+    dtype: str | None
+    avg_busbw_gbs: float | None
+    log_path: str | None
+    environment_id: int | None
+    started_at: datetime
+    finished_at: datetime | None
+    created_at: datetime
+
+
+# --------------------------------------------------------------------------- views
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseSummaryRow(_Configured):
+    """A row of ``case_summary``: one case of one run over its repeats (figures over the ok ones; None when it
+    has none, or one for the spread)."""
+
+    dag_id: str
+    run_id: str
+    case_key: str
+    compile: bool
+    total_gpus: int
+    n: int  # ok repeats
+    n_failed: int
+    median_throughput: float | None
+    mean_throughput: float | None
+    min_throughput: float | None
+    max_throughput: float | None
+    speedup: float | None  # against the run's 1n1g of the same configuration
+    scaling_efficiency: float | None
+    stdev_throughput: float | None
+    cv: float | None
+    gpu_memory_peak_mb: float | None
+    mfu: float | None
+    energy_per_sample_j: float | None
+    environment_id: int | None
+    unreliable: bool
+    unreliable_reason: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryRow(_Configured):
+    """A row of ``nightly_history``: one scheduled run of one configuration, good night or not."""
+
+    compile: bool
+    case_key: str
+    night: date
+    started_at: datetime
+    dag_id: str
+    run_id: str
+    run_status: str  # benchmark_runs.status: running, success, failed
+    median_throughput: float | None
+    n: int  # ok repeats
+    n_failed: int
+    speedup: float | None
+    scaling_efficiency: float | None
+    mfu: float | None
+    energy_per_sample_j: float | None
+    environment_id: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FabricSummaryRow:
+    """A row of ``fabric_summary``: one message size of one probe case in one run, the medians over its ok
+    repeats (None when it has none)."""
+
+    dag_id: str
+    run_id: str
+    probe_key: str
+    nodes: int
+    gpus_per_node: int
+    total_gpus: int
+    size_bytes: int
+    n: int
+    busbw_gbs: float | None
+    algbw_gbs: float | None
+    time_us: float | None
+    environment_id: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FabricHistoryRow:
+    """A row of ``fabric_history``: ``fabric_summary`` of a scheduled run, with its night and status."""
+
+    probe_key: str
+    nodes: int
+    gpus_per_node: int
+    total_gpus: int
+    size_bytes: int
+    night: date
+    started_at: datetime
+    dag_id: str
+    run_id: str
+    run_status: str
+    n: int
+    busbw_gbs: float | None
+    algbw_gbs: float | None
+    time_us: float | None
+    environment_id: int | None
