@@ -20,7 +20,7 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, get_args
 
@@ -29,6 +29,7 @@ from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import ADAPTERS
 from dlperf_core.home import STATE_DIRNAME
 from dlperf_core.inventory import Inventory, load_inventory
+from dlperf_core.json_form import JsonForm
 from dlperf_core.model import Topology
 from dlperf_core.plan import PlanFilters, check_fits, configuration_differences, expand_cases, missing_case_keys
 from dlperf_core.suite import Precision, Suite, load_suite
@@ -58,7 +59,7 @@ class BatchBounds:
 
 
 @dataclass(frozen=True)
-class FormChoices:
+class FormChoices(JsonForm):
     """Everything the trigger form may offer; ``sources`` says where it came from."""
 
     suites: tuple[str, ...]
@@ -246,39 +247,6 @@ def _code_fingerprint() -> list[_Stat]:
         return []
 
 
-def _choices_to_json(choices: FormChoices) -> dict[str, Any]:
-    return asdict(choices)
-
-
-def _choices_from_json(data: Mapping[str, Any]) -> FormChoices:
-    """The cached choices; raises (KeyError, TypeError, ValueError) on anything that is not their form."""
-
-    def strings(value: Any) -> tuple[str, ...]:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise TypeError(f"expected a list of strings, got {value!r}")
-        return tuple(value)
-
-    batch = data["batch"]
-    in_suites = batch["in_suites"]
-    if not isinstance(in_suites, list) or not all(type(b) is int for b in in_suites):
-        raise TypeError(f"batch.in_suites: expected a list of integers, got {in_suites!r}")
-    bounds = (batch["minimum"], batch["maximum"], data["max_repeats"])
-    if not all(type(b) is int for b in bounds):
-        raise TypeError(f"expected integers, got {bounds!r}")
-    return FormChoices(
-        suites=strings(data["suites"]),
-        inventories=strings(data["inventories"]),
-        frameworks=strings(data["frameworks"]),
-        models=strings(data["models"]),
-        precisions=strings(data["precisions"]),
-        topologies=strings(data["topologies"]),
-        batch=BatchBounds(minimum=batch["minimum"], maximum=batch["maximum"], in_suites=tuple(in_suites)),
-        max_repeats=data["max_repeats"],
-        sources=strings(data["sources"]),
-        topology_suites=tuple((str(t), strings(s)) for t, s in data["topology_suites"]),
-    )
-
-
 def _read_cache(cache: Path, key: dict[str, Any]) -> FormChoices | None:
     """The cached choices when ``cache`` holds them for ``key`` and the files they were read from are unchanged
     (their warnings logged again); else None. A missing, unreadable or broken file reads as None."""
@@ -286,7 +254,7 @@ def _read_cache(cache: Path, key: dict[str, Any]) -> FormChoices | None:
         data = json.loads(cache.read_text())
         if data.get("key") != key or [list(_stat(Path(p))) for p, _, _ in data["read"]] != data["read"]:
             return None
-        choices = _choices_from_json(data["choices"])
+        choices = FormChoices.from_json(data["choices"])  # a wrong shape raises ValidationError
         warnings = [str(w) for w in data["warnings"]]
     except FileNotFoundError:
         return None
@@ -305,7 +273,7 @@ def _write_cache(cache: Path, key: dict[str, Any], read: list[Path], warnings: l
         "key": key,
         "read": [list(_stat(p)) for p in read],
         "warnings": warnings,
-        "choices": _choices_to_json(choices),
+        "choices": choices.to_json(),
     }
     tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
     try:
