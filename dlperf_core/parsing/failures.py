@@ -130,11 +130,10 @@ def loss_failure(records: Sequence[IterationRecord]) -> str | None:
     """ "loss is NaN/inf at iteration N" for the first record whose loss is not finite, else None."""
     if isinstance(records, RecordColumns):
         isfinite = math.isfinite
-        try:  # the sum of finite losses is finite unless it overflows; a NaN or inf makes it one
-            if isfinite(sum(records.loss)):  # type: ignore[arg-type]  # a None raises TypeError: caught below
-                return None
-        except (TypeError, OverflowError):  # a loss is None (or no float at all): look one by one
-            pass
+        # the sum of the losses (those None or 0 left out) is finite unless one is NaN or inf, or it overflows:
+        # then look one by one
+        if isfinite(sum(filter(None, records.loss))):
+            return None
         for i, loss in enumerate(records.loss):
             if loss is not None and not isfinite(loss):
                 return f"loss is NaN/inf at iteration {records.iteration[i]}"

@@ -84,6 +84,9 @@ _TIME_LINE = re.compile(
 )
 _TIME_TAIL = re.compile(r",[ \t]{0,8}per step time:", re.IGNORECASE)
 _TIME_HEAD_REACH = 83  # 11 + 8 + 15 + 31 + 8 + 2 + 8
+_TIME_WORDS = "per step time:"  # in every TimeMonitor line, lower-cased
+_TIME_WORDS_REACH = _TIME_HEAD_REACH + 9  # and at most this far into it: the comma and 8 blanks more
+_LOWER_COMMAS = 32  # commas in 4 KB at the middle of an ASCII text from which detect() lower-cases the text
 _ARGS_LINE = re.compile(r"args_opt:[ \t]{0,8}Namespace\([^\r\n]{0,20000}data_sink_steps=", re.IGNORECASE)
 _ARGS_BRACKET = re.compile(r"\((?<=namespace\()", re.IGNORECASE)
 _ARGS_HEAD = re.compile(r"args_opt:[ \t]{0,8}namespace\Z", re.IGNORECASE)  # ends right before the bracket
@@ -106,7 +109,11 @@ def detect(text: str) -> bool:
 
 def _has_time_line(text: str) -> bool:
     """Whether a TimeMonitor line holds some ``, per step time:`` (after ``jump_tries`` that are in none,
-    one plain search from there decides)."""
+    one plain search from there decides). An ASCII text with many commas (trying the regex at each costs more
+    than lower-casing the text) is read lower-cased."""
+    middle = len(text) // 2
+    if text.isascii() and text.count(",", middle, middle + 4096) >= _LOWER_COMMAS:
+        return _has_time_words(text.lower())
     tries = jump_tries(text)
     for n, tail in enumerate(literal_matches(text, _TIME_TAIL, ",")):
         start = max(0, tail.start() - _TIME_HEAD_REACH)
@@ -114,6 +121,23 @@ def _has_time_line(text: str) -> bool:
             return _TIME_LINE.search(text, start) is not None
         if _TIME_LINE.search(text, start, tail.end()) is not None:
             return True
+    return False
+
+
+def _has_time_words(low: str) -> bool:
+    """``_has_time_line`` of an ASCII text lower-cased (a case-insensitive pattern reads it as it reads the
+    text): a TimeMonitor line is tried only where its ``per step time:`` is, which a plain search finds fast
+    (after ``jump_tries`` that are in none, one plain search from there decides)."""
+    tries = jump_tries(low)
+    at = low.find(_TIME_WORDS)
+    while at >= 0:
+        start = max(0, at - _TIME_WORDS_REACH)
+        if not tries:
+            return _TIME_LINE.search(low, start) is not None
+        if _TIME_LINE.search(low, start, at + len(_TIME_WORDS)) is not None:
+            return True
+        tries -= 1
+        at = low.find(_TIME_WORDS, at + 1)
     return False
 
 

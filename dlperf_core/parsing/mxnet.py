@@ -33,68 +33,64 @@ Verbatim lines (a TAB written \\t)::
 * The DeepLearningExamples "amp" logs of this suite are pure fp16 runs (``amp=False, dtype='float16'``);
   nothing about precision is read here.
 
-How the text is read (the rules above are those of one pass of ``_LINE`` over every line start; this
-reading gives exactly its results without a Python loop over the lines):
-
-* Speed lines of DeepLearningExamples' own shape (``[1,r]<std...>:`` or nothing, the ``2020-12-16
-  08:02:43,201:INFO: `` head, the Speed line: _LINE's head ends there and holds that timestamp) are found by
-  one ``re.finditer`` pass over the whole text (``_SPEED_LINE``) into columns.
-* Every other line that may matter lies between those and holds the words of a Speed, argument or end
-  line (``_LINE_WORDS``): they are looked for in that part of the text only (joined), and each line found
-  is read with ``_LINE`` at its start. Argument and end lines relate to the Speed lines by text position.
-* Runs are index ranges of the Speed lines; timestamps, rates and losses are converted only for the kept
-  rank's lines; records are ``RecordColumns``.
+How the text is read: one ``re.finditer`` pass of ``_LINE`` over the whole text reads every line that
+matters, in text order: after an optional mpirun prefix (its rank), the first Speed line, argument line or
+end line that starts within 120 characters (the head, which holds the timestamp). Speed lines become
+columns, argument and end lines events placed among them by text position; runs are index ranges of the
+Speed lines; timestamps, rates and losses are converted only for the kept rank's lines; records are
+``RecordColumns``.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from itertools import accumulate, compress, repeat
-from operator import eq, lt
+from itertools import compress, count, repeat
+from operator import eq, is_, is_not
 from typing import Any, cast
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
 from dlperf_core.parsing.values import to_float as _float
+from dlperf_core.parsing.values import utc_minute
 
 NAME = "ngc_mxnet"
 DEFAULT_WARMUP = 500  # one epoch of benchmark.py (benchmark_iters=500): DLPerf's 1 warm-up epoch
 
-_PREFIX = r"(?:\[\d{1,9},(?P<rank>\d{1,9})\]<std(?:out|err)>:)?"
-_SPEED = (
-    r"Epoch\[(?P<epoch>\d{1,9})\] Batch \[(?:\d{1,9}-)?(?P<batch>\d{1,9})\][ \t]+"
-    r"Speed: (?P<speed>[^\s]{1,64}) samples/sec(?P<rest>[^\n]*)"
-)
+# In "\n" + text, from the "\n" before a line: the line as far as it matters. Groups: the rank of an mpirun
+# prefix; the head (what comes before the line's first Speed / argument / end words that read, at most
+# _MAX_HEAD characters: checked after); then a Speed line (epoch, batch, speed, the rest of the line), an
+# argument line (the argument text) or an end line ("E"). The head takes the characters that start none of
+# those words, then one "E" or "S" and those after it at a time, and the words are tried after each step:
+# only where one may start. Every other repetition is followed by a character it cannot take, so it never
+# gives one back: possessive.
 _LINE = re.compile(
-    r"^"
-    + _PREFIX
-    + r"(?P<head>[^\n]{0,120}?)(?:"
-    + _SPEED
-    + r"|(?P<args>Start with arguments Namespace\()(?P<argtext>[^\n]*)"
-    r"|(?P<done>Experiment took: ))",
-    re.M,
+    r"\n(?:\[\d{1,9}+,(\d{1,9}+)\]<std(?:out|err)>:)?+"
+    r"([^\nES]*+(?:[ES][^\nES]*+)*?)"
+    r"(?:Epoch\[(\d{1,9}+)\] Batch \[(?:\d{1,9}+-)?+(\d{1,9}+)\][ \t]++Speed: ([^\s]{1,64}+) samples/sec([^\n]*+)"
+    r"|Start with arguments Namespace\(([^\n]*+)"
+    r"|(E)xperiment took: )"
 )
+_MAX_HEAD = 120  # a line whose words start further in (after the prefix) is not read
 _DETECT = re.compile(
     r"Epoch\[\d{1,9}\] Batch \[(?:\d{1,9}-)?\d{1,9}\][ \t]+Speed: [^\s]{1,64} samples/sec"
     r"|INFO: Start with arguments Namespace\("
 )
 _DETECT_WORDS = ("Speed: ", "Start with arguments")  # one of them is in every _DETECT match; both start with "S"
 _DETECT_JUMPS = 64
-_STAMP_TEXT = r"(\d{4}-\d\d-\d\d \d\d:\d\d):(\d\d)(?:[,.](\d{1,6}))?"  # minute, second, fraction
-_STAMP = re.compile(_STAMP_TEXT)
-# A Speed line of DeepLearningExamples' shape, after the "\n" that ends the line before: its head is the
-# timestamp and ":INFO: ", so _LINE's head ends there and its timestamp is this one. Groups: rank, minute,
-# second, fraction, epoch, batch, speed, rest. The same pieces as _PREFIX, _STAMP and _SPEED, possessive
-# (faster; no backtracking into them could lead to another match).
-_SPEED_LINE = re.compile(
-    r"\n(?:\[\d{1,9}+,(\d{1,9}+)\]<std(?:out|err)>:)?+(\d{4}-\d\d-\d\d \d\d:\d\d):(\d\d)(?:[,.](\d{1,6}+))?+:INFO: "
-    r"Epoch\[(\d{1,9}+)\] Batch \[(?:\d{1,9}+-)?+(\d{1,9}+)\][ \t]++Speed: ([^\s]{1,64}+) samples/sec([^\n]*+)"
-)
-_LINE_WORDS = (" samples/sec", "Start with arguments Namespace(", "Experiment took: ")  # in every _LINE match
+# In heads joined by "\n" (a head holds none): one head, with the groups of its first timestamp (minute,
+# second, fraction; "" where it has none).
+_HEAD_STAMP = re.compile(r"(?:[^\n]*?(\d{4}-\d\d-\d\d \d\d:\d\d):(\d\d)(?:[,.](\d{1,6}))?)?[^\n]*\n")
+# In heads joined by "\n": a head that starts with the usual stamp "2020-12-16 08:02:43,201" (no digit after it),
+# which is then its first timestamp (_HEAD_STAMP's groups)
+_USUAL_HEAD = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}):([0-9]{2}),([0-9]{3})(?!\d)[^\n]*+\n", re.M)
+# A minute's fields as strptime's "%Y-%m-%d %H:%M" takes two digits each (other decimal digits where \d is)
+_CLOCK = {f"{h:02d}:{m:02d}": h * 3600 + m * 60 for h in range(24) for m in range(60)}  # seconds of "HH:MM"
+_SECONDS = {f"{i:02d}": i for i in range(100)}  # int() of two ASCII digits
+_MILLISECONDS = {f"{i:03d}": i / 1000 for i in range(1000)}  # _fraction of three
+_MINUTE_FIELDS = re.compile(r"(\d{4})-(1[0-2]|0[1-9])-(3[01]|[12]\d|0[1-9]) (2[0-3]|[01]\d):([0-5]\d)")
 _LOSS = re.compile(r"(?:^|\t)(?:[\w-]*loss|cross-entropy)=([^\s]{1,64})")
 _LOSS_WORDS = ("loss=", "cross-entropy=")  # in every _LOSS match
 _INT_NAMES = ("batch_size", "begin_epoch", "benchmark_iters", "disp_batches", "num_examples", "num_epochs")
@@ -129,106 +125,62 @@ def _holds_detect_words(text: str) -> bool:
     return i >= 0 and any(text.find(words, i) >= 0 for words in _DETECT_WORDS)
 
 
+_Event = tuple[int, str, int | None, str | None]
+"""An argument or end line: (its start in the text, ``_ARGS`` or ``_DONE``, its rank, the argument text)."""
+
+
 @dataclass
 class _Reading:
-    """What the text says, in text order: the Speed lines as columns (strings as printed; None where a line
-    has no such part) and the argument / end lines as events ``(position, kind, rank, argument text)``."""
+    """What the text says, in text order: the Speed lines as columns (what ``_LINE`` read from each, as printed;
+    rank None where a line has no mpirun prefix) and the argument / end lines as events."""
 
-    start: list[int] = field(default_factory=list)  # line start
+    start: Sequence[int] = field(default_factory=list)  # line start
     rank: list[int | None] = field(default_factory=list)
     epoch: list[int] = field(default_factory=list)
     batch: list[int] = field(default_factory=list)
-    minute: Sequence[str | None] = field(default_factory=list)  # the timestamp: "2020-12-16 08:02", "43", "201"
-    second: Sequence[str | None] = field(default_factory=list)
-    fraction: Sequence[str | None] = field(default_factory=list)
+    head: Sequence[str] = field(default_factory=list)  # before "Epoch[", after the prefix: the timestamp
     speed: Sequence[str] = field(default_factory=list)
-    rest: Sequence[str] = field(default_factory=list)  # the rest of the line after "samples/sec"
-    events: list[tuple[int, str, int | None, str | None]] = field(default_factory=list)
+    rest: Sequence[str] = field(default_factory=list)  # the rest of the line, after "samples/sec"
+    events: list[_Event] = field(default_factory=list)
 
 
 def _read(text: str) -> _Reading:
-    """The Speed lines and the argument / end lines of ``text`` (see the module docstring)."""
-    found = list(_SPEED_LINE.finditer("\n" + text))  # a match starts at the "\n" before its line: its start in text
-    starts = list(map(re.Match.start, found))
-    rows = list(map(re.Match.groups, found))
-    out = _Reading()
-    others: list[tuple[int, tuple[Any, ...]]] = []  # Speed lines of another shape: (start, row)
-    for start in _word_line_starts(text, _gaps([0, *map(re.Match.end, found)], [*starts, len(text)])):
-        m = _LINE.match(text, start)
-        if m is None:
-            continue
-        if m.group("epoch") is not None:
-            st = _STAMP.search(m.group("head"))
-            others.append(
-                (
-                    start,
-                    (
-                        m.group("rank"),
-                        *(st.groups() if st else (None, None, None)),
-                        m.group("epoch"),
-                        m.group("batch"),
-                        m.group("speed"),
-                        m.group("rest"),
-                    ),
-                )
-            )
-        else:
-            rank = int(m.group("rank")) if m.group("rank") is not None else None
-            out.events.append(
-                (start, _ARGS, rank, m.group("argtext")) if m.group("args") is not None else (start, _DONE, rank, None)
-            )
-    if others:
-        merged = sorted([*zip(starts, rows), *others], key=lambda x: x[0])
-        starts, rows = [x for x, _ in merged], [r for _, r in merged]
-    out.start = starts
-    _set_speed_columns(out, rows)
-    return out
+    """Every line of ``text`` that ``_LINE`` reads (see the module docstring)."""
+    found = list(_LINE.finditer("\n" + text))  # a match starts at the "\n" before its line: its start in text
+    if not found:
+        return _Reading()
+    columns: list[Sequence[Any]] = [list(map(re.Match.start, found)), *zip(*map(re.Match.groups, found))]
+    if max(map(len, columns[2])) > _MAX_HEAD:  # such lines are not read
+        near = [len(h) <= _MAX_HEAD for h in columns[2]]
+        columns = [list(compress(c, near)) for c in columns]
+    start, rank, head, epoch, batch, speed, rest, argtext, _ = columns
+    events: list[_Event] = [
+        (start[i], _ARGS if argtext[i] is not None else _DONE, _rank(rank[i]), argtext[i])
+        for i in compress(count(), map(is_, epoch, repeat(None)))
+    ]
+    if events:  # the Speed lines only
+        speed_lines = list(map(is_not, epoch, repeat(None)))
+        start, rank, head, epoch, batch, speed, rest = (list(compress(c, speed_lines)) for c in columns[:7])
+    return _Reading(start, _ranks(rank), _ints(epoch), _ints(batch), head, speed, rest, events)
 
 
-def _gaps(ends: list[int], starts: list[int]) -> list[tuple[int, int]]:
-    """The non-empty (ends[i], starts[i])."""
-    return [(ends[i], starts[i]) for i in compress(range(len(ends)), map(lt, ends, starts))]
-
-
-def _word_line_starts(text: str, parts: list[tuple[int, int]]) -> list[int]:
-    """The start of every line of ``parts`` (whole lines of ``text``) that holds the words of a Speed,
-    argument or end line, in text order."""
-    joined = "".join([text[a:b] for a, b in parts])
-    offsets = list(accumulate((b - a for a, b in parts), initial=0))
-    found = set()
-    for words in _LINE_WORDS:
-        for j in _line_starts(joined, words):
-            k = bisect_right(offsets, j) - 1
-            found.add(parts[k][0] + j - offsets[k])
-    return sorted(found)
-
-
-def _set_speed_columns(out: _Reading, rows: list[tuple[Any, ...]]) -> None:
-    """Speed rows (rank as printed, minute, second, fraction, epoch, batch, speed, rest) into ``out``'s
-    columns."""
-    if not rows:
-        return
-    rank, out.minute, out.second, out.fraction, epoch, batch, out.speed, out.rest = zip(*rows)
-    out.rank, out.epoch, out.batch = _ints(rank), _ints(epoch), _ints(batch)  # type: ignore[assignment]
-
-
-def _ints(texts: Sequence[str | None]) -> list[int | None]:
-    """``int`` of each text (None stays None); few distinct values in many lines: each converted once."""
-    values = {x: int(x) if x is not None else None for x in set(texts)}
+def _ints(texts: Iterable[str]) -> list[int]:
+    """``int`` of each text; few distinct values in many lines: each converted once."""
+    texts = list(texts)
+    values = {x: int(x) for x in set(texts)}
     return list(map(values.__getitem__, texts))
 
 
-def _line_starts(text: str, words: str) -> list[int]:
-    """The start of every line that holds ``words``."""
-    out = []
-    i = text.find(words)
-    while i >= 0:
-        out.append(text.rfind("\n", 0, i) + 1)
-        end = text.find("\n", i)
-        if end < 0:
-            break
-        i = text.find(words, end)
-    return out
+def _rank(text: str | None) -> int | None:
+    """The rank of an mpirun prefix, None without one."""
+    return int(text) if text is not None else None
+
+
+def _ranks(texts: Iterable[str | None]) -> list[int | None]:
+    """``_rank`` of each text, each distinct one converted once."""
+    texts = list(texts)
+    values = {x: _rank(x) for x in set(texts)}
+    return list(map(values.__getitem__, texts))
 
 
 @dataclass
@@ -364,44 +316,59 @@ def _first_match(text: str, rx: re.Pattern[str], words: str) -> re.Match[str] | 
 
 
 def _minute_seconds(minute: str) -> float | None:
-    """Unix seconds (read as UTC) of a ``2020-12-16 08:02`` minute, None when it is no real date."""
-    if not minute.isascii():  # other decimal digits: as strptime reads them
-        try:
-            return datetime.strptime(minute, "%Y-%m-%d %H:%M").replace(tzinfo=UTC).timestamp()
-        except ValueError:
-            return None
-    try:  # two ASCII digits per field: exactly what strptime accepts
-        return datetime(
-            int(minute[0:4]), int(minute[5:7]), int(minute[8:10]), int(minute[11:13]), int(minute[14:16]), tzinfo=UTC
-        ).timestamp()
-    except ValueError:
-        return None
+    """Unix seconds (read as UTC) of a ``2020-12-16 08:02`` minute, None when it is no real date: as
+    ``datetime.strptime(minute, "%Y-%m-%d %H:%M")`` reads it (``_MINUTE_FIELDS``)."""
+    m = _MINUTE_FIELDS.fullmatch(minute)
+    return utc_minute(*map(int, m.groups())) if m is not None else None
 
 
-def _times(minutes: list[str | None], seconds: list[str | None], fractions: list[str | None]) -> list[float | None]:
-    """Unix seconds of each timestamp (minute, second, fraction), None where a line has none or it is no
-    real time (a second above 60 included)."""
-    bases = {m: _minute_seconds(m) for m in set(minutes) if m is not None}
-    if None in minutes or None in bases.values() or max(map(int, set(seconds)), default=0) > 60:  # type: ignore[arg-type]
-        return [_time(bases.get(m) if m is not None else None, s, f) for m, s, f in zip(minutes, seconds, fractions)]
-    # here every line has a minute and a second (int(None) would have raised) and every minute is a date
-    known, stamped, whole = cast("dict[str, float]", bases), cast("list[str]", minutes), cast("list[str]", seconds)
-    return [known[m] + int(s) + (int(f) / 10 ** len(f) if f else 0.0) for m, s, f in zip(stamped, whole, fractions)]
+def _minutes_seconds(minutes: Iterable[str]) -> dict[str, float | None]:
+    """``_minute_seconds`` of each minute (None for ""), a date read once: a usual clock ("00:00" to "23:59")
+    adds its seconds to its date's (at 00:00; exact: whole seconds)."""
+    days: dict[str, float | None] = {}
+    out: dict[str, float | None] = {}
+    for minute in minutes:
+        clock = _CLOCK.get(minute[11:])
+        if clock is None or minute[10:11] != " ":
+            out[minute] = _minute_seconds(minute) if minute else None
+            continue
+        date = minute[:10]
+        if date not in days:
+            days[date] = _minute_seconds(date + " 00:00")
+        day = days[date]
+        out[minute] = day + clock if day is not None else None
+    return out
 
 
-def _time(base: float | None, sec: str | None, frac: str | None) -> float | None:
-    """Unix seconds of a timestamp whose minute is at ``base`` (None: no timestamp, or no real date)."""
-    if base is None or sec is None or int(sec) > 60:
-        return None
-    return base + int(sec) + (int(frac) / 10 ** len(frac) if frac else 0.0)
+def _stamps(heads: list[str]) -> list[tuple[str, str, str]]:
+    """(minute, second, fraction) of the first timestamp in each head ("" for what it has not): one pass of
+    ``_HEAD_STAMP`` over the heads joined, or (faster) of ``_USUAL_HEAD`` where it finds one in every head."""
+    joined = "\n".join(heads) + "\n"
+    usual = _USUAL_HEAD.findall(joined)
+    return usual if len(usual) == len(heads) else _HEAD_STAMP.findall(joined)
 
 
-def _floats(texts: list[str]) -> list[float | None]:
-    """``to_float`` of each text."""
-    try:
-        return list(map(float, texts))
-    except ValueError:
-        return [_float(x) for x in texts]
+def _times(stamps: list[tuple[str, str, str]]) -> list[float | None]:
+    """Unix seconds of each timestamp (``_stamps``): its minute's, plus its second, plus its fraction (each
+    distinct text converted once); None where a line has none or it is no real time (a second above 60)."""
+    if not stamps:
+        return []
+    minute, second, fraction = zip(*stamps)
+    minutes = _minutes_seconds(set(minute))
+    seconds = {s: _SECONDS[s] if s in _SECONDS else int(s) for s in set(second) if s}  # (none without a minute)
+    fractions = {f: _MILLISECONDS[f] if f in _MILLISECONDS else _fraction(f) for f in set(fraction)}
+    if None not in minutes.values() and max(seconds.values()) <= 60:  # every line has a real time
+        real = cast("dict[str, float]", minutes)
+        return [real[m] + seconds[s] + fractions[f] for m, s, f in zip(minute, second, fraction)]
+    return [
+        base + seconds[s] + fractions[f] if (base := minutes[m]) is not None and seconds[s] <= 60 else None
+        for m, s, f in zip(minute, second, fraction)
+    ]
+
+
+def _fraction(text: str) -> float:
+    """A timestamp's fraction of a second, its digits over 10 ** their number (0.0 for none)."""
+    return int(text) / 10 ** len(text) if text else 0.0
 
 
 def _losses(rests: list[str]) -> list[float | None]:
@@ -419,9 +386,7 @@ def _losses(rests: list[str]) -> list[float | None]:
 def _kept_lines(reading: _Reading, run: _Run) -> tuple[int | None, list[int], set[int]]:
     """(kept rank: the lowest that printed, its Speed lines, the ranks that printed Speed lines)."""
     ranks = reading.rank[run.first : run.stop]
-    printed = set(ranks)
-    printed.discard(None)
-    named = cast("set[int]", printed)  # None discarded
+    named = {r for r in set(ranks) if r is not None}
     keep = min(named) if named else None
     return keep, list(compress(range(run.first, run.stop), map(eq, ranks, repeat(keep)))), named
 
@@ -451,10 +416,8 @@ def _conclude(
     epoch_len = max([epoch_len] + [b + 1 for b in batches])
     records = RecordColumns(
         [(e - first) * epoch_len + b + 1 for e, b in zip(epochs, batches)],
-        _times(
-            [reading.minute[i] for i in lines], [reading.second[i] for i in lines], [reading.fraction[i] for i in lines]
-        ),
-        _floats([reading.speed[i] for i in lines]),
+        _times(_stamps([reading.head[i] for i in lines])),
+        [_float(reading.speed[i]) for i in lines],
         _losses([reading.rest[i] for i in lines]),
         [keep] * len(lines) if keep is not None else None,
         epochs,

@@ -58,15 +58,21 @@ them instead (each interval's samples over its timestamp span; method "timestamp
 Default window: DLPerf's Paddle ResNet50 scripts (extract_paddle_logs.py) skipped ``train batch 0`` and
 averaged lines 20..119, i.e. batches 21..120: warm-up 20, measured 100.
 
-Reading (mechanics only; the rules above are the per-line ones): one ``re.split`` of the whole text by
-``_LINE``, the usual train-step line ``<stamp> INFO: epoch:E   train step:S   loss: L top1: .. top5: .. lr: ..
-elapse: Es ips: I images/sec`` (maybe behind an mpirun prefix), gives those lines' fields as columns and the
-text between them. Only the lines between (a few hundred in a real log) are read one by one, by the per-line
-rules (``_Reader``), which also read train-step lines of other layouts; ``_LINE`` takes a line only where those
-rules would read exactly that step from it and nothing else (see its comment). Times are computed once per
-distinct stamp, steps stay columns (``_Steps``), records are ``RecordColumns``, and an epoch's rates after its
-first post-reset record are computed as one block (``_chained_rates``) when every record gets one, with the
-same floating-point operations as record by record (``_rates_in_order``, used otherwise).
+How a train-step line is read: behind an optional mpirun prefix, its head (up to its first ``train step:``)
+holds the timestamp at its start and the epoch ``epoch:E`` right before ``train step:`` (within 40
+characters); then the step, and either ``loss: L`` right after it and the first ``elapse: Es ips: I
+images/sec`` at most 400 characters later, or else the first ``ips: I images/sec``, with the first ``loss:``
+and ``elapse:`` / ``batch_cost:`` before it. (The usual layout, ``<stamp> INFO: epoch:E   train step:S   loss: L top1: ..
+top5: .. lr: .. elapse: Es ips: I images/sec``, reads the same; ``_LINE`` matches it as such first, faster.)
+
+Reading: one ``re.split`` of the whole text by ``_LINE`` reads every train-step line into columns (times and
+epochs once per distinct head) and gives the text between them; the split is first made with the usual
+layout only (``_USUAL``, faster), and again with every layout only when a line it left out holds ``train
+step:``. The elapse is read only where it is needed (``_Elapses``). Only the lines between (a few hundred in
+a real log) are read one by one (``_Reader``): banners and launcher blocks, PaddleCV lines, END lines, the
+config, arguments and trainer counts. Records are ``RecordColumns``, and an epoch's rates after its first
+post-reset record are computed as one block (``_chained_rates``) when every record gets one, with the same
+floating-point operations as record by record (``_rates_in_order``, used otherwise).
 """
 
 from __future__ import annotations
@@ -84,7 +90,7 @@ from typing import Any, TypeVar, cast
 from dlperf_core.parsing.failures import conclude, loss_failure, stopped_short, truncation
 from dlperf_core.parsing.records import IterationRecord, LogFormat, ParsedRun, ParseOptions, RecordColumns
 from dlperf_core.parsing.values import MPIRUN_PREFIX as _PREFIX
-from dlperf_core.parsing.values import anchored_matches, stamp_seconds
+from dlperf_core.parsing.values import anchored_matches, find_literal, stamp_seconds
 from dlperf_core.parsing.values import match_at as _at
 from dlperf_core.parsing.values import positive_int as _int
 from dlperf_core.parsing.values import to_float as _float
@@ -100,11 +106,7 @@ UNKNOWN_GPUS = "GPU count unknown: the log's ips is per card"
 UNKNOWN_BATCH = "batch size unknown: elapse alone gives no throughput"
 
 _STAMP = re.compile(r"\[?(\d{4})[-/](\d\d)[-/](\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,6}))?")
-_FAST = re.compile(  # the usual layout in one match, from "train step:": step, loss, elapse (decimals), ips
-    r"train step:\s{0,20}(\d{1,12})\s{1,20}loss:\s{0,20}([^\s,]{1,64})"
-    r"[^\n]{0,400}?\belapse: (\d{1,12}(?:\.(\d{1,12}))?)s ips:\s{0,20}([^\s,]{1,64}) images/sec"
-)
-_TRAIN = re.compile(r"train step:\s{0,20}(\d{1,12})(?!\d)([^\n]*?)\bips:\s{0,20}([^\s,]{1,64}) images/sec")
+_TRAIN = re.compile(r"train step:\s{0,20}(\d{1,12})(?!\d)([^\n]*?)\bips:\s{0,20}([^\s,]{1,64}) images/sec")  # detect()
 _EPOCH = re.compile(r"epoch:\s{0,20}(\d{1,9})\s{1,20}$")
 _LOSS = re.compile(r"\bloss:\s{0,20}([^\s,]{1,64})")
 _ELAPSE = re.compile(r"\b(?:elapse|batch_cost):\s{0,20}(\d{1,12}(?:\.(\d{1,12}))?)")
@@ -125,121 +127,103 @@ _BANNER = "PaddleClas is powered by PaddlePaddle"
 _LAUNCH = "-----------  Configuration Arguments -----------"
 _NAME_HINTS = (re.compile(r"(?<![\d.])(\d{1,3})n(\d{1,3})g(?![a-z])"), re.compile(r"gpu(\d{1,4})(?!\d)"))
 
-# The usual train-step line, whole: from the "\n" before it to its end (the fast route, see the module docstring).
-# Where it matches, the per-line rules read the same step from the line, and nothing else:
-# * its 19-character stamp is digits and "-/: T", so the line's first "train step:" is the one after "epoch:E"
-#   (where _EPOCH finds E); the time is ``_stamp`` of the stamp (see ``_times_and_epochs``);
-# * the fields are _FAST's, read with narrower classes (values: ASCII letters, digits, ".+-"; spaces for \s;
-#   elapse with a fraction); between loss and elapse only the words "top1:", "top5:" and "lr:" end in a colon,
-#   so " elapse: " is the first place where _FAST's lazy gap can end;
-# * it holds no banner or launcher block (a new run): those have two words in a row with lowercase letters
-#   ("is powered", "Configuration Arguments"), while here such words are the fixed ones and single values
-#   between them (the stamp and the end of the line after "images/sec" have no lowercase letter).
-# Each repetition is followed by a character it cannot take, so it never gives one back: possessive (``{m,n}+``)
-# finds the same match, faster. Elapse is captured only by the variant ``_FastElapse`` uses.
-_VALUE = r"[0-9A-Za-z.+\-]{1,64}+"
-_ELAPSE_VALUE = r"[0-9]{1,12}+\.[0-9]{1,12}+"
+_VALUE = r"[0-9A-Za-z.+\-]{1,64}+"  # a value of the usual layout
+_DECIMAL = r"[0-9]{1,30}+\.[0-9]{1,30}+"  # its loss and ips (float reads them)
+_WS = r"[^\S\n]"  # a space within the line
 
 
-def _line_regex(prefixed: bool, elapse: bool = False) -> re.Pattern[str]:
-    """``_LINE``: groups head ("<stamp> INFO: epoch:E"), step, loss, ips. ``prefixed`` (for a text holding
-    "<std"): behind an optional mpirun prefix, group 1 its rank; possessive, so taken wherever it matches, as
-    the per-line rules strip it wherever it matches. ``elapse``: a group "elapse" too."""
-    return re.compile(
-        (r"\n(?:" + _PREFIX.pattern + r")?+" if prefixed else r"\n")
-        + r"([-0-9 :/T]{19} INFO: epoch:[0-9]{1,9}+) {1,20}+"  # head
-        + r"train step: {0,20}+([0-9]{1,12}+) {1,20}+loss: {0,20}+("
-        + _VALUE
-        + ")"  # step, loss
-        + " top1: "
-        + _VALUE
-        + " top5: "
-        + _VALUE
-        + " lr: "
-        + _VALUE
-        + " elapse: "
-        + ("(?P<elapse>" + _ELAPSE_VALUE + ")" if elapse else _ELAPSE_VALUE)
-        + r"s ips: {0,20}+("
-        + _VALUE
-        + r") images/sec[^\na-z]*+(?![^\n])"  # ips; the line ends
+def _other_layout(groups: bool) -> str:
+    """A train-step line of any layout, from its start (after an mpirun prefix) to its end (see the module
+    docstring); ``groups``: head, step, loss and elapse (or instead the text where they are looked for) and
+    ips. The head is crossed in runs of characters that start no "train step:", trying it only where it may
+    start."""
+    g = "(" if groups else "(?:"
+    return (
+        g
+        + r"[^\nt]*+(?:t(?!rain step:)[^\nt]*+)*+)train step:"
+        + (_WS + "{0,20}+" + g + r"\d{1,12}+)(?!\d)(?:" + _WS + "{1,20}+loss:" + _WS + "{0,20}+" + g)
+        + (r"[^\s,]{1,64}+)[^\n]{0,400}?\belapse: " + g + r"\d{1,12}+(?:\.\d{1,12}+)?+)s |" + g + r"[^\n]*?))")
+        + (r"\bips:" + _WS + "{0,20}+" + g + r"[^\s,]{1,64}+) images/sec[^\n]*+")
     )
 
 
-_LINE, _LINE_PREFIXED = _line_regex(False), _line_regex(True)  # (a prefix may hold a banner: see _split)
-_LINE_WITH_ELAPSE, _LINE_PREFIXED_WITH_ELAPSE = _line_regex(False, elapse=True), _line_regex(True, elapse=True)
+_OTHER = re.compile(_other_layout(groups=True))
+
+
+def _line_regex(prefixed: bool, elapse: bool = False, other: bool = True) -> re.Pattern[str]:
+    """``_LINE``: in "\n" + text, a train-step line from the "\n" before it to its end. Groups: the rank of an
+    mpirun prefix (only ``prefixed``: for a text holding "<std", the only one where a line may have one); the
+    usual layout's head ("<stamp> INFO: epoch:E"), step, loss, (only ``elapse``: the elapse, group "elapse")
+    and ips; else (only ``other``) the line after its prefix (``_OTHER`` reads it). Without ``other``: the
+    usual layout only (``_USUAL``; where no line it leaves out holds "train step:", both find the same lines).
+
+    The usual layout reads the same as ``_OTHER``. Its head is a 19-character timestamp, " INFO: " and
+    "epoch:E" then spaces: no "t", no "train step:" in it; its values are words of ASCII letters, digits and
+    ".+-" (its loss and ips: decimals) between single spaces, and between its loss and its elapse only the
+    words "top1:", "top5:" and "lr:" end in a colon, so its " elapse: " is the first place where the other
+    rule's gap (at most 400 characters) can end. Every other repetition is followed by a character it cannot
+    take, so it never gives one back: possessive."""
+    return re.compile(
+        r"\n"
+        + (r"(?:" + _PREFIX.pattern.replace("{0,40}", "{0,40}+") + r")?+" if prefixed else "")
+        + r"(?:([-0-9 :/T]{19} INFO: epoch:[0-9]{1,9}+) {1,20}+train step: {0,20}+([0-9]{1,12}+)"
+        + (r" {1,20}+loss: {0,20}+(" + _DECIMAL + ") top1: " + _VALUE + " top5: " + _VALUE + " lr: " + _VALUE)
+        + (r" elapse: " + ("(?P<elapse>" if elapse else "(?:") + r"[0-9]{1,12}+\.[0-9]{1,12}+)s ips: {0,20}+(")
+        + (_DECIMAL + r") images/sec[^\n]*+")
+        + ("|(" + _other_layout(groups=False) + ")" if other else "")
+        + ")"
+    )
+
+
+_LINE, _LINE_PREFIXED = _line_regex(False), _line_regex(True)
+_LINE_ELAPSE, _LINE_PREFIXED_ELAPSE = _line_regex(False, elapse=True), _line_regex(True, elapse=True)
+_USUAL, _USUAL_PREFIXED = _line_regex(False, other=False), _line_regex(True, other=False)
 
 
 def detect(text: str) -> bool:
     """Whether ``text`` holds the PaddleClas banner, a PaddleClas train-step line or a PaddleCV
     ``[Pass p, train batch b]`` line (among the first lines holding those words)."""
-    if _BANNER in text:
+    if find_literal(text, _BANNER, "C") >= 0:
         return True
     return any(
-        next(anchored_matches(text, needle, rx, _DETECT_TRIES), None) is not None
-        for needle, rx in (("train step:", _TRAIN), ("[Pass ", _CV))
+        next(anchored_matches(text, needle, rx, _DETECT_TRIES, rare), None) is not None
+        for needle, rx, rare in (("train step:", _TRAIN, None), ("[Pass ", _CV, "P"))
     )
 
 
-def _stamp(line: str, cache: dict[str, float | None] | None = None) -> tuple[float | None, bool]:
-    """Unix seconds (UTC) of a timestamp at the start of ``line`` and whether it has sub-second digits;
-    ``cache`` remembers whole-second stamps by their text."""
-    if cache is not None and line[:19] in cache:
-        head = line[:19]
-        if len(line) == 19 or not line[19].isdigit() and line[19] not in ",.":
-            return cache[head], False
+def _stamp(line: str) -> tuple[float | None, bool]:
+    """Unix seconds (UTC) of a timestamp at the start of ``line`` and whether it has sub-second digits."""
     m = _STAMP.match(line)
-    if m is None:
-        return None, False
-    t, fractional = stamp_seconds(m)
-    if cache is not None and t is not None and not fractional and m.end() == 19:
-        cache[line[:19]] = t
-    return t, fractional
+    return stamp_seconds(m) if m is not None else (None, False)
 
 
-def _times_and_epochs(heads: list[str]) -> tuple[list[float | None], list[str | None], set[str | None]]:
-    """The time and the epoch (as printed) of each ``_LINE`` line from its head "<stamp> INFO: epoch:E", and
-    the distinct epochs. The time is ``_stamp`` of the line, computed once per distinct head (the stamp is
-    followed by a space): the stamp's minute (computed once per distinct minute) plus its seconds."""
+def _usual_heads(heads: list[str]) -> tuple[list[float | None], list[str | None]]:
+    """The time and the epoch of each usual-layout line from its head "<stamp> INFO: epoch:E", each distinct
+    head read once: ``_stamp`` of its 19-character stamp is the time of its minute at second 00 (each
+    distinct minute read once) plus its second."""
     distinct = list(set(heads))
     minutes = list(map(_MINUTE, distinct))
-    at_minute = {m: _stamp(m + "00")[0] for m in set(minutes)}  # "YYYY-MM-DD hh:mm:" at second 00
-    try:  # exact: a whole-second stamp is an integer number of seconds
-        time_of = dict(
-            zip(distinct, map(add, map(at_minute.__getitem__, minutes), map(_SECONDS.get, map(_SECOND, distinct))))
-        )
-    except TypeError:  # (None + ...) a head whose stamp is no date, or whose seconds are not 00..59
-        time_of = {h: _stamp(h)[0] for h in distinct}
-    time = list(map(time_of.__getitem__, heads))
-    epochs = set(map(_EPOCH_TEXT, distinct))
-    if len(epochs) == 1:  # one epoch (the usual log)
-        return time, [next(iter(epochs))] * len(heads), epochs
-    return time, list(map(_EPOCH_TEXT, heads)), epochs
+    bases = {m: _stamp(m + "00")[0] for m in set(minutes)}
+    base = list(map(bases.__getitem__, minutes))
+    second = list(map(_SECONDS.get, map(_SECOND, distinct)))
+    if None in base or None in second:  # some minute is no date, or some second is not 00..59
+        times = [b + s if b is not None and s is not None else None for b, s in zip(base, second)]
+    else:
+        times = list(map(add, base, second))
+    epochs: set[str | None] = set(map(_EPOCH_TEXT, distinct))
+    epoch = [next(iter(epochs))] * len(heads) if len(epochs) == 1 else list(map(_EPOCH_TEXT, heads))
+    return list(map(dict(zip(distinct, times)).__getitem__, heads)), epoch
 
 
-# a _LINE head "YYYY-MM-DD hh:mm:ss INFO: epoch:E": its minute, its seconds, its epoch
+# a usual head "YYYY-MM-DD hh:mm:ss INFO: epoch:E": its minute, its second, its epoch
 _MINUTE, _SECOND, _EPOCH_TEXT = itemgetter(slice(0, 17)), itemgetter(slice(17, 19)), itemgetter(slice(32, None))
-_SECONDS = {f"{s:02d}": s for s in range(60)}  # as datetime takes them
+_SECONDS = {f"{s:02d}": s for s in range(60)}  # the seconds datetime takes
 
 
-def _floats(texts: list[str]) -> list[float | None]:
-    """``to_float`` of each text."""
-    try:
-        return list(map(float, texts))
-    except ValueError:
-        return [_float(t) for t in texts]
-
-
-@dataclass
-class _Step:
-    """One PaddleClas train-step line read by the per-line rules."""
-
-    rank: int | None
-    epoch: str | None
-    step: int
-    time: float | None
-    loss: float | None
-    ips: float | None
-    elapse: str | None  # as printed: "0.280"
+def _epoch(head: str) -> str | None:
+    """The epoch printed right before "train step:" (the end of ``head``), within 40 characters."""
+    m = _EPOCH.search(head, max(0, len(head) - 40))
+    return m.group(1) if m is not None else None
 
 
 @dataclass
@@ -252,9 +236,7 @@ class _Steps:
     time: list[float | None]
     loss: list[float | None]
     ips: list[float | None]
-    # elapse as printed (its value and decimals are read where needed, _per_card_batch), or for a _LINE line its
-    # number (_FastElapse reads it)
-    elapse: Sequence[str | int | None]
+    line: Sequence[int]  # the train-step line's number in the text (``_Elapses`` reads its elapse)
 
     def __len__(self) -> int:
         return len(self.step)
@@ -263,10 +245,6 @@ class _Steps:
     def epochs(self) -> set[str | None]:
         """The distinct epochs printed."""
         return set(self.epoch)
-
-    def columns(self) -> list[Sequence[Any] | None]:
-        """The columns, in field order."""
-        return [self.rank, self.epoch, self.step, self.time, self.loss, self.ips, self.elapse]
 
     def rows(self, start: int, stop: int) -> _Steps:
         """Rows start..stop-1."""
@@ -277,7 +255,7 @@ class _Steps:
             self.time[start:stop],
             self.loss[start:stop],
             self.ips[start:stop],
-            self.elapse[start:stop],
+            self.line[start:stop],
         )
 
     def pick(self, keep: list[int]) -> _Steps:
@@ -289,7 +267,7 @@ class _Steps:
             _at_rows(self.time, keep),
             _at_rows(self.loss, keep),
             _at_rows(self.ips, keep),
-            _at_rows(self.elapse, keep),
+            _at_rows(self.line, keep),
         )
 
 
@@ -316,14 +294,12 @@ class _Pass:
 
 @dataclass
 class _Run:
-    """What one run's lines say. Its ``_LINE`` lines are numbers first..last-1 of the text's."""
+    """What one run's lines say. Its train-step lines are numbers first..last-1 of the text's."""
 
     start: int
     first: int
     end: int = 0
     last: int = 0
-    # its other train-step lines, each with the number of the _LINE line after it
-    slow: list[tuple[int, _Step]] = field(default_factory=list)
     passes: list[_Pass] = field(default_factory=list)
     config: dict[str, str] = field(default_factory=dict)  # top-level config keys
     train_batch: int | None = None  # TRAIN.batch_size (global)
@@ -334,87 +310,57 @@ class _Run:
     ends: int = 0  # END epoch ... train lines
 
     def trained(self, k: int) -> bool:
-        """Whether it has training lines before _LINE line number ``k``."""
-        return k > self.first or bool(self.slow or self.passes)
+        """Whether it has training lines before train-step line number ``k``."""
+        return k > self.first or bool(self.passes)
 
 
 class _Reader:
-    """The per-line rules, for the lines ``_LINE`` did not take: runs and what each says."""
+    """The lines between the train-step lines, one by one: runs and what each says."""
 
     def __init__(self, text: str, prefixed: bool) -> None:
         self.text, self.prefixed = text, prefixed
         self.run = _Run(0, 0)
         self.runs = [self.run]
         self.section = ""
-        self.stamps: dict[str, float | None] = {}
-        self._ends: list[int] | None = None  # where each _LINE line ends: read once a new run needs it
+        self._ends: list[int] | None = None  # where each train-step line ends: read once a new run needs it
 
     def gap(self, k: int, gap: str) -> None:
-        """The lines of ``gap``, the text between _LINE lines k-1 and k (from the "\\n" ending line k-1)."""
-        lines = gap.split("\n")
-        at = 0  # where the line starts in the gap
-        if k:
-            assert not lines[0]  # a _LINE match ends its line: the gap starts with the "\n" after it
-            del lines[0]
-            at = 1
-        for raw in lines:
+        """The lines of ``gap``, the text before train-step line k (in "\\n" + text, from the "\\n" ending the
+        line before)."""
+        at = 1  # where the line starts in the gap
+        for raw in gap.split("\n")[1:]:
             self.line(raw, k, at)
             at += len(raw) + 1
 
-    def _offset(self, k: int, at: int) -> int:
+    def offset(self, k: int, at: int) -> int:
         """The text offset of ``at`` in gap ``k``."""
         if not k:
-            return at
+            return at - 1
         if self._ends is None:
             rx = _LINE_PREFIXED if self.prefixed else _LINE
-            self._ends = [m.end() for m in rx.finditer(self.text)]
-        return self._ends[k - 1] + at
+            self._ends = [m.end() for m in rx.finditer("\n" + self.text)]
+        return self._ends[k - 1] + at - 1
+
+    def new_run(self, k: int, here: int) -> None:
+        """A banner or launcher block at text offset ``here``, before train-step line ``k``: a new run once
+        the current one has trained."""
+        if self.run.trained(k):
+            self.run.end, self.run.last = here, k
+            self.run = _Run(here, k)
+            self.runs.append(self.run)
+            self.section = ""
 
     def line(self, raw: str, k: int, at: int) -> None:  # noqa: C901 - the per-line rules, in their order
-        """One line (before _LINE line number ``k``, at ``at`` in its gap)."""
-        run = self.run
+        """One line (before train-step line number ``k``, at ``at`` in its gap)."""
         line = raw.rstrip("\r")
         rank = None
         if self.prefixed:
             pm = _PREFIX.match(line)
             if pm is not None:
                 rank, line = int(pm.group(1)), line[pm.end() :]
-        if (_BANNER in line or _LAUNCH in line) and run.trained(k):
-            here = self._offset(k, at)
-            run.end, run.last = here, k
-            run = self.run = _Run(here, k)
-            self.runs.append(run)
-            self.section = ""
-        i = line.find("train step:")
-        if i >= 0:
-            em = _EPOCH.search(line, max(0, i - 40), i)
-            epoch = em.group(1) if em else None
-            f = _FAST.match(line, i)
-            if f is not None:
-                step, loss, elapse, _, ips = f.groups()
-                run.slow.append(
-                    (k, _Step(rank, epoch, int(step), _stamp(line, self.stamps)[0], _float(loss), _float(ips), elapse))
-                )
-                return
-            m = _TRAIN.match(line, i)
-            if m is not None:
-                step, mid, ips = m.groups()
-                lm, em = _LOSS.search(mid), _ELAPSE.search(mid)
-                run.slow.append(
-                    (
-                        k,
-                        _Step(
-                            rank,
-                            epoch,
-                            int(step),
-                            _stamp(line)[0],
-                            _float(lm.group(1)) if lm else None,
-                            _float(ips),
-                            em.group(1) if em else None,
-                        ),
-                    )
-                )
-                return
+        if _BANNER in line or _LAUNCH in line:
+            self.new_run(k, self.offset(k, at))
+        run = self.run
         if "[Pass " in line:
             m = _at(line, "[Pass ", _CV)
             if m is not None:
@@ -457,80 +403,125 @@ class _Reader:
                 run.local = run.local or _int(m.group(1))
 
 
-def _split(text: str) -> tuple[list[_Run], _Steps, _FastElapse]:
-    """The runs, the text's ``_LINE`` lines (as columns) and their elapse: one split of the whole text, then the
-    per-line rules on the lines between."""
-    prefixed = "<std" in text
-    rx = _LINE_PREFIXED if prefixed else _LINE
-    parts: list[str | None] = rx.split(text)  # gap, the line's groups, gap, ..., gap
+def _split(text: str) -> tuple[list[_Run], _Steps, _Elapses]:
+    """The runs, the text's train-step lines (as columns) and their elapse: one split of the whole text by
+    ``_LINE``, then the per-line rules on the lines between."""
+    prefixed = find_literal(text, "<std", "<") >= 0
+    padded = "\n" + text
+    rx = _USUAL_PREFIXED if prefixed else _USUAL  # the usual layout first (faster)
+    parts = rx.split(padded)  # gap, the line's groups, gap, ..., gap
+    between = "".join(parts[:: rx.groups + 1])
+    if "train step:" in between:  # a line between may be a train-step line of another layout: all of them
+        rx = _LINE_PREFIXED if prefixed else _LINE
+        parts = rx.split(padded)
+        between = "".join(parts[:: rx.groups + 1])
     width = rx.groups + 1
-    gaps = cast("list[str]", parts[::width])  # (a gap is text, never None)
-    between = list(compress(count(), gaps))  # the gaps holding lines
-    if prefixed and any(
-        text.count(marker) != sum(gaps[k].count(marker) for k in between) for marker in (_BANNER, _LAUNCH)
-    ):  # a banner or launcher block in a _LINE line's prefix
-        parts, gaps, between = [text], [text], [0]  # (never seen): every line is read by the rules
-    columns = [parts[j::width] for j in range(1, width)]
-    ranks = [int(r) if r is not None else None for r in columns.pop(0)] if prefixed else None
-    heads, step, loss, ips = cast("list[list[str]]", columns)  # (these groups always take part: never None)
-    time, epoch, epochs = _times_and_epochs(heads)
-    fast = _Steps(
-        ranks,
-        epoch,
-        list(map(int, step)),
-        time,
-        _floats(loss),
-        _floats(ips),
-        range(len(step)),
-    )
-    fast.epochs = epochs  # known already
+    gaps: list[str] = parts[::width]  # (a gap is text, never None)
+    columns: list[list[Any]] = [parts[j::width] for j in range(1, width)]
+    rank = columns.pop(0) if prefixed else None
+    steps, other_elapse = _steps(columns[:4], columns[4] if len(columns) > 4 else None)
+    if rank is not None:
+        steps.rank = _ranks(rank)
     reader = _Reader(text, prefixed)
-    for k in between:
+    marked = _marked(text, rx, between)
+    for k in sorted(marked.union(compress(count(), gaps))) if marked else compress(count(), gaps):
         reader.gap(k, gaps[k])
-    reader.run.end, reader.run.last = len(text), len(fast)
-    return reader.runs, fast, _FastElapse(text, prefixed, len(fast))
+        if k in marked:
+            reader.new_run(k, reader.offset(k, len(gaps[k]) + 1))
+    reader.run.end, reader.run.last = len(text), len(steps)
+    return reader.runs, steps, _Elapses(padded, prefixed, len(steps), other_elapse)
 
 
-class _FastElapse:
-    """The printed elapse of ``_LINE`` line number k (not captured by the split: ``_per_card_batch`` alone needs
-    it, and only for the last rows, if at all). The lines are found from the end of the text back: each "\\n"
-    where ``_LINE`` matches starts one, as in the split."""
+def _steps(usual: list[list[Any]], other: list[str | None] | None) -> tuple[_Steps, dict[int, str | None]]:
+    """The train-step lines' columns from ``_LINE``'s groups: the usual layout's (head, step, loss, ips), else
+    the line (``other``, None for none: ``_OTHER`` reads it); and the elapse of the lines of another layout,
+    by line number."""
+    head, step, loss, ips = usual
+    n = len(step)
+    if other is None or other.count(None) == n:  # every line of the usual layout
+        time, epoch = _usual_heads(head)
+        return _Steps(
+            None, epoch, list(map(int, step)), time, list(map(float, loss)), list(map(float, ips)), range(n)
+        ), {}
+    time, epoch = _usual_heads([h if h is not None else "" for h in head])  # (the others' below)
+    elapse: dict[int, str | None] = {}
+    for i in compress(count(), other):
+        o_head, step[i], loss[i], elapse[i], ips[i] = _other_values(str(other[i]))
+        time[i], epoch[i] = _stamp(o_head)[0], _epoch(o_head)
+    steps = _Steps(None, epoch, list(map(int, step)), time, list(map(_float, loss)), list(map(_float, ips)), range(n))
+    return steps, elapse
 
-    def __init__(self, text: str, prefixed: bool, lines: int) -> None:
-        self.text, self.rx = text, _LINE_PREFIXED_WITH_ELAPSE if prefixed else _LINE_WITH_ELAPSE
-        self.found: dict[int, str] = {}
-        self.below, self.pos = lines, len(text)  # lines below.. are found; the others lie before pos
 
-    def __call__(self, k: int) -> str:
+class _Elapses:
+    """The elapse (as printed) of train-step line number k: a line of another layout's as ``_OTHER`` read it; a
+    usual line's is read only when asked (``_per_card_batch`` alone needs it, for the last lines, if at all),
+    by matching ``_LINE`` with that group at each "\n" from the end of the text back (where the split found
+    the lines)."""
+
+    def __init__(self, padded: str, prefixed: bool, lines: int, other: dict[int, str | None]) -> None:
+        self.padded, self.rx = padded, _LINE_PREFIXED_ELAPSE if prefixed else _LINE_ELAPSE
+        self.found = other  # line number -> elapse
+        self.below, self.pos = lines, len(padded)  # lines below.. are read; the others lie before pos
+
+    def __call__(self, k: int) -> str | None:
         while self.below > k:
-            i = self.text.rfind("\n", 0, self.pos)
-            if i < 0:
-                raise LookupError(f"no _LINE line {k}")
-            m = self.rx.match(self.text, i)
+            i = self.padded.rfind("\n", 0, self.pos)
+            if i < 0:  # (the split found more lines: never)
+                raise LookupError(f"no train-step line {k}")
+            m = self.rx.match(self.padded, i)
             if m is not None:
                 self.below -= 1
-                self.found[self.below] = m.group("elapse")
+                self.found.setdefault(self.below, m.group("elapse"))
             self.pos = i
         return self.found[k]
 
 
-def _run_steps(run: _Run, fast: _Steps) -> _Steps:
-    """The run's train-step lines: its _LINE lines and, in their places, the others."""
-    if not run.slow:
-        return fast if (run.first, run.last) == (0, len(fast)) else fast.rows(run.first, run.last)
-    # (only the rank column may be None: every line's rank is None then)
-    columns = [c if c is not None else [None] * len(fast) for c in fast.columns()]
-    out: list[list[Any]] = [[] for _ in columns]
-    at = run.first
-    for k, s in run.slow:
-        for column, new, value in zip(columns, out, (s.rank, s.epoch, s.step, s.time, s.loss, s.ips, s.elapse)):
-            if k > at:
-                new.extend(column[at:k])
-            new.append(value)
-        at = k
-    for column, new in zip(columns, out):
-        new.extend(column[at : run.last])
-    return _Steps(*out)
+def _other_values(line: str) -> tuple[str, str, str | None, str | None, str]:
+    """(head, step, loss, elapse, ips) of a train-step line of another layout (``_OTHER``): loss and elapse
+    read where they are looked for (``_LOSS``, ``_ELAPSE``) when not right after the step."""
+    m = _OTHER.match(line)
+    assert m is not None  # (_LINE took the line as _OTHER's)
+    head, step, loss, elapse, mid, ips = m.groups()
+    if mid is not None:
+        lm, em = _LOSS.search(mid), _ELAPSE.search(mid)
+        loss, elapse = lm.group(1) if lm else None, em.group(1) if em else None
+    return head, step, loss, elapse, ips
+
+
+def _ranks(texts: list[str | None]) -> list[int | None]:
+    """The rank of each mpirun prefix (None without one), each distinct one converted once."""
+    values = {x: int(x) if x is not None else None for x in set(texts)}
+    return list(map(values.__getitem__, texts))
+
+
+def _marked(text: str, rx: re.Pattern[str], between: str) -> set[int]:
+    """The train-step lines (numbers, as ``rx`` finds them) that hold a banner or a launcher block after their
+    mpirun prefix (never seen: looked for only when the text holds more of them than the text ``between``
+    them)."""
+    if all(_count(text, words) == between.count(words) for words in (_BANNER, _LAUNCH)):
+        return set()
+    out = set()
+    for k, m in enumerate(rx.finditer("\n" + text)):
+        line = m.group()[1:]
+        pm = _PREFIX.match(line) if rx is _LINE_PREFIXED else None
+        if pm is not None:
+            line = line[pm.end() :]
+        if _BANNER in line or _LAUNCH in line:
+            out.add(k)
+    return out
+
+
+def _count(text: str, words: str) -> int:
+    """``text.count(words)`` for a banner or launcher block (their "C" is rare in logs: ``find_literal``)."""
+    n, at = 0, find_literal(text, words, "C")
+    while at >= 0:
+        n, at = n + 1, find_literal(text, words, "C", at + len(words))
+    return n
+
+
+def _run_steps(run: _Run, steps: _Steps) -> _Steps:
+    """The run's train-step lines."""
+    return steps if (run.first, run.last) == (0, len(steps)) else steps.rows(run.first, run.last)
 
 
 def gpus_from_name(file: str) -> int | None:
@@ -546,31 +537,30 @@ def gpus_from_name(file: str) -> int | None:
     return None
 
 
-def _per_card_batch(steps: _Steps, fast_elapse: _FastElapse) -> tuple[float, float] | None:
+def _per_card_batch(steps: _Steps, elapses: _Elapses) -> tuple[float, float] | None:
     """(ips x elapse, its uncertainty) from the last post-reset step with both: the per-card batch."""
     for i in reversed(range(len(steps))):
         ips = steps.ips[i]
         if steps.step[i] < RESET_STEP or not ips:
             continue
-        text = steps.elapse[i]
-        if isinstance(text, int):
-            text = fast_elapse(text)
+        text = elapses(steps.line[i])
+        if text is None:
+            continue
         elapse = _float(text)
         if elapse and 0 < ips * elapse < math.inf:
-            assert text is not None  # (a number was read from it)
             decimals = len(text) - text.index(".") - 1 if "." in text else 0
             return ips * elapse, ips * 0.5 * 10.0 ** -min(decimals, 12) + 1e-6
     return None
 
 
-def _gpus(run: _Run, steps: _Steps, fast_elapse: _FastElapse, hint: int | None, file: str) -> int | None:
+def _gpus(run: _Run, steps: _Steps, elapses: _Elapses, hint: int | None, file: str) -> int | None:
     """The trainer (GPU) count: what the log says first, then the hint, then the file name. A PaddleCV
     process may drive several listed GPUs itself, so its ``selected_gpus`` list is not a trainer count."""
     if run.trainers or run.gloo:
         return run.trainers or run.gloo
     if run.config.get("is_distributed") == "False":
         return 1
-    est = _per_card_batch(steps, fast_elapse) if run.train_batch else None
+    est = _per_card_batch(steps, elapses) if run.train_batch else None
     if run.train_batch and est is not None and est[0] > 0:
         near = round(run.train_batch / est[0])
         fits = [
@@ -651,23 +641,25 @@ def _rates_in_order(
 
 def _chained_rates(steps: list[int], ips: list[float | None], u0: float, gpus: int) -> list[float] | None:
     """``_rates_in_order`` of post-reset records that all get a rate, each since the one before: ``steps[0]``
-    is the rated record before them (its n/ips ``u0`` > 0), ``ips`` theirs. None when some would get none.
-    Every rate finite and positive means every record got one: a missing or zero ips raises, and the first ips
-    not finite and positive, or running-average time that does not grow, gives a rate <= 0 or NaN."""
-    try:
-        if steps[-1] - steps[0] == len(ips):  # every step printed: each record is one step after the one before
-            # u = (step - RESET_STEP + 1) / ips and rate = 1 / (u - u before), with the ints as floats: Python
-            # divides an int by a float as that int's float, so the quotients are the same
-            u = chain((u0,), map(truediv, count(float(steps[1] - RESET_STEP + 1)), ips))
-            if gpus == 1:  # x * 1 is x
-                rates = [1.0 / (v - w) for w, v in pairwise(u)]
-            else:
-                rates = [1.0 / (v - w) * gpus for w, v in pairwise(u)]
-        else:
-            u = chain((u0,), map(truediv, map(sub, steps[1:], repeat(RESET_STEP - 1)), ips))
-            rates = [(b - a) / (v - w) * gpus for (a, b), (w, v) in zip(pairwise(steps), pairwise(u))]
-    except (TypeError, ZeroDivisionError):
+    is the rated record before them (its n/ips ``u0`` > 0), ``ips`` theirs. None when some would get none:
+    a missing or zero ips; else every rate finite and positive means every record got one (the first ips
+    not finite and positive gives a rate <= 0 or NaN, and so does running-average time that does not grow:
+    NaN where it stays the same)."""
+    if not all(ips):  # a missing or zero ips
         return None
+    if steps[-1] - steps[0] == len(ips):  # every step printed: each record is one step after the one before
+        # u = (step - RESET_STEP + 1) / ips and rate = 1 / (u - u before), with the ints as floats: Python
+        # divides an int by a float as that int's float, so the quotients are the same
+        u = chain((u0,), map(truediv, count(float(steps[1] - RESET_STEP + 1)), ips))
+        if gpus == 1:  # x * 1 is x
+            rates = [1.0 / (v - w) if v != w else math.nan for w, v in pairwise(u)]
+        else:
+            rates = [1.0 / (v - w) * gpus if v != w else math.nan for w, v in pairwise(u)]
+    else:
+        u = chain((u0,), map(truediv, map(sub, steps[1:], repeat(RESET_STEP - 1)), ips))
+        rates = [
+            (b - a) / (v - w) * gpus if v != w else math.nan for (a, b), (w, v) in zip(pairwise(steps), pairwise(u))
+        ]
     if not (math.isfinite(sum(rates)) and min(rates) > 0):
         return None
     return rates
@@ -766,8 +758,14 @@ def _pass_records(
         if stamped:
             prev = stored[i - 1] if i else None
             rate = None
-            if prev is not None and r.time is not None and prev.time is not None and r.time > prev.time:
-                rate = global_batch * (r.iteration - prev.iteration) / (r.time - prev.time)  # type: ignore[operator]
+            if (
+                global_batch
+                and prev is not None
+                and r.time is not None
+                and prev.time is not None
+                and r.time > prev.time
+            ):
+                rate = global_batch * (r.iteration - prev.iteration) / (r.time - prev.time)
         measured.append(IterationRecord(r.iteration, None, rate, r.loss, r.rank, r.epoch))
     return stored, measured, stamped
 
@@ -778,10 +776,7 @@ def _published(steps: _Steps, gpus: int | None) -> float | None:
         return None
     skip = PUBLISHED_SKIP_MULTINODE if gpus > 8 else PUBLISHED_SKIP
     values = steps.ips[skip:]
-    try:
-        total: float = sum(values)  # type: ignore[arg-type]  # a None raises TypeError: caught below
-    except TypeError:  # a missing ips
-        total = math.nan
+    total = sum(cast("list[float]", values)) if all(values) or None not in values else math.nan
     if not math.isfinite(total):  # some ips is missing or not finite: the finite ones
         finite = [x for x in values if x is not None and math.isfinite(x)]
         return sum(finite) / len(finite) * gpus if finite else None
@@ -792,14 +787,14 @@ def _parse_run(
     chunk: str,
     run: _Run,
     all_steps: _Steps,
-    fast_elapse: _FastElapse,
+    elapses: _Elapses,
     file: str,
     options: ParseOptions,
     hint: int | None,
 ) -> ParsedRun:
     ranks = (set(all_steps.rank) if all_steps.rank is not None else set()) | {p.rank for p in run.passes}
     steps, passes = _keep_rank_steps(all_steps, ranks), _keep_rank(run.passes, ranks)
-    gpus = _gpus(run, all_steps, fast_elapse, hint, file)
+    gpus = _gpus(run, all_steps, elapses, hint, file)
     reason: str | None = None
     epochs = _int(run.config.get("epochs"))
     progress: list[tuple[str, int, int]] = []
@@ -845,8 +840,8 @@ def _parse_run(
             reason = UNKNOWN_BATCH
     why = truncation(chunk, finished=finished, progress=progress, fit=options.fit) or reason
     # conclude fails on these before measuring anything (a text failure too: it is conclude's first check, and
-    # then the records handed to it do not matter)
-    # measured without times: timed from the rates; a log whose lines give no rate has none
+    # then the records handed to it do not matter); else the measured records, without times: timed from the
+    # rates (a log whose lines give no rate has none)
     records = stored if why or not stored or loss_failure(stored) else measured or _untimed(stored)
     result = conclude(
         text=chunk,
@@ -868,10 +863,8 @@ def _parse_run(
 def parse(text: str, file: str, options: ParseOptions, gpus_hint: int | None = None) -> list[ParsedRun]:
     """The runs of a PaddleClas / PaddleCV log (see the module docstring). ``gpus_hint`` is used only when
     the log does not say its GPU count."""
-    runs, fast, fast_elapse = _split(text)
-    return [
-        _parse_run(text[r.start : r.end], r, _run_steps(r, fast), fast_elapse, file, options, gpus_hint) for r in runs
-    ]
+    runs, steps, elapses = _split(text)
+    return [_parse_run(text[r.start : r.end], r, _run_steps(r, steps), elapses, file, options, gpus_hint) for r in runs]
 
 
 FORMAT = LogFormat(NAME, detect, parse, default_warmup=DEFAULT_WARMUP, default_measured=DEFAULT_MEASURED)

@@ -58,21 +58,25 @@ Default window = the DLPerf seed (PLSC ArcFace, extract_paddle_logs.py): entry.p
 for a run stopped at 150 iterations is exactly iterations 51..150 (a fixed 100 would leave no window on
 logs printed every 100 steps).
 
-How the text is read (the rules above are those of one pass over every line, ``_read_line``; this reading
-gives exactly its results without a Python loop over the lines):
+How the text is read:
 
-* arcface_paddle's own training lines (``Training: <stamp,mmm> - loss ...``: no mpirun prefix, that
-  ``loss `` the first of its line, that stamp the line's first) are found by one ``re.finditer`` pass over
-  the whole text (``_TRAIN_LINE``) into columns, stamp included.
-* Every other line that may matter lies between those: their words (``_RARE_WORDS``: ``loss `` for any
-  other training line, the engine's, entry.py's, config and stop lines) and header lines (``_KV_ANYWHERE``)
-  are looked for in that part of the text only (joined), and each line found is read with ``_read_line``.
-  The ``--------args----------`` marker is looked for everywhere.
+* Training lines of arcface_paddle (behind an optional mpirun prefix, any head, then the line's first
+  ``loss `` starts ``loss L, lr: .., epoch: E, step: S, eta: ...`` up to the first ``throughput: T
+  imgs/sec`` or ``ips: I images/sec``; its timestamp is the first one in its first 80 characters) are read
+  by one ``re.finditer`` pass of ``_TRAIN_LINE`` over the whole text, into columns (the timestamp of a head
+  other than the usual ``Training: <stamp,mmm> - `` by ``_stamp``, line by line). That pass is first made
+  with the usual head only (``_USUAL_LINE``, faster); only when a line it left out holds ``loss `` is it
+  made again with every head.
+* The rare lines (the engine's and entry.py's training lines, config, stop, header and trainers lines) lie
+  between those: their words (``_RARE_WORDS``) and header lines (``_KV_ANYWHERE``) are looked for in that
+  part of the text only (joined), and each line found is read by ``_rare_line``. The
+  ``--------args----------`` marker is looked for everywhere.
 * A validation / checkpoint line matters only as "one lies between these two training lines": between two
   training lines that are not neighbours, the first line holding one of their words is read.
 * Runs are index ranges of the training lines, split by text position (argument blocks, steps going
-  back); records are ``RecordColumns``; timestamps are converted per distinct minute, then per line with
-  the same floating-point operations as ``values.stamp_seconds``.
+  back); records are ``RecordColumns``; timestamps are converted per distinct minute, second and fraction
+  (the usual seconds and milliseconds from tables), with the same floating-point operations as
+  ``values.stamp_seconds``.
 """
 
 from __future__ import annotations
@@ -82,15 +86,14 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress
 from operator import lt, ne, sub
-from typing import Any, TypeVar
+from typing import NamedTuple, TypeVar, cast
 
 from dlperf_core.parsing.failures import conclude, stopped_short, truncation
 from dlperf_core.parsing.records import LogFormat, ParsedRun, ParseOptions, RecordColumns
 from dlperf_core.parsing.values import MPIRUN_PREFIX as _PREFIX
-from dlperf_core.parsing.values import anchored_matches
+from dlperf_core.parsing.values import anchored_matches, find_literal, utc_minute
 from dlperf_core.parsing.values import match_at as _at
 from dlperf_core.parsing.values import positive_int as _int
 from dlperf_core.parsing.values import to_float as _float
@@ -101,19 +104,48 @@ DEFAULT_WARMUP = 50  # DLPerf seed: skip 50 of 150 iterations
 DEFAULT_MEASURED = None
 
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d):(\d\d)(?:[,.](\d{1,6}))?")  # minute, second, fraction
-_TRAIN_BODY = (  # loss, epoch, step, throughput, ips
-    r"([^\s,]{1,64}), lr: [^\s,]{1,64}, epoch: (\d{1,9}), step: (\d{1,12}), eta: [^\n]*?"
+_TRAIN = re.compile(  # detect(): loss, epoch, step, throughput, ips
+    r"loss ([^\s,]{1,64}), lr: [^\s,]{1,64}, epoch: (\d{1,9}), step: (\d{1,12}), eta: [^\n]*?"
     r"(?:throughput: ([^\s,]{1,64}) imgs/sec|ips: ([^\s,]{1,64}) images/sec)"
 )
-_TRAIN = re.compile("loss " + _TRAIN_BODY)
-# In "\n" + text: a training line of arcface_paddle's own shape ("Training: <stamp,mmm> - loss ...": no mpirun
-# prefix, that "loss " the first of the line), to the end of the line. Found at its "loss " (fast), tried
-# only where the fixed-width head is right behind: at most once per line. Groups: the stamp's minute,
-# second and fraction, then _TRAIN's.
-_TRAIN_LINE = re.compile(
-    r"loss (?<=\nTraining: (\d{4}-\d\d-\d\d \d\d:\d\d):(\d\d),(\d{3}) - loss )" + _TRAIN_BODY + r"[^\n]*"
-)
-_OWN_HEAD = len("\nTraining: 2021-09-28 11:10:24,823 - ")  # from the "\n" before such a line to its "loss "
+
+
+def _train_line(prefixed: bool, other: bool = True) -> re.Pattern[str]:
+    """``_TRAIN_LINE``: in "\n" + text, from the "\n" before a training line to its end. Groups: (only
+    ``prefixed``: for a text holding "<std", the only one where a line may have an mpirun prefix) the rank of
+    that prefix and an empty one where the prefix ends; then the usual head's timestamp minute, second and
+    fraction; the loss, epoch, step, throughput and ips of ``_TRAIN`` at the line's first "loss ". Without
+    ``other``: lines of the usual head only (``_USUAL_LINE``; where no line it leaves out holds "loss ", both
+    find the same lines).
+
+    The usual head, ``Training: <stamp,mmm> - `` right before "loss ", is matched as such: its timestamp is
+    the line's first (``_stamp`` reads the others'). Any other head: a line without "loss " fails at once
+    (the lookahead: one scan to the line's end and back to its "l"s); the head is read in runs of characters
+    that start no "loss ", trying it only where it may start, and so is the gap before throughput / ips,
+    trying those where a "t" or an "i" is. Every other repetition is followed by a character it cannot take,
+    so it never gives one back: possessive."""
+    return re.compile(
+        r"\n"
+        + (r"(?:" + _PREFIX.pattern.replace("{0,40}", "{0,40}+") + r")?+()" if prefixed else "")
+        + r"(?:Training: (?=[^\n]{23} - loss )(\d{4}-\d\d-\d\d \d\d:\d\d):(\d\d),(\d{3}) - "
+        + (r"|(?=[^\n]*loss )[^\nl]*+(?:l(?!oss )[^\nl]*+)*+)" if other else ")")
+        + r"loss ([^\s,]{1,64}+), lr: [^\s,]{1,64}+, epoch: (\d{1,9}+), step: (\d{1,12}+), eta: "
+        + r"[^\nti]*+(?:[ti][^\nti]*+)*?(?:throughput: ([^\s,]{1,64}+) imgs/sec|ips: ([^\s,]{1,64}+) images/sec)"
+        + r"[^\n]*+"
+    )
+
+
+_TRAIN_LINE, _TRAIN_LINE_PREFIXED = _train_line(False), _train_line(True)
+_USUAL_LINE, _USUAL_LINE_PREFIXED = _train_line(False, other=False), _train_line(True, other=False)
+_PREFIXED = (_TRAIN_LINE_PREFIXED, _USUAL_LINE_PREFIXED)
+_LINE = 2  # their group where a line starts after its prefix
+
+
+def _body(line: re.Match[str]) -> int:
+    """Where a training line (its ``_TRAIN_LINE`` match in "\n" + text) starts after its mpirun prefix."""
+    return line.start(_LINE) if line.re in _PREFIXED else line.start() + 1
+
+
 _SAMPLES = re.compile(r"avg_samples: ([^\s,]{1,64})")
 _ENGINE = re.compile(  # PLSC 2.x engine: epoch, epochs, iter, iters per epoch, middle, ips
     r"\[Train\]\[Epoch (\d{1,9})/\d{1,9}\]\[Iter: (\d{1,12})/(\d{1,12})\]([^\n]*?)\bips: ([^\s,]{1,64}) images/sec"
@@ -139,11 +171,10 @@ _VALID_TIME = re.compile(r"t(?<!\wt)est time: ")
 _ARGS = "--------args----------"
 _SAVE = "Save model to"
 _PAUSE_WORDS = re.compile(r"Save model to|XNorm|Accuracy|test time: ")  # in every validation / save line
-# in every training, engine, stop, config, entry.py and trainers line: the lines outside _TRAIN_LINE's
-# matches that may matter (with the lines _KV may read); each with a character of it that is rare in logs
-# (None: none is), to find it by jumping between occurrences of that character
+# in every engine, stop, config, entry.py and trainers line: the lines outside _TRAIN_LINE's matches that may
+# matter (with the lines _KV may read); each with a character of it that is rare in logs (None: none is), to
+# find it by jumping between occurrences of that character
 _RARE_WORDS = (
-    ("loss ", None),
     ("[Train][Epoch ", "E"),
     ("training stops early", None),
     ("plsc INFO: ", "I"),
@@ -154,12 +185,7 @@ _RARE_WORDS = (
 )
 _HEADER = re.compile(r" - total_batch_size: \d")
 _JUMPS = 64  # occurrences of a rare character that _find checks before a plain search takes over
-_SECONDS = {f"{i:02d}": i for i in range(60)}
-_MILLISECONDS = {f"{i:03d}": float(f"0.{i:03d}") for i in range(1000)}  # float("0." + digits) of 3 digits
 _CLOCK = {f"{h:02d}:{m:02d}": h * 3600 + m * 60 for h in range(24) for m in range(60)}  # seconds of "HH:MM"
-
-# what a line is (_read_line)
-_TRAINING, _OLD_LINE, _STOP, _PAUSE, _SETTING = range(5)
 
 
 def detect(text: str) -> bool:
@@ -167,12 +193,12 @@ def detect(text: str) -> bool:
     qps line (among the first lines holding those words)."""
     if " - total_batch_size: " in text and _HEADER.search(text) is not None:
         return True
-    for needle, rx in (("loss ", _TRAIN), ("Pass:", _OLD)):
-        for m, end in anchored_matches(text, needle, rx, _DETECT_TRIES):
+    for needle, rx, rare in (("loss ", _TRAIN, None), ("Pass:", _OLD, "P")):
+        for m, end in anchored_matches(text, needle, rx, _DETECT_TRIES, rare):
             if rx is _TRAIN or _QPS.search(text, m.end(), end) is not None:
                 return True
     if "plsc INFO: " in text:  # the PLSC 2.x engine's logger (PaddleClas's engine prints "ppcls INFO:")
-        return next(anchored_matches(text, "[Train][Epoch ", _ENGINE, _DETECT_TRIES), None) is not None
+        return next(anchored_matches(text, "[Train][Epoch ", _ENGINE, _DETECT_TRIES, "E"), None) is not None
     return False
 
 
@@ -180,74 +206,79 @@ def _usable(x: float | None) -> bool:
     return x is not None and 0 < x < math.inf
 
 
-# ------------------------------------------------------------------------------------------ one line
-def _stamp(line: str) -> tuple[str | None, str | None, str | None]:
+# ------------------------------------------------------------------------------------------ rare lines
+_Stamp = tuple[str | None, str | None, str | None]
+"""A timestamp as printed: (minute, second, fraction), Nones for none."""
+
+_TRAINING, _STOP, _PAUSE, _SETTING = range(4)  # what a rare line is
+
+
+class _Rare(NamedTuple):
+    """What a rare line says (``_rare_line``): ``kind`` and the values of that kind. A _TRAINING line is an
+    engine or an entry.py line (``old``: its step is entry.py's batch, its epoch the pass); a _SETTING line
+    a header key and value, or a trainer count."""
+
+    kind: int
+    step: int = 0
+    epoch: int = 0
+    stamp: _Stamp = (None, None, None)
+    loss: float | None = None
+    rate: float | None = None
+    old: bool = False
+    key: str | None = None
+    value: str | None = None
+    trainers: int | None = None
+
+
+def _stamp(line: str) -> _Stamp:
     """(minute, second, fraction) of the first timestamp in the line's first 80 characters, else Nones."""
     m = _STAMP.search(line, 0, 80)
-    return m.groups() if m is not None else (None, None, None)  # type: ignore[return-value]
+    return (m.group(1), m.group(2), m.group(3)) if m is not None else (None, None, None)
 
 
-def _read_line(line: str) -> tuple[Any, ...] | None:
-    """What one line says, by the rules in their order (``line`` without its mpirun prefix and trailing
-    "\r"; the args marker is looked for apart), else None:
-
-    (_TRAINING, step, epoch, stamp, loss, rate, avg_samples), (_OLD_LINE, batch, pass, stamp, loss, qps,
-    None), (_STOP,), (_PAUSE,) or (_SETTING, key or None, value or None, trainers or None)."""
-    if "step: " in line:
-        m = _at(line, "loss ", _TRAIN)
-        if m is not None:
-            loss, epoch, step, thr, ips = m.groups()
-            sm = _SAMPLES.search(line) if ips is not None else None
-            return (
-                _TRAINING,
-                int(step),
-                int(epoch),
-                _stamp(line),
-                _float(loss),
-                _float(thr or ips),
-                _float(sm.group(1)) if sm else None,
-            )
+def _rare_line(line: str) -> _Rare | None:
+    """What a line that is not an arcface_paddle training line says, by the rules in their order (``line``
+    without its mpirun prefix and trailing "\r"; the args marker is looked for apart), else None."""
     if "[Train][Epoch " in line:
         m = _at(line, "[Train][Epoch ", _ENGINE)
         if m is not None:
             epoch, it, per_epoch, middle, ips = m.groups()
             lm = _ENGINE_LOSS.search(middle)
-            return (
+            return _Rare(
                 _TRAINING,
                 (int(epoch) - 1) * int(per_epoch) + int(it) + 1,
                 int(epoch),
                 _stamp(line),
                 _float(lm.group(1)) if lm else None,
                 _float(ips),
-                None,
             )
     if "training stops early" in line and _ENGINE_STOP.search(line) is not None:
-        return (_STOP,)
+        return _Rare(_STOP)
     if "plsc INFO: " in line and " : " in line:
         m = _ENGINE_CONF.search(line)
-        return (_SETTING, m.group(1), m.group(2), None) if m is not None and m.group(1) in _ENGINE_KEYS else None
+        return _Rare(_SETTING, key=m.group(1), value=m.group(2)) if m and m.group(1) in _ENGINE_KEYS else None
     if "qps:" in line:
         m = _at(line, "Pass:", _OLD)
         q = _QPS.search(line, m.end()) if m is not None else None
         if m is not None and q is not None:
             lm = _OLD_LOSS.search(line, m.end(), q.start())
-            return (
-                _OLD_LINE,
+            return _Rare(
+                _TRAINING,
                 int(m.group(2)),
                 int(m.group(1)),
                 _stamp(line),
                 _float(lm.group(1)) if lm else None,
                 _float(q.group(1)),
-                None,
+                old=True,
             )
     if _SAVE in line or _VALID_SCORE.search(line) is not None or ("test time: " in line and _VALID_TIME.search(line)):
-        return (_PAUSE,)
+        return _Rare(_PAUSE)
     if ": " in line:
         m = _at(line, " - ", _KV)
         t = _TRAINERS.search(line) if any(w in line for w in _TRAINERS_WORDS) else None
         trainers = _int(t.group(1) or t.group(2)) if t is not None else None
         if m is not None or trainers:
-            return (_SETTING, m.group(1) if m else None, m.group(2) if m else None, trainers)
+            return _Rare(_SETTING, key=m.group(1) if m else None, value=m.group(2) if m else None, trainers=trainers)
     return None
 
 
@@ -304,13 +335,11 @@ class _Lines:
         "old",
     )
 
-    def add(self, start: int, after: int, rank: int | None, what: tuple[Any, ...]) -> None:
-        """One line read by ``_read_line`` (a _TRAINING or _OLD_LINE)."""
-        kind, step, epoch, (minute, second, fraction), loss, rate, samples = what
-        for name, value in zip(
-            self._COLUMNS,
-            (start, after, rank, step, epoch, minute, second, fraction, loss, rate, samples, kind == _OLD_LINE),
-        ):
+    def add(self, start: int, after: int, rank: int | None, line: _Rare) -> None:
+        """One engine or entry.py line (``_rare_line``)."""
+        minute, second, fraction = line.stamp
+        values = (start, after, rank, line.step, line.epoch, minute, second, fraction, line.loss, line.rate, None)
+        for name, value in zip(self._COLUMNS, (*values, line.old)):
             getattr(self, name).append(value)
 
     def extend(self, other: _Lines) -> None:
@@ -336,23 +365,29 @@ class _Events:
 
 def _read(text: str) -> tuple[_Lines, _Events]:
     """The training lines and the rare lines of ``text`` (see the module docstring)."""
-    lines = _own_lines(text)
+    prefixed = find_literal(text, "<std", "<") >= 0
+    lines = _training_lines(text, _USUAL_LINE_PREFIXED if prefixed else _USUAL_LINE)  # the usual ones (faster)
+    parts = _gaps([0, *lines.after], [*lines.start, len(text)])
+    between = "".join([text[a:b] for a, b in parts])
+    if "loss " in between:  # a line between may be a training line with another head: all of them
+        lines = _training_lines(text, _TRAIN_LINE_PREFIXED if prefixed else _TRAIN_LINE)
+        parts = _gaps([0, *lines.after], [*lines.start, len(text)])
+        between = "".join([text[a:b] for a, b in parts])
     events = _Events()
     extra = _Lines()
-    for start in sorted(_rare_line_starts(text, _gaps([0, *lines.after], [*lines.start, len(text)]))):
+    for start in sorted(_rare_line_starts(text, parts, between)):
         after, rank, line = _line_at(text, start)
-        what = _read_line(line)
+        what = _rare_line(line)
         if what is None:
             continue
-        kind = what[0]
-        if kind in (_TRAINING, _OLD_LINE):
+        if what.kind == _TRAINING:
             extra.add(start, after, rank, what)
-        elif kind == _STOP:
+        elif what.kind == _STOP:
             events.stops.append(start)
-        elif kind == _PAUSE:
+        elif what.kind == _PAUSE:
             events.pauses.append(start)
         else:
-            events.settings.append((start, *what[1:]))
+            events.settings.append((start, what.key, what.value, what.trainers))
     lines.extend(extra)
     for start in _line_starts(text, _ARGS):
         if _ARGS in _line_at(text, start)[2]:
@@ -361,38 +396,53 @@ def _read(text: str) -> tuple[_Lines, _Events]:
     return lines, events
 
 
-def _own_lines(text: str) -> _Lines:
-    """arcface_paddle's own training lines (``_TRAIN_LINE``), as columns."""
-    found = list(_TRAIN_LINE.finditer("\n" + text))  # in "\n" + text, the "\n" before a line is at its start
+def _training_lines(text: str, rx: re.Pattern[str]) -> _Lines:
+    """arcface_paddle's training lines that ``rx`` (``_TRAIN_LINE`` or ``_USUAL_LINE``, prefixed for a text
+    holding "<std": only there may a line have an mpirun prefix) finds, as columns."""
+    padded = "\n" + text  # the "\n" before a line is at the line's start in text
+    found = list(rx.finditer(padded))
+    prefixed = rx in _PREFIXED
     if not found:
         return _Lines()
-    minute, second, fraction, loss, epoch, step, thr, ips = zip(*map(re.Match.groups, found))
-    starts = list(map(sub, map(re.Match.start, found), repeat(_OWN_HEAD)))
-    afters = list(map(re.Match.end, found))
+    columns = list(zip(*map(re.Match.groups, found)))
+    minute, second, fraction, loss, epoch, step, thr, ips = columns[-8:]
+    if None in minute:  # some head is not the usual one: its line's first timestamp, read apart
+        minute, second, fraction = _stamp_columns(padded, found, (minute, second, fraction))
     n = len(found)
     out = _Lines(
-        start=starts,
-        after=afters,
-        rank=[None] * n,
+        start=list(map(re.Match.start, found)),
+        after=list(map(re.Match.end, found)),
+        rank=_ranks(columns[0]) if prefixed else [None] * n,
         step=list(map(int, step)),
         epoch=_ints(epoch),
         minute=minute,
         second=second,
         fraction=fraction,
-        loss=_floats(loss),
+        loss=list(map(_float, loss)),
         old=[False] * n,
     )
     if ips.count(None) == n:
-        out.rate, out.samples = _floats(thr), [None] * n
+        out.rate, out.samples = list(map(_float, thr)), [None] * n
     else:
-        out.rate = _floats([t if t is not None else i for t, i in zip(thr, ips)])
-        out.samples = [_samples(text, a, b) if i is not None else None for a, b, i in zip(starts, afters, ips)]
+        out.rate = [_float(t if t is not None else i) for t, i in zip(thr, ips)]
+        out.samples = [_samples(padded, m) if i is not None else None for m, i in zip(found, ips)]
     return out
 
 
-def _samples(text: str, start: int, after: int) -> float | None:
-    """avg_samples of the line (arcface_paddle's own: no prefix) from ``start`` to ``after``."""
-    sm = _SAMPLES.search(text, start, after - 1)
+def _stamp_columns(
+    padded: str, found: list[re.Match[str]], usual: tuple[tuple[str | None, ...], ...]
+) -> list[tuple[str | None, ...]]:
+    """The minute, second and fraction columns of the training lines (their ``_TRAIN_LINE`` matches in
+    "\n" + text): the usual head's (``usual``), else ``_stamp`` of the line after its prefix."""
+    stamps = [
+        (m, s, f) if m is not None else _stamp(padded[_body(line) : line.end()]) for line, m, s, f in zip(found, *usual)
+    ]
+    return [tuple(column) for column in zip(*stamps)]
+
+
+def _samples(padded: str, line: re.Match[str]) -> float | None:
+    """avg_samples of a training line (its ``_TRAIN_LINE`` match in "\n" + text), after its prefix."""
+    sm = _SAMPLES.search(padded, _body(line), line.end())
     return _float(sm.group(1)) if sm else None
 
 
@@ -401,11 +451,10 @@ def _gaps(ends: list[int], starts: list[int]) -> list[tuple[int, int]]:
     return [(ends[i], starts[i]) for i in compress(range(len(ends)), map(lt, ends, starts))]
 
 
-def _rare_line_starts(text: str, parts: list[tuple[int, int]]) -> set[int]:
-    """The start of every line of ``parts`` (whole lines of ``text``) that holds one of ``_RARE_WORDS`` or
-    that ``_KV`` may read: the lines the per-line rules must read there (all but validation / save lines,
-    which ``_pauses`` reads)."""
-    joined = "".join([text[a:b] for a, b in parts])
+def _rare_line_starts(text: str, parts: list[tuple[int, int]], joined: str) -> set[int]:
+    """The start of every line of ``parts`` (whole lines of ``text``, ``joined`` their text) that holds one of
+    ``_RARE_WORDS`` or that ``_KV`` may read: the lines ``_rare_line`` must read there (all but validation /
+    save lines, which ``_pauses`` reads)."""
     offsets = list(accumulate((b - a for a, b in parts), initial=0))
     hits = [m.start() for m in _KV_ANYWHERE.finditer(joined)]
     for words, rare in _RARE_WORDS:
@@ -478,8 +527,8 @@ def _holds_pause(text: str, start: int, end: int) -> bool:
 
 
 def _is_pause(line: str) -> bool:
-    what = _read_line(line)
-    return what is not None and what[0] == _PAUSE
+    what = _rare_line(line)
+    return what is not None and what.kind == _PAUSE
 
 
 def _ints(texts: Sequence[str]) -> list[int]:
@@ -488,29 +537,25 @@ def _ints(texts: Sequence[str]) -> list[int]:
     return list(map(values.__getitem__, texts))
 
 
-def _floats(texts: Sequence[str | None]) -> list[float | None]:
-    """``to_float`` of each text."""
-    try:
-        return list(map(float, texts))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return [_float(x) for x in texts]
+def _ranks(texts: Sequence[str | None]) -> list[int | None]:
+    """The rank of each mpirun prefix (None without one), each distinct one converted once."""
+    values = {x: int(x) if x is not None else None for x in set(texts)}
+    return list(map(values.__getitem__, texts))
 
 
 def _minute_seconds(minute: str) -> float | None:
     """Unix seconds (UTC) of a ``2021-09-28 11:10`` minute, None when it is no real date (as ``datetime``)."""
-    try:
-        return datetime(
-            int(minute[0:4]), int(minute[5:7]), int(minute[8:10]), int(minute[11:13]), int(minute[14:16]), tzinfo=UTC
-        ).timestamp()
-    except ValueError:
-        return None
+    return utc_minute(int(minute[0:4]), int(minute[5:7]), int(minute[8:10]), int(minute[11:13]), int(minute[14:16]))
 
 
-def _minutes_seconds(minutes: set[str]) -> dict[str, float | None]:
-    """``_minute_seconds`` of each minute, a day's date converted once."""
+def _minutes_seconds(minutes: set[str | None]) -> dict[str | None, float | None]:
+    """``_minute_seconds`` of each minute (None for None), a day's date converted once."""
     days: dict[str, float | None] = {}
-    out: dict[str, float | None] = {}
+    out: dict[str | None, float | None] = {}
     for minute in minutes:
+        if minute is None:
+            out[None] = None
+            continue
         date = minute[:10]
         if date not in days:
             days[date] = _minute_seconds(date + " 00:00")
@@ -521,32 +566,39 @@ def _minutes_seconds(minutes: set[str]) -> dict[str, float | None]:
 
 def _times(
     minutes: Sequence[str | None], seconds: Sequence[str | None], fractions: Sequence[str | None]
-) -> tuple[list[float | None], list[bool]]:
-    """Unix seconds (UTC) of each timestamp and whether it has sub-second digits ((None, False): none, or no
-    real date), as ``values.stamp_seconds``: the whole second, then plus float("0." + fraction)."""
-    bases = _minutes_seconds({m for m in set(minutes) if m is not None})
-    try:  # every line with a real timestamp and milliseconds (the logging module's)
-        return (
-            [bases[m] + _SECONDS[s] + _MILLISECONDS[f] for m, s, f in zip(minutes, seconds, fractions)],  # type: ignore[index,operator]
-            [True] * len(minutes),
-        )
-    except (KeyError, TypeError):
-        pass
-    try:  # every line with a real timestamp and sub-second digits
-        return (
-            [bases[m] + _SECONDS[s] + float("0." + f) for m, s, f in zip(minutes, seconds, fractions)],  # type: ignore[index,operator]
-            [True] * len(minutes),
-        )
-    except (KeyError, TypeError):
-        out = [_time(bases.get(m) if m is not None else None, s, f) for m, s, f in zip(minutes, seconds, fractions)]
-        return [t for t, _ in out], [p for _, p in out]
+) -> tuple[list[float | None], bool]:
+    """Unix seconds (UTC) of each timestamp (None: none, or no real time) as ``values.stamp_seconds``: the
+    whole second, then plus float("0." + fraction) (0.0 without one: the same float), each distinct minute,
+    second and fraction converted once; and whether every line has one with sub-second digits."""
+    bases = _minutes_seconds(set(minutes))
+    if None not in bases.values() and _SECONDS.keys() >= set(seconds) and _FRACTIONS.keys() >= set(fractions):
+        # every line has a real time, with a usual second and fraction
+        real = cast("dict[str | None, float]", bases)
+        times: list[float | None] = [
+            real[m] + _SECONDS[s] + _FRACTIONS[f] for m, s, f in zip(minutes, seconds, fractions)
+        ]
+        return times, all(fractions)
+    whole = {s: _second(s) for s in set(seconds)}
+    part = {f: _fraction(f) for f in set(fractions)}
+    times = [
+        b + w + part[f] if (b := bases[m]) is not None and (w := whole[s]) is not None else None
+        for m, s, f in zip(minutes, seconds, fractions)
+    ]
+    return times, None not in times and all(fractions)
 
 
-def _time(base: float | None, second: str | None, fraction: str | None) -> tuple[float | None, bool]:
-    if base is None or second is None or int(second) > 59:
-        return None, False
-    t = base + int(second)
-    return (t + float("0." + fraction), True) if fraction else (t, False)
+def _second(text: str | None) -> int | None:
+    """A timestamp's second (0 to 59), None for none."""
+    return int(text) if text is not None and int(text) <= 59 else None
+
+
+def _fraction(text: str | None) -> float:
+    """A timestamp's fraction of a second, as ``float("0." + fraction)`` (0.0 for none)."""
+    return float("0." + text) if text else 0.0
+
+
+_SECONDS: dict[str | None, int] = {f"{i:02d}": i for i in range(60)}  # _second of the usual seconds
+_FRACTIONS: dict[str | None, float] = {None: 0.0} | {f"{i:03d}": float(f"0.{i:03d}") for i in range(1000)}  # and ms
 
 
 # ------------------------------------------------------------------------------------------ runs
@@ -595,8 +647,8 @@ def _runs(text: str, lines: _Lines, events: _Events) -> list[_Run]:
             run.header, run.trainers = dict(previous.header), previous.trainers
         while k < len(settings) and settings[k][0] < run.end:
             _, key, value, trainers = settings[k]
-            if key is not None:
-                run.header.setdefault(key, value)  # type: ignore[arg-type]
+            if key is not None and value is not None:  # (a key always comes with its value)
+                run.header.setdefault(key, value)
             run.trainers = run.trainers or trainers
             k += 1
         run.stopped = bisect_left(stops, run.end) > bisect_left(stops, run.start)
@@ -626,10 +678,9 @@ def _kept(lines: _Lines, first: int, stop: int) -> range | list[int]:
     of the line before it (another node's copy) is dropped."""
     kept: range | list[int] = range(first, stop)
     ranks = lines.rank[first:stop]
-    named = set(ranks)
-    named.discard(None)
+    named = {r for r in set(ranks) if r is not None}
     if len(named) > 1:
-        low = min(named)  # type: ignore[type-var]
+        low = min(named)
         kept = [i for i, r in zip(kept, ranks) if r is None or r == low]
     steps = _pick(lines.step, kept)
     if all(map(lt, steps, steps[1:])):
@@ -676,7 +727,7 @@ def _parse_run(chunk: str, run: _Run, lines: _Lines, file: str, options: ParseOp
         ]
     stored = RecordColumns(its, times, rates, losses, ranks, epochs)
 
-    by_time = global_batch is not None and bool(its) and all(precise)
+    by_time = global_batch is not None and bool(its) and precise
     measured = RecordColumns(
         its,
         [None] * len(its),

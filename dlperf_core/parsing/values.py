@@ -4,8 +4,9 @@ literal searches the detectors and the text failure rules use (``find_literal``,
 from __future__ import annotations
 
 import re
+from calendar import monthrange
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import MAXYEAR, MINYEAR, UTC, datetime
 from typing import TypeVar
 
 _Text = TypeVar("_Text", str, bytes)
@@ -40,12 +41,15 @@ MPIRUN_PREFIX = re.compile(r"[^\n\[]{0,40}\[\d{1,9},(\d{1,9})\]<std(?:out|err)>:
 is the rank."""
 
 
-def anchored_matches(text: str, needle: str, rx: re.Pattern[str], tries: int) -> Iterator[tuple[re.Match[str], int]]:
+def anchored_matches(
+    text: str, needle: str, rx: re.Pattern[str], tries: int, rare: str | None = None
+) -> Iterator[tuple[re.Match[str], int]]:
     """``rx`` matched where ``needle`` occurs, on at most the first ``tries`` lines holding it (linear time:
-    one anchored try per line); yields each match and the end of its line. Detectors use it."""
+    one anchored try per line); yields each match and the end of its line. Detectors use it. ``rare``: a
+    character of ``needle`` that is rare in logs, to find it with ``find_literal``."""
     start = 0
     for _ in range(tries):
-        i = text.find(needle, start)
+        i = find_literal(text, needle, rare, start) if rare else text.find(needle, start)
         if i < 0:
             return
         start = text.find("\n", i)
@@ -57,6 +61,15 @@ def anchored_matches(text: str, needle: str, rx: re.Pattern[str], tries: int) ->
             return
 
 
+def utc_minute(year: int, month: int, day: int, hour: int, minute: int) -> float | None:
+    """Unix seconds of that minute read as UTC, None when it is no real time (what ``datetime`` refuses)."""
+    if not (MINYEAR <= year <= MAXYEAR and 1 <= month <= 12 and 0 <= hour <= 23 and 0 <= minute <= 59):
+        return None
+    if not 1 <= day <= monthrange(year, month)[1]:
+        return None
+    return datetime(year, month, day, hour, minute, tzinfo=UTC).timestamp()
+
+
 _MINUTE_STARTS: dict[tuple[str, str, str, str, str], float] = {}
 """Unix seconds of the minutes ``stamp_seconds`` has read, by their (year, month, day, hour, minute) texts:
 the lines of a log share few minutes, and building a ``datetime`` costs more than the rest of the work."""
@@ -64,19 +77,20 @@ the lines of a log share few minutes, and building a ``datetime`` costs more tha
 
 def stamp_seconds(m: re.Match[str]) -> tuple[float | None, bool]:
     """Unix seconds (read as UTC) of a match whose groups are year, month, day, hour, minute, second and an
-    optional fraction; and whether it has sub-second digits. (None, False) for no real date."""
+    optional fraction; and whether it has sub-second digits. (None, False) for no real time."""
     y, mo, d, h, mi, s, frac = m.groups()
     minute = _MINUTE_STARTS.get((y, mo, d, h, mi))
-    if minute is not None and s is not None and len(s) <= 2 and s.isascii() and s.isdigit() and int(s) < 60:
-        t = minute + int(s)  # whole seconds: exactly what datetime(...).timestamp() gives
-    else:
-        try:
-            t = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC).timestamp()
-        except ValueError:
+    if minute is None:
+        minute = utc_minute(int(y), int(mo), int(d), int(h), int(mi))
+        if minute is None:
             return None, False
         if len(_MINUTE_STARTS) >= 4096:
             _MINUTE_STARTS.clear()
-        _MINUTE_STARTS[(y, mo, d, h, mi)] = t - int(s)
+        _MINUTE_STARTS[(y, mo, d, h, mi)] = minute
+    second = int(s)
+    if second > 59:
+        return None, False
+    t = minute + second  # whole seconds: exactly what datetime(...).timestamp() gives
     return (t + float("0." + frac), True) if frac else (t, False)
 
 

@@ -132,12 +132,13 @@ def measure(
 
     iters, weighted = 0, 0.0  # sum(iters_i), sum(iters_i / rate_i)
     prev = iteration[base]
+    isfinite = math.isfinite
     for i in inside:
         k, prev = iteration[i] - prev, iteration[i]
         rate = rates[i]
-        if _usable(rate):
+        if rate is not None and rate > 0 and isfinite(rate):  # (_usable, inline: a call a record costs more)
             iters += k
-            weighted += k / rate  # type: ignore[operator]
+            weighted += k / rate
     if iters > 0 and _usable(weighted) and _usable(iters / weighted):
         rate = iters / weighted
         batch = global_batch if global_batch is not None and global_batch > 0 else None
