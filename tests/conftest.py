@@ -12,6 +12,19 @@ from pathlib import Path
 
 import pytest
 
+# --------------------------------------------------------------------------- the Docker engine as found
+
+
+def pytest_sessionstart() -> None:  # pluggy passes only the arguments a hook names
+    """Note the dlperf containers already on the engine, so that a leftover of an earlier, killed session (or a
+    deployment's running benchmark on the same engine) is neither taken for this session's leftover nor removed."""
+    from helpers import note_preexisting_containers
+
+    found = note_preexisting_containers()
+    if found:
+        print(f"\ndlperf containers already on this Docker engine, not this session's: {', '.join(sorted(found))}")
+
+
 # --------------------------------------------------------------------------- databases
 
 DEFAULT_PG_BASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -43,13 +43,31 @@ def image_present(name: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", name], capture_output=True).returncode == 0
 
 
-def dlperf_containers(all_states: bool = True) -> list[str]:
-    """Names of containers started by dlperf (label dlperf.run_id), running or not."""
+def _dlperf_container_names(all_states: bool = True) -> list[str]:
     cmd = ["docker", "ps", "--filter", "label=dlperf.run_id", "--format", "{{.Names}}"]
     if all_states:
         cmd.insert(2, "-a")
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return [line for line in out.splitlines() if line]
+
+
+PREEXISTING_CONTAINERS: frozenset[str] = frozenset()
+"""dlperf containers already on the Docker engine when this test session started (conftest's
+``pytest_sessionstart``): left by an earlier session that was killed, or by a deployment sharing the engine. The
+tests neither count them as their own leftovers nor remove them."""
+
+
+def note_preexisting_containers() -> frozenset[str]:
+    """Record (and return) the dlperf containers present before any test ran."""
+    global PREEXISTING_CONTAINERS
+    PREEXISTING_CONTAINERS = frozenset(_dlperf_container_names()) if docker_available() else frozenset()
+    return PREEXISTING_CONTAINERS
+
+
+def dlperf_containers(all_states: bool = True) -> list[str]:
+    """Names of containers started by dlperf (label dlperf.run_id), running or not, that were not already there
+    when the test session started."""
+    return [name for name in _dlperf_container_names(all_states) if name not in PREEXISTING_CONTAINERS]
 
 
 def run_id_of(output: str) -> str:
