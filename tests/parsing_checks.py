@@ -25,7 +25,7 @@ def check_run(run: ParsedRun, fmt: str | None = None) -> None:
         assert run.reason is None
         assert run.throughput is not None and math.isfinite(run.throughput) and run.throughput > 0
         assert run.window is not None and run.window[0] <= run.window[1]
-        assert run.method in ("timestamps", "printed_rates") and run.iterations > 0
+        assert run.method in ("timestamps", "printed_rates", "spans") and run.iterations > 0
     else:
         assert run.throughput is None and run.reason and run.window is None
         assert not run.reason.startswith("parser error"), run.reason

@@ -9,6 +9,7 @@ frameworks' print statements) is told by its tests, ``tests/core/parsing/test_<m
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from datetime import UTC, datetime, timedelta
@@ -713,4 +714,48 @@ def arc_log(
         elif kind == "save":
             clock += seconds
             put(f"Save model to MS1M_v3_arcface_static_0.1/FresResNet50/{step}.")
+    return "".join(out)
+
+
+def mllog_log(
+    spans: int = 6,
+    kind: str = "epoch",
+    samples: int = 1000,
+    seconds: float = 2.0,
+    status: str = "success",
+    prefix: str = "",
+    noise: bool = True,
+) -> str:
+    """An MLPerf MLLOG run: run_start, train_samples, global_batch_size, ``spans`` epochs (or blocks of 2 epochs)
+    of ``seconds`` each with a throughput event after each epoch, an evaluation between spans, run_stop."""
+    out: list[str] = []
+    t = 1_600_000_000_000
+
+    def event(key: str, value: object = None, **metadata: object) -> None:
+        body = {"namespace": "", "time_ms": t, "event_type": "POINT_IN_TIME", "key": key, "value": value}
+        out.append(f"{prefix}:::MLLOG {json.dumps({**body, 'metadata': metadata})}\n")
+
+    event("submission_org", "dlperf")
+    event("global_batch_size", 256)
+    event("opt_name", "lars")
+    event("run_start")
+    event("train_samples", samples)
+    epochs = 1 if kind == "epoch" else 2
+    for i in range(spans):
+        number = 1 + i * epochs
+        if kind == "epoch":
+            event("epoch_start", epoch_num=number)
+        else:
+            event("block_start", first_epoch_num=number, epoch_count=epochs)
+        t += int(seconds * 1000)
+        if kind == "epoch":
+            event("epoch_stop", epoch_num=number)
+            event("throughput", samples / seconds)
+        else:
+            event("block_stop", first_epoch_num=number)
+        if noise:
+            out.append("+ echo 'evaluation'\n")
+        t += 300  # evaluation: not training time
+        event("eval_accuracy", 0.5, epoch_num=number + epochs - 1)
+    event("run_stop", status=status)
     return "".join(out)

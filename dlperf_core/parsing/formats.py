@@ -7,10 +7,11 @@ character rare in logs), the regex only where that literal is."""
 
 from __future__ import annotations
 
-from dlperf_core.parsing import dllogger, mindspore, mxnet, oneflow, paddleclas, plsc, tf2
+from dlperf_core.parsing import dllogger, mindspore, mllog, mxnet, oneflow, paddleclas, plsc, tf2
 from dlperf_core.parsing.records import LogFormat
 
 FORMATS: tuple[LogFormat, ...] = (
+    mllog.FORMAT,  # "mlperf_mllog": MLPerf Training result logs (:::MLLOG events), whatever framework lines they also hold
     dllogger.FORMAT,  # "ngc_pytorch_dllogger": NGC PyTorch DLLogger and dlperf's own workload
     mxnet.FORMAT,  # "ngc_mxnet": NGC MXNet DeepLearningExamples RN50 v1.5 / benchmark.py (Horovod), one run per GPU count
     tf2.FORMAT,  # "tf2_official_resnet": TensorFlow 2 official ResNet TimeHistory / BenchmarkMetric lines

@@ -141,7 +141,7 @@ class ParsedRun:
     gpus: int | None
     batch_size_per_device: int | None
     window: tuple[int, int] | None
-    method: str | None  # "timestamps" | "printed_rates"
+    method: str | None  # "timestamps" | "printed_rates" | "spans" (MLLOG: samples over the steady spans' time)
     records: Sequence[IterationRecord] = ()  # a tuple, or RecordColumns (read the same)
     window_fitted: bool = False  # the measured window was shortened to fit a foreign log (ParseOptions.fit)
 

@@ -24,6 +24,7 @@ from dlperf_core.parsing import (
     detect_format,
     dllogger,
     mindspore,
+    mllog,
     mxnet,
     oneflow,
     paddleclas,
@@ -38,6 +39,7 @@ from parsing_logs import (
     arc_log,
     clas_log,
     iter_line,
+    mllog_log,
     ms_log,
     mx_bench,
     mx_run,
@@ -113,9 +115,23 @@ _PADDLE = (
     "Pass:0 batch:50 lr:0.1 loss:45.3 qps:2607.10", "[1,0]<stdout>:", "[1,3]<stderr>:", "nan", "inf", "-1", "0",
     "1e308", "9" * 30, "\u00b2", "\u0663", " ", "\n", "\r\n", "\x00", "\ufffd",
 )
+_MLLOG = (
+    ":::MLLOG ", "I0518 21:43:27.300133 431419 mllog.py:168] ", '{"namespace": "", ', '"time_ms": ', "1621118646492",
+    ", ", '"event_type": "INTERVAL_START", ', '"key": ', '"run_start"', '"run_stop"', '"epoch_start"',
+    '"epoch_stop"', '"block_start"', '"block_stop"', '"train_samples"', '"global_batch_size"', '"throughput"',
+    '"tracked_stats"', '"value": ', "null", "1281167", '{"imgs_sec": 26706.5}', '"metadata": {', '"epoch_num": ',
+    '"first_epoch_num": ', '"epoch_count": ', '"status": "success"', '"status": "aborted"', "}", "}}", "1", "4",
+    "0.0", "-1", "1e308", "9" * 40, "NaN", "Infinity", "[", "]", '"', "\\", " ", "\n", "\r\n", "\x00", "\ufffd",
+)
 # fmt: on
 
 FUZZ: dict[str, Corpus] = {
+    mllog.NAME: Corpus(
+        _MLLOG,
+        5,
+        40,
+        lambda: [mllog_log(), mllog_log(kind="block", prefix="I0518 21:43:27.300133 431419 mllog.py:168] ")],
+    ),
     dllogger.NAME: _DLLOGGER,
     mxnet.NAME: Corpus(_MXNET_TF2, 1600, 1000, lambda: [mx_bench(64, iters=100), mx_bench()]),
     tf2.NAME: Corpus(_MXNET_TF2, 1600, 1000, lambda: [tf_log(), tf_log(legacy=True)]),
@@ -239,6 +255,11 @@ def huge_texts() -> tuple[str, ...]:
         "train: epoch 0, iter 20, loss: 1, top_1: 0, top_k: 0, samples/s: " + "5" * big,
         "num_nodes = " + "9" * big + "\n",
         "".join(of_train(0, 20 * k, 1e308, stamp=1e308) for k in range(1, 30)),
+        # mlperf_mllog
+        ":::MLLOG " * (big // 9),
+        ':::MLLOG {"time_ms": ' + "9" * big + ', "key": "run_start"}\n',
+        ':::MLLOG {"time_ms": 1, "key": "train_samples", "value": 1' + "0" * 400 + "}\n" + mllog_log(noise=False),
+        mllog_log().replace('"epoch_num": 2', '"epoch_num": 1' + "0" * big),
         # paddleclas, paddle_plsc_arcface
         "train step:1 " * (big // 13),
         "train step:1 loss: 1 " + "elapse: 1s ips: x " * (big // 18),
