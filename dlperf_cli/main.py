@@ -119,9 +119,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     from dlperf_core.dlperf_folder import result_json, scan_folder
     from dlperf_core.log_import import ImportSummary, import_folder, import_run
+    from dlperf_core.mlperf import is_submission
     from dlperf_core.storage import ResultStore, default_db_url
 
     root = Path(args.folder).resolve()
+    if is_submission(root):  # MLPerf's layout: <submitter>/results/<system>/<benchmark>/result_*.txt
+        from dlperf_cli.mlperf_cmd import import_mlperf
+
+        return import_mlperf(args, root, _redact)
     logs, unnamed = scan_folder(root)
     if not logs:
         for path in unnamed:
@@ -286,8 +291,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parse.set_defaults(func=_cmd_parse)
 
-    imp = sub.add_parser("import", help="store a DLPerf-style result folder and print its DLPerf result JSON")
-    imp.add_argument("folder", help="folder of {nodes}n{gpus}g/{model}_b{batch}_{precision}_{k}.log files")
+    imp = sub.add_parser(
+        "import",
+        help="store a DLPerf-style result folder and print its DLPerf result JSON, or an MLPerf Training "
+        "submission folder with its official scores",
+    )
+    imp.add_argument(
+        "folder",
+        help="folder of {nodes}n{gpus}g/{model}_b{batch}_{precision}_{k}.log files, or of MLPerf's "
+        "<submitter>/results/<system>/<benchmark>/result_<n>.txt (a round's folder or one submitter's)",
+    )
+    imp.add_argument(
+        "--ruleset",
+        help="MLPerf: the rules' version for mlperf_logging (default: from a folder named training_vX.Y, e.g. 1.0.0)",
+    )
     imp.add_argument("--db", help="results database URL")
     imp.add_argument("--json-out", help="also write the DLPerf result JSON to this file")
     imp.add_argument("--format", help="force a log format instead of detecting it")

@@ -23,12 +23,17 @@ import math
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from dlperf_core.environment import Environment
+from dlperf_core.parsing import mllog
 
 USAGE = "training"
 RESULT_GLOB = "result_*.txt"
+_SOFTWARE = {"cuda_driver_version": "driver", "cuda_version": "CUDA", "cudnn_version": "cuDNN", "nccl_version": "NCCL"}
 
 
 @dataclass(frozen=True)
@@ -65,16 +70,47 @@ class MlperfSystem:
     host_processors_per_node: int
     framework: str
     interconnect: str  # the accelerators' interconnect, else the host's networking, as the description says
+    software: Mapping[str, str]  # other_software_stack: cuda_version, cuda_driver_version, cudnn_version, ...
+    description: Mapping[str, Any]  # the whole description, as it is
 
     @property
     def accelerators(self) -> int:
         return self.nodes * self.accelerators_per_node
+
+    def environment(self) -> Environment:
+        """The description as an environment row: accelerator model and count, host CPU, framework, CUDA, driver,
+        cuDNN and NCCL versions where the description states them (what it does not is listed as missing)."""
+        stated = {k: v for k, v in self.software.items() if v}
+        missing = [label for key, label in _SOFTWARE.items() if key not in stated]
+        return Environment(
+            framework=self.framework or None,
+            framework_version=None,  # the description names the framework with its version ("MXNet ... 21.05")
+            image=None,
+            image_digest=None,
+            hostnames=(),
+            gpu_model=self.accelerator_model if self.accelerators else None,
+            gpu_count=self.accelerators,
+            driver_version=stated.get("cuda_driver_version"),
+            cuda_version=stated.get("cuda_version"),
+            cudnn_version=stated.get("cudnn_version"),
+            nccl_version=stated.get("nccl_version"),
+            power_limit_w=None,
+            sm_clock_max_mhz=None,
+            cpu_model=self.host_processor_model or None,
+            cpu_count=None,
+            memory_total_mb=None,
+            topology=self.interconnect or None,
+            infiniband=(),
+            missing=tuple(f"{label} (not in the MLPerf system description)" for label in missing),
+        )
 
     @classmethod
     def from_description(cls, text: str, submitter_folder: str, system_folder: str) -> MlperfSystem:
         desc = json.loads(text)
         if not isinstance(desc, dict):
             raise ValueError(f"{system_folder}: a system description is a JSON object")  # noqa: TRY004 - bad input, as json.loads says
+
+        stack = desc.get("other_software_stack")
 
         def field(name: str) -> str:
             value = desc.get(name, "")
@@ -93,6 +129,8 @@ class MlperfSystem:
             host_processors_per_node=_count(field("host_processors_per_node"), default=0),
             framework=field("framework"),
             interconnect=field("accelerator_interconnect") or field("host_networking"),
+            software={str(k): str(v).strip() for k, v in stack.items()} if isinstance(stack, dict) else {},
+            description=desc,
         )
 
 
@@ -154,6 +192,29 @@ def read_system(folder: BenchmarkFolder) -> MlperfSystem:
     return MlperfSystem.from_description(
         path.read_text(encoding="utf-8"), folder.submitter_folder, folder.system_folder
     )
+
+
+def bare_system(folder: BenchmarkFolder) -> MlperfSystem:
+    """A system whose description is missing: its folder names alone (one node, no accelerators stated)."""
+    return MlperfSystem.from_description("{}", folder.submitter_folder, folder.system_folder)
+
+
+@dataclass(frozen=True)
+class SubmittedRun:
+    """One run of a submission as dlperf reads it: the MLLOG reading and the compliance checker's verdict."""
+
+    folder: BenchmarkFolder
+    result: Path
+    run: mllog.MlperfRun
+    compliance: RunCompliance
+
+
+def read_run(folder: BenchmarkFolder, result: Path, ruleset: str) -> SubmittedRun:
+    """One result file: parsed by dlperf's MLLOG parser (one run per file: the first, where a file has more) and
+    checked by mlperf_logging's compliance checker."""
+    text = result.read_bytes().decode("utf-8", errors="replace")
+    run = mllog.read_runs(text, str(result))[0]
+    return SubmittedRun(folder, result, run, check_compliance(result, ruleset))
 
 
 def check_compliance(result: Path, ruleset: str) -> RunCompliance:

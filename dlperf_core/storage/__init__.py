@@ -1,5 +1,5 @@
 """dlperf results storage: SQLAlchemy models, Alembic migrations, the views (``case_summary``,
-``latest_summary``, ``nightly_history``, ``open_regressions``, the fabric views) and an idempotent
+``latest_summary``, ``nightly_history``, ``open_regressions``, the fabric views, ``mlperf_scores``) and an idempotent
 :class:`ResultStore` (PostgreSQL or SQLite). No Airflow import here.
 
 The package's public face is what callers need: the store, the records they hand it, the typed rows its reads
@@ -24,6 +24,7 @@ from dlperf_core.storage.rows import (
     FabricSummaryRow,
     HistoryRow,
     MaxBatchSearchRow,
+    MlperfScoreRow,
     ProbeRow,
     RegressionRow,
     ResultRow,
@@ -44,6 +45,7 @@ __all__ = [
     "HistoryRow",
     "MaxBatchSearchRecord",
     "MaxBatchSearchRow",
+    "MlperfScoreRow",
     "ProbeRecord",
     "ProbeRow",
     "ProbeSizeRecord",

@@ -10,6 +10,9 @@ Five tables and four views (docs/schema.md has the diagram):
   image digest, hosts...), unique on its content hash.
 * ``regressions``: the verdicts of regression detection, one per run and case at most.
 * ``max_batch_searches``: the outcomes of max batch size searches, one per run and search.
+* ``fabric_probes`` / ``fabric_probe_sizes``: the all-reduce probes (migration 0007).
+* ``mlperf_systems`` / ``mlperf_runs`` / ``mlperf_official_scores``: imported MLPerf Training submissions and
+  their official scores (migration 0011), read through the view ``mlperf_scores``.
 * views (created by the Alembic migrations, never by ``create_all``): ``case_summary``,
   ``latest_summary``, ``nightly_history``, ``open_regressions``; the ``Table`` objects below
   describe their columns for typed reads.
@@ -384,6 +387,77 @@ class MaxBatchSearchResult(Base):
     )
 
 
+class StoredMlperfSystem(Base):
+    """One MLPerf system description (``<submitter>/systems/<system>.json``) of one round, as imported
+    (``dlperf_core.mlperf.MlperfSystem``; migration 0011). Its environment row holds the same description."""
+
+    __tablename__ = "mlperf_systems"
+    __table_args__ = (UniqueConstraint("ruleset", "submitter_folder", "system_folder"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ruleset: Mapped[str] = mapped_column(Text, nullable=False)  # the rules' version, e.g. 1.0.0
+    submitter: Mapped[str] = mapped_column(Text, nullable=False)  # as the description names it
+    submitter_folder: Mapped[str] = mapped_column(Text, nullable=False)
+    system_folder: Mapped[str] = mapped_column(Text, nullable=False)
+    system_name: Mapped[str] = mapped_column(Text, nullable=False)
+    division: Mapped[str] = mapped_column(Text, nullable=False)
+    nodes: Mapped[int] = mapped_column(Integer, nullable=False)
+    accelerators_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
+    accelerators: Mapped[int] = mapped_column(Integer, nullable=False)  # 0: a CPU-only system
+    accelerator_model: Mapped[str] = mapped_column(Text, nullable=False)
+    host_processor_model: Mapped[str] = mapped_column(Text, nullable=False)
+    host_processors_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
+    framework: Mapped[str] = mapped_column(Text, nullable=False)
+    interconnect: Mapped[str] = mapped_column(Text, nullable=False)
+    environment_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("environments.id", ondelete="SET NULL"), nullable=True
+    )
+    description: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    imported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+class StoredMlperfRun(Base):
+    """One MLPerf run (``result_<n>.txt``): what dlperf's MLLOG parser read from it and the compliance checker's
+    verdict (migration 0011)."""
+
+    __tablename__ = "mlperf_runs"
+    __table_args__ = (
+        UniqueConstraint("system_id", "benchmark", "result_file"),
+        one_of("status", RESULT_STATUSES),
+        CheckConstraint("status = 'failed' OR (throughput IS NOT NULL AND throughput > 0)", name="ok_throughput"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    system_id: Mapped[int] = mapped_column(Integer, ForeignKey("mlperf_systems.id", ondelete="CASCADE"), nullable=False)
+    benchmark: Mapped[str] = mapped_column(Text, nullable=False)
+    result_file: Mapped[str] = mapped_column(Text, nullable=False)  # result_<n>.txt
+    status: Mapped[str] = mapped_column(String(16), nullable=False)  # ok: a throughput was measured
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    time_to_train_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    converged: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # run_stop status success; NULL: none
+    throughput: Mapped[float | None] = mapped_column(Float, nullable=True)  # samples/s over the steady spans
+    reported_throughput: Mapped[float | None] = mapped_column(Float, nullable=True)  # the log's own figure
+    span_kind: Mapped[str | None] = mapped_column(Text, nullable=True)  # epoch | block
+    spans_measured: Mapped[int] = mapped_column(Integer, nullable=False)
+    global_batch_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    compliant: Mapped[bool] = mapped_column(Boolean, nullable=False)  # mlperf_logging's compliance checker
+    compliance_message: Mapped[str] = mapped_column(Text, nullable=False)
+    hyperparameters: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+
+
+class StoredMlperfScore(Base):
+    """A system's official score for one benchmark, computed by mlperf_logging's result summarizer (minutes to
+    train; NULL when too many runs did not converge), migration 0011."""
+
+    __tablename__ = "mlperf_official_scores"
+
+    system_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("mlperf_systems.id", ondelete="CASCADE"), primary_key=True
+    )
+    benchmark: Mapped[str] = mapped_column(Text, primary_key=True)
+    score_minutes: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
 #: Metadata that only describes views; never passed to ``create_all`` or Alembic autogenerate.
 view_metadata = MetaData()
 
@@ -508,5 +582,26 @@ fabric_history = Table(
     Column("busbw_gbs", Float),
     Column("algbw_gbs", Float),
     Column("time_us", Float),
+    Column("environment_id", Integer),
+)
+
+#: ``mlperf_scores`` (migration 0011): one row per (submitter folder, system folder, benchmark) with its official
+#: score, how many of its runs are stored and how many the compliance checker accepted, and the system.
+mlperf_scores = Table(
+    "mlperf_scores",
+    view_metadata,
+    Column("ruleset", Text),
+    Column("submitter", Text),
+    Column("submitter_folder", Text),
+    Column("system_folder", Text),
+    Column("system_name", Text),
+    Column("benchmark", Text),
+    Column("score_minutes", Float),
+    Column("runs", BigInteger),
+    Column("runs_compliant", BigInteger),
+    Column("nodes", Integer),
+    Column("accelerator_model", Text),
+    Column("accelerators", Integer),
+    Column("framework", Text),
     Column("environment_id", Integer),
 )

@@ -387,3 +387,24 @@ class FabricHistoryRow:
     algbw_gbs: float | None
     time_us: float | None
     environment_id: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MlperfScoreRow:
+    """A row of ``mlperf_scores``: one system's official score for one benchmark (minutes to train, None when too
+    many runs did not converge), its runs stored and those the compliance checker accepted, and the system."""
+
+    ruleset: str
+    submitter: str
+    submitter_folder: str
+    system_folder: str
+    system_name: str
+    benchmark: str
+    score_minutes: float | None
+    runs: int
+    runs_compliant: int
+    nodes: int
+    accelerator_model: str
+    accelerators: int
+    framework: str
+    environment_id: int | None

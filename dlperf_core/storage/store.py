@@ -39,10 +39,14 @@ from dlperf_core.storage.models import (
     Regression,
     Result,
     StoredEnvironment,
+    StoredMlperfRun,
+    StoredMlperfScore,
+    StoredMlperfSystem,
     case_summary,
     fabric_history,
     fabric_summary,
     latest_summary,
+    mlperf_scores,
     nightly_history,
     open_regressions,
 )
@@ -61,6 +65,7 @@ from dlperf_core.storage.rows import (
     FabricSummaryRow,
     HistoryRow,
     MaxBatchSearchRow,
+    MlperfScoreRow,
     ProbeRow,
     RegressionRow,
     ResultRow,
@@ -69,6 +74,7 @@ from dlperf_core.storage.rows import (
 
 if TYPE_CHECKING:
     from dlperf_core.environment import Environment
+    from dlperf_core.mlperf import MlperfSystem, SubmittedRun
     from dlperf_core.regression import Verdict
 
 P = ParamSpec("P")
@@ -268,6 +274,83 @@ class ResultStore:
             conn.execute(stmt.on_conflict_do_nothing(index_elements=["content_hash"]))
             key = select(StoredEnvironment.id).where(StoredEnvironment.content_hash == values["content_hash"])
             return int(conn.execute(key).scalar_one())
+
+    @_retry
+    def upsert_mlperf_system(
+        self, system: MlperfSystem, ruleset: str, environment_id: int | None, imported_at: datetime | None = None
+    ) -> int:
+        """Store (or update) an MLPerf system description of round ``ruleset``; return its id."""
+        values = {
+            "ruleset": ruleset,
+            "submitter": system.submitter,
+            "submitter_folder": system.submitter_folder,
+            "system_folder": system.system_folder,
+            "system_name": system.system_name,
+            "division": system.division,
+            "nodes": system.nodes,
+            "accelerators_per_node": system.accelerators_per_node,
+            "accelerators": system.accelerators,
+            "accelerator_model": system.accelerator_model,
+            "host_processor_model": system.host_processor_model,
+            "host_processors_per_node": system.host_processors_per_node,
+            "framework": system.framework,
+            "interconnect": system.interconnect,
+            "environment_id": environment_id,
+            "description": dict(system.description),
+            "imported_at": _utc(imported_at or _now()),
+        }
+        keys = ["ruleset", "submitter_folder", "system_folder"]
+        with write_transaction(self.engine) as conn:
+            stmt = _insert(conn, StoredMlperfSystem).values(**values)
+            update = {k: v for k, v in values.items() if k not in keys}
+            conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=update))
+            table = StoredMlperfSystem.__table__
+            key = select(table.c.id).where(*(table.c[k] == values[k] for k in keys))
+            return int(conn.execute(key).scalar_one())
+
+    @_retry
+    def upsert_mlperf_run(self, system_id: int, submitted: SubmittedRun) -> None:
+        """Store (or update) one MLPerf run of a stored system: dlperf's reading and the compliance verdict."""
+        run = submitted.run
+        values = {
+            "system_id": system_id,
+            "benchmark": submitted.folder.benchmark,
+            "result_file": submitted.result.name,
+            "status": run.status,
+            "reason": run.reason,
+            "time_to_train_s": run.time_to_train_s,
+            "converged": run.converged,
+            "throughput": run.throughput,
+            "reported_throughput": run.reported_throughput,
+            "span_kind": run.span_kind,
+            "spans_measured": len(run.measured),
+            "global_batch_size": run.global_batch_size,
+            "compliant": submitted.compliance.valid,
+            "compliance_message": submitted.compliance.message,
+            "hyperparameters": dict(run.hyperparameters),
+        }
+        keys = ["system_id", "benchmark", "result_file"]
+        with write_transaction(self.engine) as conn:
+            stmt = _insert(conn, StoredMlperfRun).values(**values)
+            update = {k: v for k, v in values.items() if k not in keys}
+            conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=update))
+
+    @_retry
+    def upsert_mlperf_score(self, system_id: int, benchmark: str, score_minutes: float | None) -> None:
+        """Store (or update) a system's official score for ``benchmark`` (None: too many runs did not converge)."""
+        values = {"system_id": system_id, "benchmark": benchmark, "score_minutes": score_minutes}
+        with write_transaction(self.engine) as conn:
+            stmt = _insert(conn, StoredMlperfScore).values(**values)
+            keys = ["system_id", "benchmark"]
+            conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_={"score_minutes": score_minutes}))
+
+    def mlperf_score_rows(self, ruleset: str | None = None) -> list[MlperfScoreRow]:
+        """The ``mlperf_scores`` rows (of one round if given), by submitter folder, system folder and benchmark."""
+        stmt = select(mlperf_scores)
+        if ruleset is not None:
+            stmt = stmt.where(mlperf_scores.c.ruleset == ruleset)
+        order = (mlperf_scores.c.submitter_folder, mlperf_scores.c.system_folder, mlperf_scores.c.benchmark)
+        return self._rows(stmt.order_by(*order), MlperfScoreRow)
 
     @_retry
     def upsert_result(self, result: ResultRecord) -> int:

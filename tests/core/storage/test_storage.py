@@ -48,8 +48,19 @@ CASE_KEYS = [
 ]
 BASELINE_KEYS = ["dag_id", "run_id", "framework", "model", "precision", "batch_size_per_device", "variant"]
 # every view and table of the head schema, in an order that drops them one after the other
-VIEWS = ("fabric_history", "fabric_summary", "open_regressions", "nightly_history", "latest_summary", "case_summary")
+VIEWS = (
+    "mlperf_scores",
+    "fabric_history",
+    "fabric_summary",
+    "open_regressions",
+    "nightly_history",
+    "latest_summary",
+    "case_summary",
+)
 TABLES = (
+    "mlperf_official_scores",
+    "mlperf_runs",
+    "mlperf_systems",
     "fabric_probe_sizes",
     "fabric_probes",
     "max_batch_searches",
@@ -101,7 +112,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert current_revision(engine) is None
         upgrade(db_url)
         upgrade(db_url)  # idempotent
-        assert current_revision(db_url) == head_revision() == "0010"
+        assert current_revision(db_url) == head_revision() == "0011"
         inspector = sa.inspect(engine)
         assert {"benchmark_runs", "results"} <= set(inspector.get_table_names())
         assert "case_summary" in inspector.get_view_names()
@@ -114,7 +125,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert "case_summary" not in inspector.get_view_names()
 
         upgrade(engine)  # and back up again, through an Engine
-        assert current_revision(engine) == "0010"
+        assert current_revision(engine) == "0011"
     finally:
         engine.dispose()
 
@@ -413,6 +424,7 @@ ROW_SOURCES = {  # row type -> the table or view it is a row of (and the columns
     "HistoryRow": ("nightly_history", ()),
     "FabricSummaryRow": ("fabric_summary", ()),
     "FabricHistoryRow": ("fabric_history", ()),
+    "MlperfScoreRow": ("mlperf_scores", ()),
 }
 
 
