@@ -66,6 +66,7 @@ class MlperfSystem:
     nodes: int
     accelerators_per_node: int  # 0 for a CPU-only system
     accelerator_model: str  # "" for a CPU-only system
+    accelerator_memory: str  # as the description states it: "80 GB", "32GB", "" (dlperf_core.accelerators reads it)
     host_processor_model: str
     host_processors_per_node: int
     framework: str
@@ -125,6 +126,7 @@ class MlperfSystem:
             nodes=_count(field("number_of_nodes"), default=1),
             accelerators_per_node=_count(field("accelerators_per_node"), default=0),
             accelerator_model=field("accelerator_model_name"),
+            accelerator_memory=field("accelerator_memory_capacity"),
             host_processor_model=field("host_processor_model_name"),
             host_processors_per_node=_count(field("host_processors_per_node"), default=0),
             framework=field("framework"),

@@ -405,6 +405,7 @@ class StoredMlperfSystem(Base):
     accelerators_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
     accelerators: Mapped[int] = mapped_column(Integer, nullable=False)  # 0: a CPU-only system
     accelerator_model: Mapped[str] = mapped_column(Text, nullable=False)
+    accelerator_memory: Mapped[str] = mapped_column(Text, nullable=False)  # as stated: "80 GB", "32GB", ""
     host_processor_model: Mapped[str] = mapped_column(Text, nullable=False)
     host_processors_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
     framework: Mapped[str] = mapped_column(Text, nullable=False)
@@ -601,6 +602,7 @@ mlperf_scores = Table(
     Column("runs_compliant", BigInteger),
     Column("nodes", Integer),
     Column("accelerator_model", Text),
+    Column("accelerator_memory", Text),
     Column("accelerators", Integer),
     Column("framework", Text),
     Column("environment_id", Integer),

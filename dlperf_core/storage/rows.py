@@ -405,6 +405,7 @@ class MlperfScoreRow:
     runs_compliant: int
     nodes: int
     accelerator_model: str
+    accelerator_memory: str
     accelerators: int
     framework: str
     environment_id: int | None

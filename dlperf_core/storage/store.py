@@ -291,6 +291,7 @@ class ResultStore:
             "accelerators_per_node": system.accelerators_per_node,
             "accelerators": system.accelerators,
             "accelerator_model": system.accelerator_model,
+            "accelerator_memory": system.accelerator_memory,
             "host_processor_model": system.host_processor_model,
             "host_processors_per_node": system.host_processors_per_node,
             "framework": system.framework,
@@ -343,6 +344,22 @@ class ResultStore:
             stmt = _insert(conn, StoredMlperfScore).values(**values)
             keys = ["system_id", "benchmark"]
             conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_={"score_minutes": score_minutes}))
+
+    def mlperf_throughputs(self, ruleset: str | None = None) -> dict[tuple[str, str, str], list[float]]:
+        """The throughputs of the MLPerf runs that have one, by (submitter folder, system folder, benchmark)."""
+        systems, runs = StoredMlperfSystem.__table__, StoredMlperfRun.__table__
+        stmt = (
+            select(systems.c.submitter_folder, systems.c.system_folder, runs.c.benchmark, runs.c.throughput)
+            .join(systems, systems.c.id == runs.c.system_id)
+            .where(runs.c.throughput.is_not(None))
+        )
+        if ruleset is not None:
+            stmt = stmt.where(systems.c.ruleset == ruleset)
+        found: dict[tuple[str, str, str], list[float]] = {}
+        with self.engine.connect() as conn:
+            for submitter, system, benchmark, throughput in conn.execute(stmt):
+                found.setdefault((submitter, system, benchmark), []).append(float(throughput))
+        return found
 
     def mlperf_score_rows(self, ruleset: str | None = None) -> list[MlperfScoreRow]:
         """The ``mlperf_scores`` rows (of one round if given), by submitter folder, system folder and benchmark."""

@@ -13,7 +13,8 @@ Create Date: 2026-11-27 00:00:00
 * ``mlperf_official_scores``: per system and benchmark, the score mlperf_logging's result summarizer computes
   (minutes to train, the olympic mean; NULL when too many runs did not converge).
 * View ``mlperf_scores``: one row per (ruleset, submitter folder, system folder, benchmark) with the score, the
-  runs stored and those the checker accepted, and the system's nodes, accelerator model and count, framework.
+  runs stored and those the checker accepted, and the system's nodes, accelerator model, memory and count,
+  framework.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ SELECT s.ruleset, s.submitter, s.submitter_folder, s.system_folder, s.system_nam
        (SELECT COUNT(*) FROM mlperf_runs r WHERE r.system_id = s.id AND r.benchmark = o.benchmark) AS runs,
        (SELECT COUNT(*) FROM mlperf_runs r
          WHERE r.system_id = s.id AND r.benchmark = o.benchmark AND r.compliant) AS runs_compliant,
-       s.nodes, s.accelerator_model, s.accelerators, s.framework, s.environment_id
+       s.nodes, s.accelerator_model, s.accelerator_memory, s.accelerators, s.framework, s.environment_id
 FROM mlperf_official_scores o
 JOIN mlperf_systems s ON s.id = o.system_id
 """
@@ -54,6 +55,7 @@ def upgrade() -> None:
         sa.Column("accelerators_per_node", sa.Integer(), nullable=False),
         sa.Column("accelerators", sa.Integer(), nullable=False),
         sa.Column("accelerator_model", sa.Text(), nullable=False),
+        sa.Column("accelerator_memory", sa.Text(), nullable=False),
         sa.Column("host_processor_model", sa.Text(), nullable=False),
         sa.Column("host_processors_per_node", sa.Integer(), nullable=False),
         sa.Column("framework", sa.Text(), nullable=False),
