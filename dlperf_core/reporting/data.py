@@ -61,6 +61,7 @@ class ReportData:
     regressions: pd.DataFrame
     max_batch: pd.DataFrame  # the run's max batch size searches
     fabric: pd.DataFrame  # the run's all-reduce probes, per topology and size
+    mlperf: pd.DataFrame = field(default_factory=pd.DataFrame)  # beside the imported MLPerf systems (mlperf_beside)
 
     @property
     def failed_repeats(self) -> pd.DataFrame:
@@ -126,7 +127,58 @@ def load_report_data(store: ResultStore, run_id: str | None = None, dag_id: str 
     regressions = _of_run_configurations(store.regressions(run_id=None, open_only=False), summary)
     max_batch = store.max_batch_searches(run_id=run.run_id, dag_id=run.dag_id)
     fabric = store.fabric_summary(run_id=run.run_id, dag_id=run.dag_id)
-    return ReportData(run, summary, results, history, regressions, max_batch, fabric)
+    return ReportData(run, summary, results, history, regressions, max_batch, fabric, mlperf_beside(store, summary))
+
+
+MLPERF_BENCHMARKS: dict[str, str] = {"resnet50_v1.5": "resnet", "resnet50": "resnet"}
+"""dlperf's models that an MLPerf Training benchmark trains (ResNet-50 v1.5 is MLPerf's ``resnet``)."""
+
+
+def mlperf_beside(store: ResultStore, summary: pd.DataFrame) -> pd.DataFrame:
+    """The run's configurations of an MLPerf model beside the imported MLPerf systems of the same accelerator and
+    nearest count (``dlperf_core.mlperf_comparison``): one row per system, or one row with the note saying there
+    is none. Empty when the run has no such configuration or no MLPerf result was imported."""
+    from dlperf_core.mlperf_comparison import beside_the_record, field_systems
+
+    if summary.empty or not inspect(store.engine).has_table("mlperf_systems"):
+        return pd.DataFrame()
+    ours = summary[summary["model"].isin(list(MLPERF_BENCHMARKS)) & (summary["median_throughput"] > 0)]
+    systems = field_systems(store) if not ours.empty else []
+    if not systems:
+        return pd.DataFrame()
+    rows: list[dict[str, Any]] = []
+    for row in ours.itertuples(index=False):
+        environment = getattr(row, "environment_id", None)
+        gpu = store.gpu_model(int(environment)) if environment is not None and not pd.isna(environment) else None
+        beside = beside_the_record(
+            accelerator_name=gpu,
+            accelerators=int(row.total_gpus) if gpu else 0,  # no GPU seen: a CPU node, compared per node
+            nodes=int(row.nodes),
+            throughput=float(row.median_throughput),
+            systems=systems,
+            benchmark=MLPERF_BENCHMARKS[str(row.model)],
+        )
+        ours_cells = {
+            "case_key": row.case_key,
+            "accelerator": str(beside.accelerator) if beside.accelerator else "CPU only",
+            "unit": beside.unit,
+            "count": beside.count,
+            "samples/s per unit": beside.per_unit,
+        }
+        if not beside.neighbours:
+            rows.append({**ours_cells, "mlperf system": beside.note or "", "its count": None})
+        for n in beside.neighbours:
+            size = n.system.accelerators if beside.unit == "accelerator" else n.system.nodes
+            rows.append(
+                {
+                    **ours_cells,
+                    "mlperf system": f"{n.system.submitter} {n.system.system_folder}",
+                    "its count": size,
+                    "its samples/s per unit": n.per_unit,
+                    "its score (minutes)": n.system.score_minutes,
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- the results page's data

@@ -15,6 +15,7 @@ from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (
     FABRIC_TITLE,
     MAX_BATCH_TITLE,
+    MLPERF_TITLE,
     UNRELIABLE_COLUMN,
     UNRELIABLE_MARK,
     SeedTable,
@@ -114,6 +115,8 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
     fabric = fabric_frame(data.fabric)
     if len(fabric):
         body += [f"<h3>{escape(FABRIC_TITLE)}</h3>", html_table(list(fabric.columns), frame_rows(fabric))]
+    if len(data.mlperf):
+        body += [f"<h3>{escape(MLPERF_TITLE)}</h3>", html_table(list(data.mlperf.columns), frame_rows(data.mlperf))]
     for kind, heading in PLOT_SECTIONS:
         shown = [p for p in plots if p.kind == kind]
         if shown or kind == "history":

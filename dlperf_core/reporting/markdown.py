@@ -15,6 +15,7 @@ from dlperf_core.reporting.tables import (
     format_cell,
     markdown_table,
     max_batch_markdown,
+    mlperf_markdown,
     seed_table_frames,
     table_markdown,
     table_note,
@@ -92,6 +93,8 @@ def render_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
         parts += ["", searched]
     if fabric := fabric_markdown(data.fabric):
         parts += ["", fabric]
+    if beside := mlperf_markdown(data.mlperf):
+        parts += ["", beside]
     for kind, heading in PLOT_SECTIONS:
         shown = [p for p in plots if p.kind == kind]
         if shown or kind == "history":

@@ -390,6 +390,19 @@ def fabric_frame(fabric: pd.DataFrame | None) -> pd.DataFrame:
     return frame
 
 
+MLPERF_TITLE = (
+    "Beside MLPerf Training (imported systems of the same accelerator and nearest count; samples/s per "
+    "accelerator, or per node for CPU-only; a system's figure is the median of its runs by dlperf's rule)"
+)
+
+
+def mlperf_markdown(frame: pd.DataFrame | None) -> str:
+    """The run beside the imported MLPerf systems, with its heading ('' when there is nothing to compare)."""
+    if frame is None or frame.empty:
+        return ""
+    return f"### {MLPERF_TITLE}\n\n" + markdown_table(list(frame.columns), frame_rows(frame))
+
+
 def _bytes(size: int) -> str:
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if size >= scale and size % scale == 0:
