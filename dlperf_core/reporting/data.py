@@ -147,9 +147,14 @@ def mlperf_beside(store: ResultStore, summary: pd.DataFrame) -> pd.DataFrame:
     if not systems:
         return pd.DataFrame()
     rows: list[dict[str, Any]] = []
+    gpus: dict[int, str | None] = {}  # environment id -> its GPU model, read once
     for row in ours.itertuples(index=False):
         environment = getattr(row, "environment_id", None)
-        gpu = store.gpu_model(int(environment)) if environment is not None and not pd.isna(environment) else None
+        gpu = None
+        if environment is not None and not pd.isna(environment):
+            if int(environment) not in gpus:
+                gpus[int(environment)] = store.gpu_model(int(environment))
+            gpu = gpus[int(environment)]
         beside = beside_the_record(
             accelerator_name=gpu,
             accelerators=int(row.total_gpus) if gpu else 0,  # no GPU seen: a CPU node, compared per node
@@ -263,6 +268,7 @@ class ResultsOverview:
     results: Section
     history: Section
     regressions: Section
+    mlperf: Section = field(default_factory=Section)  # the latest summary beside the imported MLPerf systems
 
 
 NO_SCHEMA = Section(note="no results yet: the results database has no dlperf tables")
@@ -341,9 +347,27 @@ def load_regressions(store: ResultStore) -> Section:
     return _section(store.regressions, "open regressions", "ResultStore.regressions()", "none yet")
 
 
+NO_MLPERF = (
+    "no MLPerf result to compare with: import a round with `dlperf import <training_results folder>` "
+    "(the latest summary's ResNet-50 configurations are then shown beside its systems)"
+)
+
+
+def load_mlperf(store: ResultStore) -> Section:
+    """The latest summary's ResNet-50 configurations beside the imported MLPerf systems (``mlperf_beside``)."""
+    if not schema_ready(store):
+        return NO_SCHEMA
+    return _section(
+        lambda: mlperf_beside(store, store.latest_summary()),
+        "the MLPerf comparison",
+        "latest_summary beside mlperf_scores",
+        NO_MLPERF,
+    )
+
+
 def load_overview(store: ResultStore, run_id: str | None = None, runs_limit: int = 20) -> ResultsOverview:
     """Everything the results page shows: the latest summary, recent runs, the repeats of ``run_id``
-    (default: the latest run), nightly history and open regressions."""
+    (default: the latest run), nightly history, open regressions and the MLPerf comparison."""
     if not schema_ready(store):
         return ResultsOverview(False, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA)
     return ResultsOverview(
@@ -353,4 +377,5 @@ def load_overview(store: ResultStore, run_id: str | None = None, runs_limit: int
         results=load_results(store, run_id),
         history=load_history(store),
         regressions=load_regressions(store),
+        mlperf=load_mlperf(store),
     )

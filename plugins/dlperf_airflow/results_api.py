@@ -29,6 +29,7 @@ from dlperf_airflow.run_page import link_bar, report_file, with_link_bar
 from dlperf_core.reporting.data import (
     Section,
     load_history,
+    load_mlperf,
     load_overview,
     load_regressions,
     load_results,
@@ -101,7 +102,8 @@ def create_app(auth: Callable = require_dag_run_read) -> FastAPI:
     """The app; ``auth`` is the app-wide dependency every route runs first."""
     app = FastAPI(
         title="dlperf results",
-        description="Benchmark results of dlperf_benchmark: latest summary, runs, repeats, history, regressions.",
+        description="Benchmark results of dlperf_benchmark: latest summary, runs, repeats, history, regressions, "
+        "and the MLPerf comparison.",
         dependencies=[Depends(auth)],
     )
 
@@ -151,6 +153,10 @@ def create_app(auth: Callable = require_dag_run_read) -> FastAPI:
     @app.get("/api/regressions", summary="Open regressions")
     def regressions(store: ResultStore = Depends(results_store)) -> dict:
         return _json(load_regressions(store))
+
+    @app.get("/api/mlperf", summary="The latest summary's ResNet-50 configurations beside the imported MLPerf systems")
+    def mlperf(store: ResultStore = Depends(results_store)) -> dict:
+        return _json(load_mlperf(store))
 
     @app.get("/api/plots/speedup.png", summary="Speedup against devices, latest summary", response_class=Response)
     def speedup_plot(store: ResultStore = Depends(results_store)) -> Response:

@@ -24,8 +24,9 @@ import pytest
 from dlperf_airflow.results_page import render_page, speedup_png
 from dlperf_cli.embedded import airflow_settings
 from dlperf_core.reporting import load_overview
+from dlperf_core.reporting.data import NO_MLPERF
 from dlperf_core.storage import ResultStore
-from helpers import REPO, result_record, run_record
+from helpers import DLPERF, REPO, SHARED, result_record, run_record
 
 DAG_ID = "dlperf_benchmark"
 T0 = datetime(2026, 11, 20, 2, 0, tzinfo=UTC)
@@ -104,6 +105,31 @@ def test_view_summary_plot_and_page(pg_url):
     for section in (view.history, view.regressions):
         assert section.rows == [] and section.note == "none yet", section
     assert view.summary.source == "ResultStore.latest_summary()"
+
+
+MLPERF_V1 = SHARED / "mlperf" / "training_v1.0"
+
+
+@pytest.mark.skipif(not MLPERF_V1.is_dir(), reason=f"no MLPerf results at {MLPERF_V1}")
+def test_the_page_shows_the_latest_summary_beside_the_imported_mlperf_systems(sqlite_url):
+    store = seed(sqlite_url)
+    before = load_overview(store)
+    assert before.mlperf.rows == [] and before.mlperf.note == NO_MLPERF
+    assert 'id="mlperf-none"' in render_page(before, ui_base="/", db="x", routed=False)
+    imported = subprocess.run(
+        [*DLPERF, "import", str(MLPERF_V1), "--db", sqlite_url], capture_output=True, text=True, cwd=REPO
+    )
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    view = load_overview(store)
+    # the seeded CPU cases (no GPU captured) beside the CPU-only systems of the nearest node count, per node
+    by_case = {r["case_key"].rsplit("/", 1)[-1]: r for r in view.mlperf.rows}
+    assert set(by_case) == set(SEEDED)
+    assert (
+        by_case["2n1g"]["mlperf system"] == "Intel 2-nodes-16s-8376H-tensorflow" and by_case["2n1g"]["unit"] == "node"
+    )
+    assert by_case["1n1g"]["mlperf system"] == "Intel 1-node-8s-8380H-tensorflow"
+    page = render_page(view, ui_base="/", db="x", routed=False)
+    assert 'id="mlperf"' in page and "Intel 2-nodes-16s-8376H-tensorflow" in page
 
 
 def test_page_escapes_what_it_shows(sqlite_url):
