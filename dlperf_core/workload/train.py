@@ -3,16 +3,20 @@
 
 Runs as ``python dlperf_core/workload/train.py``, ``python -m dlperf_core.workload.train`` or under
 ``torchrun`` (one process per device; gloo on CPU, nccl on CUDA, DistributedDataParallel). Imports only
-torch and the standard library, so the ``workload`` folder can be copied alone into a container.
+torch and the standard library (and ``mlperf_logging.mllog`` where it is installed), so the ``workload``
+folder can be copied alone into a container.
 
 Rank 0 prints DLLogger lines in the NGC PyTorch format (one ``PARAMETER`` line, one line per printed
-iteration, one ``Summary`` line); ``train.total_ips`` is always global (all ranks) images per second.
+iteration, one ``Summary`` line); ``train.total_ips`` is always global (all ranks) images per second. Beside
+them it prints MLPerf's MLLOG events through ``mlperf_logging.mllog`` where that package is installed
+(:class:`MlperfLog`); without it, the DLLogger lines alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import inspect
 import math
 import os
@@ -238,6 +242,71 @@ class DLLogger:
         self.log(when, f"Summary: train.loss : {loss:.5f}  train.total_ips : {ips:.2f} img/s")
 
 
+def now_ms() -> float:
+    """The time now, to the millisecond: the instant a DLLogger line and an MLLOG event of the same moment share
+    (MLLOG's ``time_ms`` holds whole milliseconds), so that both parsers measure the same window."""
+    return round(time.time(), 3)
+
+
+class MlperfLog:
+    """Rank 0's MLLOG events (``:::MLLOG {json}`` lines, written by ``mlperf_logging.mllog`` where it is
+    installed; nothing without it): the run's settings, ``run_start``, the warm-up as epoch 0 and the measured
+    window as epoch 1, the window's throughput and ``run_stop``. ``train_samples`` is the window's samples, so
+    that one epoch is the window: dlperf's MLLOG parser (warm-up: the first span) then measures the same samples
+    over the same two instants as its DLLogger parser. ``run_stop`` says ``aborted``: a benchmark run stops at its
+    iteration count, never at MLPerf's accuracy target."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._logger = None
+        if enabled and importlib.util.find_spec("mlperf_logging") is not None:
+            from mlperf_logging import mllog  # only where installed: the workload folder runs without it
+
+            self._logger = mllog.get_mllogger()
+
+    @property
+    def enabled(self) -> bool:
+        return self._logger is not None
+
+    def event(self, key: str, value: object = None, when: float | None = None, **metadata: object) -> None:
+        self._log("event", key, value, when, metadata)
+
+    def start(self, key: str, when: float, **metadata: object) -> None:
+        self._log("start", key, None, when, metadata)
+
+    def end(self, key: str, when: float, **metadata: object) -> None:
+        self._log("end", key, None, when, metadata)
+
+    def _log(self, kind: str, key: str, value: object, when: float | None, metadata: dict[str, object]) -> None:
+        if self._logger is None:
+            return
+        time_ms = round(when * 1000) if when is not None else None
+        getattr(self._logger, kind)(key=key, value=value, metadata=metadata or None, time_ms=time_ms, stack_offset=2)
+        sys.stdout.flush()
+
+    def begin(self, initialised: float, settings: Sequence[tuple[str, object]]) -> None:
+        """What MLPerf's rules ask before the run: a cache clear, the initialisation (from ``initialised``,
+        the workload's start, to now), the benchmark's settings; then ``run_start``, now."""
+        self.event("cache_clear", True)
+        self.start("init_start", initialised)
+        for key, value in settings:
+            self.event(key, value)
+        started = now_ms()
+        self.end("init_stop", started)
+        self.start("run_start", started)
+
+    def window(self, started: float, warmed: float, ended: float, throughput: float) -> None:
+        """The spans, in one block of two epochs: epoch 0 from ``started`` to ``warmed`` (the warm-up), epoch 1
+        from ``warmed`` to ``ended`` (the measured window, whose ``throughput`` follows), then ``run_stop``."""
+        self.start("block_start", started, first_epoch_num=0, epoch_count=2)
+        self.start("epoch_start", started, epoch_num=0)
+        self.end("epoch_stop", warmed, epoch_num=0)
+        self.start("epoch_start", warmed, epoch_num=1)
+        self.end("epoch_stop", ended, epoch_num=1)
+        self.end("block_stop", ended, first_epoch_num=0)
+        self.event("throughput", throughput, ended)
+        self.end("run_stop", ended, status="aborted")
+
+
 # ----------------------------------------------------------------------- shared by the workloads
 def run_script(
     prog: str,
@@ -385,6 +454,7 @@ def build_step(
 
 
 def run(args: argparse.Namespace, info: DistInfo) -> None:
+    initialised = now_ms()  # MLLOG's init_start
     device = resolve_device(args.device, info)
     cuda = device.type == "cuda"
     if args.static_loss_scale is not None and (args.precision, args.amp_dtype) != ("amp", "fp16"):
@@ -459,12 +529,33 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         }
     )
 
+    mlperf = MlperfLog(enabled=info.rank == 0)
+    settings: list[tuple[str, object]] = [
+        ("submission_benchmark", "resnet"),
+        ("submission_org", "dlperf"),
+        ("submission_division", "open"),
+        ("submission_status", "research"),
+        ("submission_platform", device.type),
+        ("seed", args.seed),
+        ("global_batch_size", global_batch),
+        ("gradient_accumulation_steps", 1),
+        ("opt_name", "sgd"),
+        ("sgd_opt_base_learning_rate", lr),
+        ("sgd_opt_momentum", MOMENTUM),
+        ("sgd_opt_weight_decay", args.weight_decay),
+        ("opt_learning_rate_warmup_iterations", lr_warmup),
+        ("model_bn_span", args.batch_size),
+        ("train_samples", args.iterations * global_batch),  # the measured window is epoch 1
+        ("eval_samples", 0),  # a benchmark run does not evaluate
+    ]
+
     total = args.warmup_iterations + args.iterations
     if cuda:
         torch.cuda.synchronize(device)
     if info.world_size > 1:
         dist.barrier()  # all ranks start the clock together
-    last_time = time.time()
+    mlperf.begin(initialised, settings)
+    last_time = started = now_ms()
     last_i = 0
     measure_start = last_time  # reset at the end of warm-up
     compiled_before_window = compilations() if args.warmup_iterations == 0 else None
@@ -478,7 +569,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         # summary needs); throughput is over the interval since the previous printed line.
         if i % args.print_freq == 0 or i == args.warmup_iterations or i == total:
             loss_value = mean_over_ranks(loss, info, device)
-            now = time.time()
+            now = now_ms()
             logger.iteration(now, i, loss_value, (i - last_i) * global_batch / max(now - last_time, 1e-9))
             last_time, last_i = now, i
             if i == args.warmup_iterations:
@@ -487,6 +578,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
     check_no_compilation_in_window(args.compile, compiled_before_window, args.warmup_iterations)
     elapsed = max(last_time - measure_start, 1e-9)
     logger.summary(last_time, loss_value, args.iterations * global_batch / elapsed)
+    mlperf.window(started, measure_start, last_time, args.iterations * global_batch / elapsed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, info: _train.DistInfo) -> None:
+    initialised = _train.now_ms()  # MLLOG's init_start
     device = _train.resolve_device(args.device, info)
     cuda = device.type == "cuda"
     if info.launched:
@@ -132,10 +132,27 @@ def run(args: argparse.Namespace, info: _train.DistInfo) -> None:
         }
     )
 
+    mlperf = _train.MlperfLog(enabled=info.rank == 0)
+    settings: list[tuple[str, object]] = [
+        ("submission_benchmark", f"dlperf_llm_{args.size}"),  # no MLPerf benchmark: dlperf's own decoder
+        ("submission_org", "dlperf"),
+        ("submission_division", "open"),
+        ("submission_status", "research"),
+        ("submission_platform", device.type),
+        ("seed", args.seed),
+        ("global_batch_size", info.world_size * args.batch_size),
+        ("max_sequence_length", cfg.seq_len),
+        ("opt_name", "adamw"),
+        ("opt_base_learning_rate", args.lr),
+        ("train_samples", args.iterations * tokens_per_step),  # tokens: the window's, as one epoch
+        ("eval_samples", 0),
+    ]
+    mlperf.begin(initialised, settings)
+
     total = args.warmup_iterations + args.iterations
     if info.world_size > 1:
         dist.barrier()
-    last_time = measure_start = time.time()
+    last_time = measure_start = started = _train.now_ms()
     last_i, loss_value = 0, float("nan")
     compiled_before_window = _train.compilations() if args.warmup_iterations == 0 else None
     for i in range(1, total + 1):
@@ -145,7 +162,7 @@ def run(args: argparse.Namespace, info: _train.DistInfo) -> None:
         loss = step()
         if i % args.print_freq == 0 or i == args.warmup_iterations or i == total:
             loss_value = _train.mean_over_ranks(loss, info, device)
-            now = time.time()
+            now = _train.now_ms()
             tps = (i - last_i) * tokens_per_step / max(now - last_time, 1e-9)
             logger.log(
                 now, f"Epoch: 0 Iteration: {i}  train.loss : {loss_value:.5f}  train.total_tps : {tps:.2f} tokens/s"
@@ -160,6 +177,7 @@ def run(args: argparse.Namespace, info: _train.DistInfo) -> None:
         f"Summary: train.loss : {loss_value:.5f}  train.total_tps : "
         f"{args.iterations * tokens_per_step / elapsed:.2f} tokens/s",
     )
+    mlperf.window(started, measure_start, last_time, args.iterations * tokens_per_step / elapsed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,9 +2,11 @@
 
 import math
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from dlperf_core.parsing import detect_format, parse_log
 from e2e_helpers import run_suite
 from helpers import DLPERF, REPO, cli_env
 
@@ -33,6 +35,15 @@ def test_local_runtime_smoke_suite_lands_in_postgres(tmp_path, pg_url):
     stored = rows.iloc[0]["configuration"]
     assert stored["extra_args"] == ["--image-size", "64", "--width", "16", "--device", "cpu"]
     assert (stored["warmup_iterations"], stored["measured_iterations"]) == (3, 10)
+    # node 0's log also holds MLPerf's MLLOG events: read as MLLOG and as the seed format (DLLogger), it gives
+    # the same throughput, the one stored
+    for log, throughput in zip(rows["log_path"], rows["throughput"]):
+        text = Path(log).read_text()
+        (mllog,) = parse_log(text, format="mlperf_mllog")
+        (seed,) = parse_log(text, format="ngc_pytorch_dllogger", warmup=3, measured=10)
+        assert detect_format(text) == "mlperf_mllog" and mllog.status == seed.status == "ok", (mllog, seed)
+        assert mllog.throughput == pytest.approx(seed.throughput, rel=1e-4)  # float seconds vs whole ms
+        assert seed.throughput == pytest.approx(throughput)
 
 
 def test_bad_suite_is_refused_before_anything_runs(tmp_path, pg_url):

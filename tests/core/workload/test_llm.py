@@ -78,8 +78,10 @@ def test_tokens_per_second_log_is_read_by_the_dllogger_parser():
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    (run,) = parse_log(proc.stdout)
+    (run,) = parse_log(proc.stdout, format="ngc_pytorch_dllogger")  # detected as MLLOG: its events come too
     assert run.format == "ngc_pytorch_dllogger" and run.status == "ok" and run.window == (3, 8)
+    (mllog,) = parse_log(proc.stdout)
+    assert mllog.format == "mlperf_mllog" and mllog.throughput == pytest.approx(run.throughput, rel=1e-4)
     assert run.batch_size_per_device == 4 * 64  # tokens per device per step: a sample is a token
     assert run.throughput == pytest.approx(run.reported_throughput, rel=0.01)  # timestamps vs the loop's clock
     assert f"flops_per_token : {flops_per_token(SIZES['tiny'])}" in proc.stdout

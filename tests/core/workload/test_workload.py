@@ -123,12 +123,15 @@ def _stamp(m: re.Match[str]) -> float:
 def _check_log(
     stdout: str, *, world_size: int, batch: int, warmup: int, iterations: int, printed: list[int]
 ) -> dict[str, str]:
-    """Exactly one PARAMETER line, the expected iteration lines, one Summary consistent with the timestamps.
+    """Exactly one PARAMETER line, the expected iteration lines, one Summary consistent with the timestamps;
+    beside them only MLLOG events (one run_start and one run_stop).
 
     Returns the PARAMETER key/value pairs.
     """
     lines = [line for line in stdout.splitlines() if line.startswith("DLL ")]
-    assert len(lines) == len(stdout.splitlines()), f"non-DLL line on stdout:\n{stdout}"
+    events = [line for line in stdout.splitlines() if line.startswith(":::MLLOG {")]
+    assert len(lines) + len(events) == len(stdout.splitlines()), f"a line neither DLL nor MLLOG on stdout:\n{stdout}"
+    assert sum('"key": "run_start"' in e for e in events) == sum('"key": "run_stop"' in e for e in events) == 1
     params = [m for m in map(PARAMETER_RE.match, lines) if m]
     iters = [m for m in map(ITER_RE.match, lines) if m]
     summaries = [m for m in map(SUMMARY_RE.match, lines) if m]
@@ -161,6 +164,44 @@ def test_cpu_run_standalone_folder(tmp_path: Path) -> None:
     shutil.copytree(WORKLOAD, tmp_path / "workload", ignore=shutil.ignore_patterns("__pycache__"))
     proc = _run([sys.executable, "workload/train.py", *TINY, *ONE_THREAD, "--device", "cpu"], cwd=tmp_path)
     _check_log(proc.stdout, world_size=1, batch=4, warmup=2, iterations=5, printed=list(range(1, 8)))
+
+
+def test_the_log_reads_the_same_as_mllog_and_as_dllogger_and_passes_mlperfs_checker_but_the_accuracy(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 also writes MLPerf's MLLOG events (mlperf_logging.mllog): dlperf's MLLOG parser measures the same
+    window as its DLLogger parser, and MLCommons' compliance checker finds nothing missing but the accuracy
+    evaluation a benchmark run does not do."""
+    from dlperf_core import mlperf
+    from dlperf_core.parsing import detect_format, parse_log
+
+    cmd = [sys.executable, "-m", "dlperf_core.workload.train", *TINY, *ONE_THREAD, "--print-freq", "3"]
+    log = _run(cmd, cwd=REPO).stdout
+    assert detect_format(log) == "mlperf_mllog"
+    (mllog,) = parse_log(log, format="mlperf_mllog")
+    (seed,) = parse_log(log, format="ngc_pytorch_dllogger", warmup=2, measured=5)
+    assert mllog.status == seed.status == "ok" and mllog.throughput == pytest.approx(
+        seed.throughput, rel=1e-4
+    )  # float seconds vs whole ms
+    assert mllog.reported_throughput == pytest.approx(seed.reported_throughput, abs=0.006)  # the Summary's figure
+    (tmp_path / "node0.log").write_text(log)
+    verdict = mlperf.check_compliance(tmp_path / "node0.log", "1.0.0")
+    assert not verdict.valid and verdict.message == "Required AT_LEAST_ONE occurrence of 'eval_accuracy' but found 0"
+
+
+def test_without_mlperf_logging_the_workload_writes_no_mllog_event(monkeypatch, capsys) -> None:
+    import importlib.util
+
+    from dlperf_core.workload.train import MlperfLog
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "mlperf_logging" else real(name, *a)
+    )
+    log = MlperfLog(enabled=True)
+    log.event("seed", 0)
+    log.window(1.0, 2.0, 3.0, 4.0)
+    assert not log.enabled and ":::MLLOG" not in capsys.readouterr().out
 
 
 def test_cpu_run_module_print_freq() -> None:
