@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from dlperf_core.storage import ResultStore
 
 
+MLPERF_BENCHMARKS: dict[str, str] = {"resnet50_v1.5": "resnet", "resnet50": "resnet"}
+"""dlperf's models that an MLPerf Training benchmark trains (ResNet-50 v1.5 is MLPerf's ``resnet``)."""
+
+
 @dataclass(frozen=True)
 class FieldSystem:
     """An imported MLPerf system's figures for one benchmark."""

@@ -130,15 +130,11 @@ def load_report_data(store: ResultStore, run_id: str | None = None, dag_id: str 
     return ReportData(run, summary, results, history, regressions, max_batch, fabric, mlperf_beside(store, summary))
 
 
-MLPERF_BENCHMARKS: dict[str, str] = {"resnet50_v1.5": "resnet", "resnet50": "resnet"}
-"""dlperf's models that an MLPerf Training benchmark trains (ResNet-50 v1.5 is MLPerf's ``resnet``)."""
-
-
 def mlperf_beside(store: ResultStore, summary: pd.DataFrame) -> pd.DataFrame:
     """The run's configurations of an MLPerf model beside the imported MLPerf systems of the same accelerator and
     nearest count (``dlperf_core.mlperf_comparison``): one row per system, or one row with the note saying there
     is none. Empty when the run has no such configuration or no MLPerf result was imported."""
-    from dlperf_core.mlperf_comparison import beside_the_record, field_systems
+    from dlperf_core.mlperf_comparison import MLPERF_BENCHMARKS, beside_the_record, field_systems
 
     if summary.empty or not inspect(store.engine).has_table("mlperf_systems"):
         return pd.DataFrame()

@@ -281,7 +281,6 @@ class MlperfLog:
             return
         time_ms = round(when * 1000) if when is not None else None
         getattr(self._logger, kind)(key=key, value=value, metadata=metadata or None, time_ms=time_ms, stack_offset=2)
-        sys.stdout.flush()
 
     def begin(self, initialised: float, settings: Sequence[tuple[str, object]]) -> None:
         """What MLPerf's rules ask before the run: a cache clear, the initialisation (from ``initialised``,
