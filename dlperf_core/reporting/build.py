@@ -56,7 +56,7 @@ def draw_plots(data: ReportData, plot_dir: Path) -> list[Plot]:
     if not summary.empty:
         summary = summary.assign(variant=summary["variant"].fillna(""))
         for (model, precision, batch, variant), group in summary.groupby(list(PLOT_GROUP), sort=True):
-            label = variant_label(variant)
+            label = variant_label(variant, with_args=True)
             name = safe_name(f"{model}_{precision}_b{batch}" + (f"_{label}" if label else ""))
             title = f"{model} {precision} batch {batch}" + (f" ({label})" if label else "")
             plots.append(plot_scaling(group, title, plot_dir / f"scaling_{name}.png"))
@@ -67,7 +67,7 @@ def draw_plots(data: ReportData, plot_dir: Path) -> list[Plot]:
         history = history.assign(variant=history["variant"].fillna(""))
         for key, group in history.groupby(list(HISTORY_GROUP), sort=True):
             framework, model, precision, batch, variant = key
-            label = variant_label(variant)
+            label = variant_label(variant, with_args=True)
             title = f"{framework} {model} {precision} batch {batch}" + (f" ({label})" if label else "")
             marks = regressions
             if not regressions.empty:

@@ -275,7 +275,7 @@ def speedup_figure(summary: pd.DataFrame) -> Figure | None:
     ax = fig.subplots()
     groups = cases.groupby(list(GROUP_KEYS), sort=True)
     for color, ((framework, model, precision, batch, variant), group) in zip(COLORS * 8, groups):
-        label = variant_label(variant)
+        label = variant_label(variant, with_args=True)
         _points(
             ax, group, "speedup", color, f"{framework} {model} {precision} b{batch}" + (f" ({label})" if label else "")
         )

@@ -38,11 +38,13 @@ GPU_COLUMNS: tuple[tuple[str, str, float], ...] = (
 )
 
 
-def variant_label(variant: str | None) -> str:
-    """A variant (case key options suffix) for people, without its configuration fingerprint (which
-    :func:`identity_line` gives): ``+static_loss_scale=128+compile+args=1f0c9a2e`` ->
-    ``static_loss_scale=128, compiled``; '' for none."""
-    parts = [p for p in (variant or "").split("+") if p and not p.startswith(ARGS_MARK)]
+def variant_label(variant: str | None, *, with_args: bool = False) -> str:
+    """A variant (case key options suffix) for people: ``+static_loss_scale=128+compile+args=1f0c9a2e`` ->
+    ``static_loss_scale=128, compiled``; '' for none. Tables leave the configuration fingerprint out (the
+    :func:`identity_line` under them gives it); a plot, which has no such line, keeps it (``with_args``:
+    ``static_loss_scale=128, compiled, args=1f0c9a2e``), so two configurations that differ only in their extra
+    arguments or window never share a plot, a file name or a legend entry."""
+    parts = [p for p in (variant or "").split("+") if p and (with_args or not p.startswith(ARGS_MARK))]
     return ", ".join("compiled" if p == "compile" else p for p in parts)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -201,3 +202,27 @@ def test_migrating_a_populated_0009_database_keeps_every_row_and_marks_them_unkn
         assert "compiled" in columns and not {"compile", "configuration", "launch_spec"} & columns
     finally:
         store.dispose()
+
+
+def test_two_configurations_differing_only_in_extra_args_get_a_plot_each(dialect_url: str, tmp_path: Path) -> None:
+    """A plot has no identity line under it: its title, legend and file name carry ``args=<fingerprint>``, so
+    the shrunk and the full-size model neither share a scaling plot nor overwrite each other's file."""
+    from dlperf_core.reporting import build_report
+
+    store = ResultStore(dialect_url)
+    store.ensure_schema()
+    try:
+        for case, throughput in ((FULL, 100.0), (SHRUNK, 900.0)):
+            for gpus in (1, 2):
+                wide = replace(case, gpus_per_node=gpus)
+                store.upsert_result(
+                    result_record(case_key=wide.key, configuration=wide.configuration, throughput=throughput * gpus)
+                )
+        files = build_report(store, "r1", dag_id="dag", fmt="md", out_dir=tmp_path / "report")
+    finally:
+        store.dispose()
+    scaling = sorted((p for p in files.plots if p.kind == "scaling"), key=lambda p: p.title)
+    assert [p.title for p in scaling] == sorted(
+        f"resnet50_v1.5 fp32 batch 8 (args={case.fingerprint})" for case in (FULL, SHRUNK)
+    )
+    assert len({p.path for p in files.plots}) == len(files.plots) == 4  # a scaling and a frameworks plot each
