@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/reliability_report.py [--json FILE] [--only-faults] [-- PYTEST_ARGS...]
 
-Runs pytest on tests/faults/ plus the fault and security tests that live elsewhere (the ledger in
+Runs pytest on tests/faults/ and tests/chaos/ plus the fault and security tests that live elsewhere (the ledger in
 tests/faults/conftest.py records each: what was injected, what the test observed, results lost,
 containers leaked), then prints markdown: faults, bad inputs, security, and the totals (faults injected,
 survived, results lost, containers leaked). Every figure comes from the run; nothing is typed in.
@@ -47,8 +47,8 @@ def markdown(data: dict) -> str:
             continue
         out.append(f"### {title}\n")
         if kind == "fault":
-            out.append("| fault | how injected | expected | observed | held | lost | leaked | test |")
-            out.append("| ----- | ------------ | -------- | -------- | ---- | ---- | ------ | ---- |")
+            out.append("| fault | how injected | expected | observed | held | lost | duplicated | leaked | test |")
+            out.append("| ----- | ------------ | -------- | -------- | ---- | ---- | ---------- | ------ | ---- |")
             for r in rows:
                 out.append(
                     "| "
@@ -61,6 +61,7 @@ def markdown(data: dict) -> str:
                             r["observed"],
                             _state(r),
                             r["results_lost"],
+                            r.get("results_duplicated"),
                             r["containers_leaked"],
                             f"`{r['test']}`",
                         )
@@ -83,13 +84,16 @@ def markdown(data: dict) -> str:
     t = data["totals"]
     out.append("### Totals\n")
     out.append(
-        "| faults injected | survived | results lost | containers leaked | bad inputs handled | security checks passed |"
+        "| faults injected | survived | results lost | results duplicated | containers leaked | bad inputs handled "
+        "| security checks passed |"
     )
     out.append(
-        "| --------------- | -------- | ------------ | ----------------- | ------------------ | ---------------------- |"
+        "| --------------- | -------- | ------------ | ------------------ | ----------------- | ------------------ "
+        "| ---------------------- |"
     )
     out.append(
-        f"| {t['faults_injected']} | {t['survived']} | {t['results_lost']} | {t['containers_leaked']} | "
+        f"| {t['faults_injected']} | {t['survived']} | {t['results_lost']} | {t.get('results_duplicated', 0)} | "
+        f"{t['containers_leaked']} | "
         f"{t['bad_inputs_checked']} | {t['security_checks_passed']} |"
     )
     if t["results_lost_unmeasured"] or t["containers_leaked_unmeasured"]:
@@ -107,7 +111,7 @@ def main() -> int:
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
     out = Path(args.json) if args.json else Path(tempfile.mkstemp(suffix=".json")[1])
-    targets = ["tests/faults"] + ([] if args.only_faults else sorted(EXTERNAL))
+    targets = ["tests/faults"] + ([] if args.only_faults else ["tests/chaos", *sorted(EXTERNAL)])
     env = {**os.environ, "DLPERF_RELIABILITY_JSON": str(out)}
     started = datetime.now(UTC)
     done = subprocess.run(

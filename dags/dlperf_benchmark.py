@@ -262,7 +262,13 @@ def dlperf_benchmark():
 
     @task(trigger_rule="all_done")
     def finish_run() -> RunCounts:
-        return steps.finish_step(_ids())
+        """Close the run; a planned case run that stored nothing is stored now: from what its task handed over, or
+        as failed with its tasks' states as the reason (its task was killed with its worker)."""
+        from dlperf_airflow.case_tasks import CaseTasks
+
+        ti = get_current_context()["ti"]
+        plan = ti.xcom_pull(task_ids=PLAN_CASES)  # None when planning failed
+        return steps.finish_step(_ids(), plan, CaseTasks(ti, _ids(), routed=ROUTING is not None))
 
     @task
     def make_report() -> str:
@@ -344,17 +350,21 @@ def dlperf_benchmark():
         return remove_node_containers
 
     plan = plan_cases()
+    done = finish_run()
     searches = plan_searches(plan)
     health = preflight(plan)
     found = search_max_batch.partial(health=health).expand(search=searches)
     if ROUTING is None:
-        stored = store_result.expand(executed=run_case.partial(health=health).expand(item=capture_environment(plan)))
+        executed = run_case.partial(health=health).expand(item=capture_environment(plan))
+        stored = store_result.expand(executed=executed)
+        # finish_run waits for every run_case too: when one fails (killed with its worker), Airflow marks the whole
+        # mapped store_result upstream_failed at once, and finish_run stores what the others hand over
+        executed >> done
         cleanups = [remove_containers(plan)]
     else:  # each node's container from a task on that node's worker; the environment is probed there too
         stored = case_run.partial(health=health).expand(item=route_cases(plan))
         stored >> found  # max batch probes (central) never share a node with a case run
         cleanups = [remove_containers_on(node)(plan) for node in ROUTING.nodes]
-    done = finish_run()
     [stored, found] >> done
     detected = done >> detect_regressions()
     for cleanup in cleanups:

@@ -39,6 +39,13 @@ SUITE_RUNTIME = "suite"
 RUNTIMES = ("local", "docker")
 """The runtimes a case can run on."""
 
+MAX_CASE_RUNS = 4096
+"""The most case runs one DAG run maps: the ``[core] max_map_length`` dlperf's deployments give Airflow
+(``AIRFLOW__CORE__MAX_MAP_LENGTH``: the embedded ``dlperf run``, docker-compose.yaml, the tests' stacks). Airflow's
+default, 1,024, is below a real night (5 frameworks x 3 precisions x 3 batch sizes x 6 topologies x 5 repeats is
+1,350): its api-server would refuse the mapped list and fail the run after planning. A plan over the deployment's
+limit is refused when it is planned, before any case runs (:func:`dlperf_core.trigger.plan_trigger`)."""
+
 
 @dataclass(frozen=True)
 class DeploymentDefaults:

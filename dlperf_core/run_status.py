@@ -146,3 +146,30 @@ def outcomes_of_run(store: ResultStore, dag_id: str, run_id: str) -> list[Outcom
 def status_of_run(store: ResultStore, dag_id: str, run_id: str) -> RunStatus:
     """:func:`status_of_outcomes` on what the run stored (the results database must be reachable)."""
     return status_of_outcomes(outcomes_of_run(store, dag_id, run_id))
+
+
+UNFINISHED_TASK_STATES = ("failed", "upstream_failed", "removed", None)
+"""Airflow task states in which a case run's task handed nothing over (None: it never ran)."""
+
+
+def unstored(planned: Iterable[tuple[str, int]], outcomes: Iterable[Outcome]) -> list[int]:
+    """Positions in ``planned`` (case key, repeat of each planned case run, in the plan's order: the map index of
+    its tasks) of the case runs that stored nothing among ``outcomes`` (case runs and fabric probes)."""
+    stored = {(o.key, o.repeat) for o in outcomes if o.kind in ("case_run", "fabric_probe")}
+    return [i for i, key in enumerate(planned) if key not in stored]
+
+
+def lost_reason(task_states: dict[str, str | None]) -> str:
+    """Why a planned case run stored nothing, from the states of its tasks in this DAG run (task id: state), e.g.
+    "lost: run_case ended failed, store_result upstream_failed, before a result was stored (...)". A case-running
+    task ends ``failed`` without handing over an outcome only when it was killed, lost its worker (Airflow fails a
+    task whose heartbeat stops) or passed its execution timeout: dlperf's own failures are outcomes."""
+    ended = [f"{task} {state or 'never ran'}" for task, state in task_states.items() if state in UNFINISHED_TASK_STATES]
+    if not task_states:
+        said = "none of its tasks ran (an upstream task failed or the run was stopped)"
+    else:
+        said = ", ".join(ended) if ended else "its tasks ended without storing it"
+    return (
+        f"lost: {said}, before a result was stored (the task was killed, lost its worker to a crash or restart, "
+        "or passed its execution timeout: its log and Airflow's audit log say which)"
+    )

@@ -100,14 +100,32 @@ def check_routed(inventory: Inventory, routing: Inventory, what: str = "inventor
         raise ConfigError(what, problems)
 
 
-def plan_trigger(resolved: ResolvedTrigger, routing: Inventory | None = None) -> Plan:
+def check_map_length(max_case_runs: int, planned: dict[str, int]) -> None:
+    """Refuse a plan with more of anything (``{"case runs": 1500}``) than the deployment maps from one list
+    (``max_case_runs``: Airflow's ``[core] max_map_length``), naming the count, the limit and the ways out."""
+    problems = [
+        f"this trigger plans {count:,} {what}; this deployment maps at most {max_case_runs:,} tasks from one list "
+        "(Airflow's [core] max_map_length, AIRFLOW__CORE__MAX_MAP_LENGTH): choose fewer with the filters or "
+        "repeats, split the suite, or raise that limit on every Airflow component"
+        for what, count in planned.items()
+        if count > max_case_runs
+    ]
+    if problems:
+        raise ConfigError("repeats", problems)
+
+
+def plan_trigger(resolved: ResolvedTrigger, routing: Inventory | None = None, max_case_runs: int | None = None) -> Plan:
     """The plan of a resolved trigger: one planned run per case run (``cases``) and one per max batch size
     search (``searches``: its case at the first batch, so preflight treats it like a case). Under node routing
     (``routing``: the deployment's inventory) the trigger's nodes must be the deployment's, and a search,
-    which runs from the central worker, cannot use a node reached only through its own Docker socket."""
+    which runs from the central worker, cannot use a node reached only through its own Docker socket. More case
+    runs (or searches) than ``max_case_runs`` (the deployment's ``[core] max_map_length``) are refused here, before
+    any runs: Airflow would refuse to map them after planning."""
     suite, inventory, settings = resolved.suite, resolved.inventory, resolved.settings
     searches = plan_searches(suite, inventory, resolved.filters)  # refused here too if one does not fit
     runs = plan_suite(suite, inventory, resolved.filters, allow_empty=bool(searches))
+    if max_case_runs is not None:
+        check_map_length(max_case_runs, {"case runs": len(runs), "max batch searches": len(searches)})
     if routing is not None:
         check_routed(inventory, routing, settings.inventory)
         local = sorted(

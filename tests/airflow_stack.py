@@ -14,9 +14,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlperf_core.defaults import MAX_CASE_RUNS
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
 from helpers import REPO
 
@@ -131,6 +133,30 @@ class AirflowStack:
             time.sleep(every)
 
 
+def redis_url() -> str:
+    """A Redis database of its own on the local Redis (scripts/ensure-redis.sh starts one if none answers), for a
+    CeleryExecutor deployment's broker."""
+    import pytest
+
+    if subprocess.run(["bash", str(REPO / "scripts/ensure-redis.sh")], capture_output=True).returncode != 0:
+        pytest.skip("no Redis server answers on 127.0.0.1:6379 and scripts/ensure-redis.sh could not start one")
+    return f"redis://127.0.0.1:6379/{uuid.uuid4().int % 14 + 1}"
+
+
+def celery_env(broker: str, metadata_url: str) -> dict[str, str]:
+    """The CeleryExecutor's settings of a test deployment (``prepare_stack``'s ``extra_env``)."""
+    return {
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "AIRFLOW__CELERY__BROKER_URL": broker,
+        "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + metadata_url,
+        "AIRFLOW__OPERATORS__DEFAULT_QUEUE": "default",
+    }
+
+
+CELERY_WORKER = ("celery", "worker", "--concurrency", "2", "--without-mingle", "--without-gossip")
+"""``airflow`` arguments of a test deployment's Celery worker (add ``--queues`` and ``--celery-hostname``)."""
+
+
 def prepare_stack(
     home: Path,
     metadata_url: str,
@@ -154,6 +180,7 @@ def prepare_stack(
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES": ALLOWED_DESERIALIZATION_CLASSES,
+            "AIRFLOW__CORE__MAX_MAP_LENGTH": str(MAX_CASE_RUNS),
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url,

@@ -127,3 +127,9 @@ def dialect_url(request: pytest.FixtureRequest) -> str:
 def metadata_url(pg_server) -> Iterator[str]:
     """A fresh PostgreSQL database for Airflow's metadata (a real api-server and scheduler; dropped after)."""
     yield from _fresh_database(pg_server, "dlperf_airflow")
+
+
+@pytest.fixture(scope="module")
+def module_metadata_url(pg_server) -> Iterator[str]:
+    """:func:`metadata_url` for a deployment that the tests of one module share (tests/chaos/)."""
+    yield from _fresh_database(pg_server, "dlperf_airflow")

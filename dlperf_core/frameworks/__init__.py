@@ -14,6 +14,7 @@ from dlperf_core.frameworks.pytorch_reference import (
     PytorchReferenceMpi,
 )
 from dlperf_core.frameworks.shape import ModelShape
+from dlperf_core.frameworks.synthetic import Synthetic
 from dlperf_core.model import NodeLaunch
 
 ADAPTERS: dict[str, type[FrameworkAdapter]] = {
@@ -27,6 +28,7 @@ ADAPTERS: dict[str, type[FrameworkAdapter]] = {
         OneflowResnet,
         PaddlePlsc,
         AllreduceProbe,  # not a framework: the fabric probe, launched like one (kind "probe")
+        Synthetic,  # not a framework: trains nothing, for measuring dlperf itself (bench/growth.py)
     )
 }
 

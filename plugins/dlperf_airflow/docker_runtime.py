@@ -269,9 +269,35 @@ def create_container(client, spec: ContainerSpec, *, pull: bool = False) -> str:
         log.info("pulling %s", spec.image)
         client.pull(spec.image)
         container = create()
+    except APIError as exc:
+        if exc.status_code != 409 or not remove_earlier_try(client, spec):
+            raise
+        container = create()
     if spec.files:
         client.put_archive(container["Id"], "/", tar_of(spec.files))
     return container["Id"]
+
+
+def remove_earlier_try(client, spec: ContainerSpec) -> bool:
+    """The name of ``spec`` is taken: when the container holding it is an earlier try of the same case run of the
+    same DAG run (same name, same ``dlperf.run_id`` and ``dlperf.dag_id`` labels: its task was killed with its
+    worker and the run was cleared and re-run), remove it and say True; anything else keeps its name (False)."""
+    try:
+        found = client.inspect_container(spec.name)
+    except NotFound:
+        return True  # gone meanwhile: the name is free again
+    labels = (found.get("Config") or {}).get("Labels") or {}
+    run = ("dlperf.dag_id", "dlperf.run_id")
+    if any(key not in spec.labels or labels.get(key) != spec.labels[key] for key in run):
+        return False
+    log.warning(
+        "removing %s (%s), left by an earlier try of this case run, before starting it again",
+        spec.name,
+        (found.get("State") or {}).get("Status", "unknown state"),
+    )
+    with contextlib.suppress(NotFound):
+        client.remove_container(found["Id"], force=True)
+    return True
 
 
 def image_ran(client, container_id: str, tag: str) -> tuple[ImageRef, str | None]:

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from dlperf_airflow.node_step import routing_inventory
 from dlperf_airflow.runtimes import make_runtime
@@ -27,7 +27,7 @@ from dlperf_core.launch_spec import LaunchSpec, launch_spec_of
 from dlperf_core.measure import Measurement, figure_origin, measure_case_run, measure_probe_run
 from dlperf_core.model import CaseJob, CaseOutcome, RunIds, Runtime
 from dlperf_core.preflight import PreflightReport
-from dlperf_core.run_status import RunCounts, status_of_run
+from dlperf_core.run_status import RunCounts, lost_reason, outcomes_of_run, status_of_run, unstored
 from dlperf_core.storage import (
     BenchmarkRunRecord,
     ProbeRecord,
@@ -52,7 +52,7 @@ def plan_step(params: Mapping[str, Any], ids: RunIds, trigger: str, triggered_by
             defaults.describe(),
             ", ".join(resolved.from_defaults),
         )
-    plan = plan_trigger(resolved, routing_inventory(dlperf_home()))
+    plan = plan_trigger(resolved, routing_inventory(dlperf_home()), max_map_length())
     record = BenchmarkRunRecord(
         dag_id=ids.dag_id,
         run_id=ids.run_id,
@@ -76,6 +76,14 @@ def plan_step(params: Mapping[str, Any], ids: RunIds, trigger: str, triggered_by
         plan.settings.runtime,
     )
     return plan
+
+
+def max_map_length() -> int:
+    """The most items Airflow maps a task over (``[core] max_map_length``; dlperf's deployments set
+    :data:`dlperf_core.defaults.MAX_CASE_RUNS`, Airflow's own default is 1,024)."""
+    from airflow.sdk import conf
+
+    return conf.getint("core", "max_map_length", fallback=1024)
 
 
 PREFLIGHT_NO_SSH = "skipped: no ssh access declared"
@@ -212,8 +220,22 @@ def store_step(done: ExecutedRun, ids: RunIds) -> Measurement:
     return measurement
 
 
-def finish_step(ids: RunIds) -> RunCounts:
-    """Close the benchmark run; fail (and so fail the DAG run) when any case run failed."""
+class CaseTaskView(Protocol):
+    """What ``finish_run`` can learn of a case run's tasks by map index (:class:`dlperf_airflow.case_tasks.CaseTasks`)."""
+
+    def outcome(self, index: int) -> ExecutedRun | None: ...
+
+    def states(self, index: int) -> dict[str, str | None]: ...
+
+
+def finish_step(ids: RunIds, plan: Plan | None = None, tasks: CaseTaskView | None = None) -> RunCounts:
+    """Close the benchmark run; fail (and so fail the DAG run) when any case run failed.
+
+    No case run of ``plan`` goes missing: one that stored nothing is stored here, from the outcome its case-running
+    task handed over when there is one (its ``store_result`` never ran: Airflow marks a mapped downstream
+    upstream_failed as a whole when one upstream instance failed), else as failed with a reason from its tasks'
+    states (its task was killed with its worker, or never ran). Clearing the DAG run's failed tasks runs those again;
+    a new result replaces the row (one row per case run and repeat)."""
     store = ResultStore(default_db_url())
     try:
         spool = ResultSpool(store.url)
@@ -223,6 +245,23 @@ def finish_step(ids: RunIds) -> RunCounts:
                 f"results database unavailable: {drained.left} results stay spooled in {spool.folder} "
                 "and are written by the next store_result or finish_run that reaches the database"
             )
+        planned = [(p.run.case.key, p.run.repeat) for p in plan.cases] if plan is not None else []
+        missing = unstored(planned, outcomes_of_run(store, ids.dag_id, ids.run_id))
+    finally:
+        store.dispose()
+    for index in missing:
+        assert plan is not None  # (nothing is missing without a plan)
+        executed = tasks.outcome(index) if tasks is not None else None
+        if executed is None:
+            reason = lost_reason(tasks.states(index) if tasks is not None else {})
+            log.error("%s: %s", plan.cases[index].label, reason)
+            now = datetime.now(UTC)
+            executed = ExecutedRun(plan.cases[index], CaseOutcome(now, now, [], reason), None)
+        else:
+            log.warning("%s ran but its store_result did not: storing it now", plan.cases[index].label)
+        store_step(executed, ids)
+    store = ResultStore(default_db_url())
+    try:
         run_status = status_of_run(store, ids.dag_id, ids.run_id)  # the rule: dlperf_core.run_status.status_of_outcomes
         store.finish_run(ids.dag_id, ids.run_id, run_status.status, datetime.now(UTC))
     finally:

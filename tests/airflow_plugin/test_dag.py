@@ -70,7 +70,8 @@ def test_dagbag_loads_without_import_errors(tmp_path):
         "store_result",
     ]
     assert info["pool"] == info["search_pool"] == "dlperf_cluster"  # probes and cases never share a device
-    assert info["finish_after"] == ["search_max_batch", "store_result"]
+    # run_case too: a killed one fails the mapped store_result as a whole, finish_run stores what the rest hand over
+    assert info["finish_after"] == ["run_case", "search_max_batch", "store_result"]
     assert info["teardown"] is True
     # a teardown (never decides the run state), after regression detection so the report shows its verdicts
     assert info["report"] == [True, ["detect_regressions", "finish_run", "plan_cases"]]

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from airflow_stack import AirflowStack, prepare_stack, start_stack
+from airflow_stack import CELERY_WORKER, AirflowStack, celery_env, prepare_stack, redis_url, start_stack
 from dlperf_core.handoff import NodeReport, PlannedRun
 from dlperf_core.storage import ResultStore
 from e2e_helpers import run_ok
@@ -35,13 +35,6 @@ IMAGE = "dlperf/pytorch-reference:cpu"
 DAG_ID = "dlperf_benchmark"
 QUEUES = {"node0": "node-a", "node1": "node-b"}
 pytestmark = docker_marks(IMAGE)
-
-
-def redis_url() -> str:
-    """A Redis database of its own on the local Redis (scripts/ensure-redis.sh starts one if none answers)."""
-    if subprocess.run(["bash", str(REPO / "scripts/ensure-redis.sh")], capture_output=True).returncode != 0:
-        pytest.skip("no Redis server answers on 127.0.0.1:6379 and scripts/ensure-redis.sh could not start one")
-    return f"redis://127.0.0.1:6379/{uuid.uuid4().int % 14 + 1}"
 
 
 @pytest.fixture
@@ -66,10 +59,7 @@ def stack(tmp_path, metadata_url, pg_url, cluster):
         "dlperf",
         f"pw-{uuid.uuid4().hex[:10]}",
         extra_env={
-            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-            "AIRFLOW__CELERY__BROKER_URL": broker,
-            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + metadata_url,
-            "AIRFLOW__OPERATORS__DEFAULT_QUEUE": "default",
+            **celery_env(broker, metadata_url),
             "AIRFLOW__DLPERF__CLUSTER_INVENTORY": cluster,
             "DLPERF_JOIN_TIMEOUT_S": "300",
         },
@@ -84,7 +74,7 @@ def stack(tmp_path, metadata_url, pg_url, cluster):
     assert sync.returncode == 0, sync.stderr
     try:
         start_stack(deployment)
-        worker = ["celery", "worker", "--concurrency", "2", "--without-mingle", "--without-gossip"]
+        worker = list(CELERY_WORKER)
         deployment.start("worker-central", *worker, "--queues", "default", "--celery-hostname", "central@%h")
         for node, queue in QUEUES.items():
             deployment.start(

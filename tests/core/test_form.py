@@ -316,6 +316,24 @@ def test_plan_step_settings_refuse_and_override(monkeypatch):
         resolve({"suite": "suites/smoke.yaml", "batch_size": 5000})
 
 
+def test_a_plan_over_the_deployments_map_length_is_refused_before_any_case_runs(monkeypatch):
+    """Airflow maps at most ``[core] max_map_length`` items from one list; a bigger plan is refused when it is
+    planned, with the count, the limit and the ways out, instead of failing the run after planning. dlperf's own
+    deployments raise the limit above a real night's 1,350 case runs."""
+    from dlperf_cli.embedded import airflow_settings
+    from dlperf_core.defaults import MAX_CASE_RUNS, DeploymentDefaults
+    from dlperf_core.trigger import plan_trigger, resolve_trigger
+
+    monkeypatch.setenv("DLPERF_HOME", str(REPO))
+    resolved = resolve_trigger({"suite": "suites/smoke.yaml", "runtime": "local"}, DeploymentDefaults())
+    planned = len(plan_trigger(resolved).cases)
+    assert len(plan_trigger(resolved, max_case_runs=planned).cases) == planned
+    with pytest.raises(ConfigError, match=rf"plans {planned} case runs; this deployment maps at most {planned - 1} "):
+        plan_trigger(resolved, max_case_runs=planned - 1)
+    assert MAX_CASE_RUNS >= 1350
+    assert airflow_settings(Path("/tmp"))["AIRFLOW__CORE__MAX_MAP_LENGTH"] == str(MAX_CASE_RUNS)
+
+
 PROBE = r"""
 import copy, json
 from dlperf_cli.embedded import prepare_environment

@@ -147,3 +147,109 @@ def test_finish_run_fails_a_run_that_stored_nothing(sqlite_url, monkeypatch, tmp
     ResultStore(sqlite_url).ensure_schema()
     with pytest.raises(RuntimeError, match="^no case run was stored: planning failed"):
         steps.finish_step(RunIds("dlperf_benchmark", "manual__nothing"))
+
+
+def test_a_planned_case_run_that_stored_nothing_is_stored_failed_with_what_its_tasks_say(
+    sqlite_url, monkeypatch, tmp_path
+):
+    """A case run whose task was killed with its worker hands nothing over: finish_run stores it as failed, with
+    its tasks' states as the reason, so the run fails naming it instead of passing without it; once the cleared
+    task stores it after all, the row is replaced (one row per case run and repeat), and the run passes."""
+    from dlperf_airflow import steps
+    from dlperf_core.defaults import DeploymentDefaults
+    from dlperf_core.handoff import Plan
+    from dlperf_core.model import RunIds
+    from dlperf_core.run_status import lost_reason, unstored
+    from dlperf_core.storage import ResultStore
+    from dlperf_core.trigger import plan_trigger, resolve_trigger
+    from helpers import REPO
+
+    monkeypatch.setenv("DLPERF_HOME", str(REPO))
+    monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
+    monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
+    full = plan_trigger(resolve_trigger({"suite": "suites/smoke.yaml", "runtime": "local"}, DeploymentDefaults()))
+    plan = Plan(full.settings, cases=full.cases[:2])
+    kept, lost = (p.run for p in plan.cases)
+    run = run_record(dag_id="dlperf_benchmark", run_id="manual__killed", trigger="manual", runtime="local")
+    ids = RunIds(run.dag_id, run.run_id)
+    store = ResultStore(sqlite_url)
+    store.ensure_schema()
+    store.upsert_run(run)
+
+    def stored(case_run, status="ok"):
+        return result_record(
+            case_key=case_run.case.key, repeat=case_run.repeat, status=status, benchmark_run=run, throughput=50.0
+        )
+
+    store.upsert_result(stored(kept))
+
+    class Killed:
+        """run_case[1] handed nothing over: it was killed with its worker."""
+
+        asked: list[int] = []
+
+        def outcome(self, index):  # noqa: ARG002 - the interface's
+            return None
+
+        def states(self, index):
+            self.asked.append(index)
+            return {"run_case": "failed", "store_result": "upstream_failed"}
+
+    try:
+        with pytest.raises(RuntimeError, match=r"1 of 2 case runs, .* failed: .* lost: run_case failed, store_result "):
+            steps.finish_step(ids, plan, Killed())
+        assert Killed.asked == [1]
+        rows = {(r.case_key, r.repeat): r for r in store.result_rows(run_id=run.run_id)}
+        assert rows[(lost.case.key, lost.repeat)].status == "failed"
+        assert rows[(lost.case.key, lost.repeat)].reason == lost_reason(Killed().states(1))
+        assert "killed, lost its worker" in lost_reason({})  # what the reason offers as causes
+        assert "none of its tasks ran" in lost_reason({})
+
+        store.upsert_result(stored(lost))  # the cleared run_case and store_result, run again
+        assert steps.finish_step(ids, plan, Killed()).failed == 0
+        assert len(store.result_rows(run_id=run.run_id)) == 2
+        assert unstored([(kept.case.key, kept.repeat), ("other", 0)], []) == [0, 1]
+    finally:
+        store.dispose()
+
+
+def test_a_case_run_whose_store_result_never_ran_is_stored_from_what_its_task_handed_over(
+    sqlite_url, monkeypatch, tmp_path
+):
+    """When one run_case fails (killed), Airflow marks the mapped store_result upstream_failed as a whole: the
+    other case runs ran but nothing stored them. finish_run stores each from the outcome its run_case handed over
+    (here one that failed with its own reason), not as lost."""
+    from datetime import UTC, datetime
+
+    from dlperf_airflow import steps
+    from dlperf_core.defaults import DeploymentDefaults
+    from dlperf_core.handoff import ExecutedRun, Plan
+    from dlperf_core.model import CaseOutcome, RunIds
+    from dlperf_core.storage import ResultStore
+    from dlperf_core.trigger import plan_trigger, resolve_trigger
+    from helpers import REPO
+
+    monkeypatch.setenv("DLPERF_HOME", str(REPO))
+    monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
+    monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
+    full = plan_trigger(resolve_trigger({"suite": "suites/smoke.yaml", "runtime": "local"}, DeploymentDefaults()))
+    plan = Plan(full.settings, cases=full.cases[:1])
+    now = datetime.now(UTC)
+    handed_over = ExecutedRun(plan.cases[0], CaseOutcome(now, now, [], "exit code 3 on node0"), None)
+
+    class RanUnstored:
+        def outcome(self, index):
+            return handed_over if index == 0 else None
+
+        def states(self, index):  # noqa: ARG002 - the interface's
+            raise AssertionError("not asked: the outcome is there")
+
+    ResultStore(sqlite_url).ensure_schema()
+    with pytest.raises(RuntimeError, match="exit code 3 on node0"):
+        steps.finish_step(RunIds("dlperf_benchmark", "manual__unstored"), plan, RanUnstored())
+    store = ResultStore(sqlite_url)
+    try:
+        (row,) = store.result_rows(run_id="manual__unstored")
+        assert (row.status, row.reason) == ("failed", "exit code 3 on node0")
+    finally:
+        store.dispose()

@@ -31,6 +31,7 @@ class FaultRecord:
     test: str = ""  # pytest node id
     observed: str = ""  # what the test saw (filled in by the test)
     results_lost: int | None = None  # results produced but not in the database at the end
+    results_duplicated: int | None = None  # result rows stored twice for one case run and repeat
     containers_leaked: int | None = None  # containers of the run still present at the end
     survived: bool | None = None  # the test passed (None: skipped or not run)
     skipped: str | None = None  # skip reason
@@ -121,6 +122,7 @@ class FaultLedger:
             "survived": sum(1 for r in faults if r.survived),
             "results_lost": sum(r.results_lost or 0 for r in faults),
             "results_lost_unmeasured": sum(1 for r in faults if r.results_lost is None),
+            "results_duplicated": sum(r.results_duplicated or 0 for r in faults),
             "containers_leaked": sum(r.containers_leaked or 0 for r in faults),
             "containers_leaked_unmeasured": sum(1 for r in faults if r.containers_leaked is None),
             "bad_inputs_checked": sum(1 for r in self.records.values() if r.kind == "bad input" and r.survived),
@@ -135,12 +137,13 @@ class FaultLedger:
         for r in sorted(self.records.values(), key=lambda r: (r.kind, r.name)):
             state = "skipped" if r.skipped else ("held" if r.survived else "FAILED")
             tr.write_line(
-                f"[{r.kind}] {r.name}: {state}; lost={r.results_lost} leaked={r.containers_leaked}; {r.observed}"
+                f"[{r.kind}] {r.name}: {state}; lost={r.results_lost} duplicated={r.results_duplicated} "
+                f"leaked={r.containers_leaked}; {r.observed}"
             )
         totals = self.totals()
         tr.write_line(
             "totals: faults injected {faults_injected}, survived {survived}, results lost {results_lost}, "
-            "containers leaked {containers_leaked}".format(**totals)
+            "results duplicated {results_duplicated}, containers leaked {containers_leaked}".format(**totals)
         )
         out = os.environ.get("DLPERF_RELIABILITY_JSON")
         if out:

@@ -1,0 +1,51 @@
+"""What Airflow knows of one case run's tasks in this DAG run, as ``finish_run`` asks it through the running task
+instance (the task SDK's ``xcom_pull`` and ``get_task_states``): the outcome its case-running task handed over,
+and the states of its tasks. ``finish_run`` uses them for the case runs that stored nothing
+(:func:`dlperf_airflow.steps.finish_step`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from dlperf_airflow.task_ids import CASE_RUN_GROUP, COLLECT_CASE, RUN_CASE, STORE_RESULT, in_case_run
+from dlperf_core.handoff import ExecutedRun
+from dlperf_core.model import RunIds
+
+log = logging.getLogger("dlperf")
+
+
+def is_case_task(task_id: str) -> bool:
+    """A task of a case run: ``run_case`` and ``store_result``, or one in the ``case_run`` group (node routing);
+    not ``search_max_batch``, which is mapped over the searches with map indexes of its own."""
+    return task_id in (RUN_CASE, STORE_RESULT) or task_id.startswith(CASE_RUN_GROUP + ".")
+
+
+class CaseTasks:
+    """The case run tasks of DAG run ``ids``, by map index, seen from the running task instance ``ti``."""
+
+    def __init__(self, ti: Any, ids: RunIds, routed: bool) -> None:
+        self._ti = ti
+        self._ids = ids
+        self._executing_task = in_case_run(COLLECT_CASE) if routed else RUN_CASE
+
+    def outcome(self, index: int) -> ExecutedRun | None:
+        """What the case-running task at ``index`` handed over (``run_case``, or ``collect_case`` under node
+        routing), None when it handed nothing over (killed, never ran) or Airflow cannot say."""
+        try:
+            found = self._ti.xcom_pull(task_ids=self._executing_task, map_indexes=index)
+        except Exception as exc:  # noqa: BLE001 - then the case run is told lost, with its tasks' states
+            log.warning("could not read %s[%d]'s outcome: %s: %s", self._executing_task, index, type(exc).__name__, exc)
+            return None
+        return found if isinstance(found, ExecutedRun) else None
+
+    def states(self, index: int) -> dict[str, str | None]:
+        """{task id: state} of the case run tasks at ``index``; {} when Airflow cannot say."""
+        try:
+            found = self._ti.get_task_states(dag_id=self._ids.dag_id, run_ids=[self._ids.run_id], map_index=index)
+        except Exception as exc:  # noqa: BLE001 - the reason is then told without the states
+            log.warning("could not read the task states of map index %d: %s: %s", index, type(exc).__name__, exc)
+            return {}
+        suffix = f"_{index}"
+        named = {key.removesuffix(suffix): state for key, state in (found.get(self._ids.run_id) or {}).items()}
+        return {task: state for task, state in named.items() if is_case_task(task)}
