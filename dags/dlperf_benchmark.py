@@ -11,7 +11,8 @@ Shape:
     plan_cases -> plan_searches -> search_max_batch[j] -> finish_run      (suites with max_batch_search)
     finish_run -> detect_regressions; remove_containers (teardown); finish_run, detect_regressions -> make_report (teardown)
 
-``run_case`` is mapped over the plan and holds the ``dlperf_cluster`` pool for the whole case run (start
+``run_case`` is mapped over the plan's case runs (over their indexes: each pulls its own planned run from an XCom
+of its own, :mod:`dlperf_airflow.handout`, so that no task pulls the whole list) and holds the ``dlperf_cluster`` pool for the whole case run (start
 every node at once, wait, collect logs, remove the containers), one case run at a time, so no two
 benchmarks share a device, also across DAG runs. ``search_max_batch`` holds the same pool while it tries
 batch after batch (``dlperf_core.maxbatch``) and stores what it found in ``max_batch_searches``. A failed training is stored as a failed row with its
@@ -37,11 +38,14 @@ from typing import Any
 from airflow.sdk import Param, dag, get_current_context, task, task_group
 
 from dlperf_airflow import steps
+from dlperf_airflow.handout import hand_out, handed_out
 from dlperf_airflow.node_step import routing_inventory
 from dlperf_airflow.task_ids import (
+    CAPTURE_ENVIRONMENT,
     CASE_RUN_GROUP,
     COLLECT_CASE,
     PLAN_CASES,
+    ROUTE_CASES,
     RUN_CASE,
     STORE_RESULT,
     in_case_run,
@@ -232,17 +236,20 @@ def dlperf_benchmark():
             raise AirflowFailException(f"{search.label}: {found.reason}")
         return found
 
-    @task
-    def capture_environment(plan: Plan) -> list[PlannedRun]:
+    @task(task_id=CAPTURE_ENVIRONMENT)
+    def capture_environment(plan: Plan) -> list[int]:
         """GPUs, driver, CUDA/cuDNN/NCCL, framework, image, topology, IB, hosts: stored once per distinct
-        environment; each case run is tagged with its environment_id. Never fails the run."""
+        environment; each case run is tagged with its environment_id and handed out under its own XCom key
+        (dlperf_airflow.handout); returns their indexes, which run_case is mapped over. Never fails the run."""
         from dlperf_airflow.environment_step import capture_step
 
-        return capture_step(plan, _ids())
+        return hand_out(get_current_context()["ti"], capture_step(plan, _ids()))
 
     @task(task_id=RUN_CASE, **ON_THE_CLUSTER)
-    def run_case(item: PlannedRun, health: PreflightReport) -> ExecutedRun:
-        get_current_context()["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]
+    def run_case(index: int, health: PreflightReport) -> ExecutedRun:
+        ctx = get_current_context()
+        item = handed_out(ctx["ti"], CAPTURE_ENVIRONMENT, index)
+        ctx["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]
         return steps.execute_step(item, _ids(), health)
 
     @task(execution_timeout=timedelta(minutes=30))
@@ -287,12 +294,13 @@ def dlperf_benchmark():
     def remove_containers(plan: Plan) -> list[str]:
         return steps.cleanup_step(plan.settings, _ids())
 
-    @task
-    def route_cases(plan: Plan) -> list[PlannedRun]:
-        """Which node tasks each case run uses (the others skip it), logged once for the whole plan."""
+    @task(task_id=ROUTE_CASES)
+    def route_cases(plan: Plan) -> list[int]:
+        """Which node tasks each case run uses (the others skip it), logged once for the whole plan; each case
+        run handed out under its own XCom key (dlperf_airflow.handout), their indexes returned."""
         from dlperf_airflow.node_step import route_step
 
-        return route_step(plan)
+        return hand_out(get_current_context()["ti"], route_step(plan))
 
     def on_node(node):
         """The task of ``node`` in every case run: on its queue, in its one-slot pool."""
@@ -305,12 +313,13 @@ def dlperf_benchmark():
             map_index_template="{{ dlperf_case }}",
             execution_timeout=ON_THE_CLUSTER["execution_timeout"],
         )
-        def run_on_node(item: PlannedRun, health: PreflightReport) -> NodeReport:
+        def run_on_node(index: int, health: PreflightReport) -> NodeReport:
             from airflow.sdk.exceptions import AirflowSkipException
 
             from dlperf_airflow.node_step import XComBoard, node_step
 
             ctx = get_current_context()
+            item = handed_out(ctx["ti"], ROUTE_CASES, index)
             ctx["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]
             report = node_step(item, _ids(), node.name, health, XComBoard(ctx["ti"]))
             if report.skipped is not None:
@@ -320,11 +329,12 @@ def dlperf_benchmark():
         return run_on_node
 
     @task(task_id=COLLECT_CASE, trigger_rule="all_done", map_index_template="{{ dlperf_case }}")
-    def collect_case(item: PlannedRun) -> ExecutedRun:
+    def collect_case(index: int) -> ExecutedRun:
         """The case's outcome from its nodes' tasks (a node task that failed or never ran reads as None)."""
         from dlperf_airflow.node_step import collect_step
 
         ctx = get_current_context()
+        item = handed_out(ctx["ti"], ROUTE_CASES, index)
         ctx["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]
         ti = ctx["ti"]
         assert ROUTING is not None  # the case_run group exists only under node routing
@@ -335,10 +345,10 @@ def dlperf_benchmark():
         return collect_step(item, reports, _ids())
 
     @task_group(group_id=CASE_RUN_GROUP)
-    def case_run(item: PlannedRun, health: PreflightReport):
+    def case_run(index: int, health: PreflightReport):
         assert ROUTING is not None
-        shares = [on_node(node)(item=item, health=health) for node in ROUTING.nodes]
-        executed = collect_case(item)
+        shares = [on_node(node)(index=index, health=health) for node in ROUTING.nodes]
+        executed = collect_case(index)
         shares >> executed
         return store_result(executed)
 
@@ -355,14 +365,14 @@ def dlperf_benchmark():
     health = preflight(plan)
     found = search_max_batch.partial(health=health).expand(search=searches)
     if ROUTING is None:
-        executed = run_case.partial(health=health).expand(item=capture_environment(plan))
+        executed = run_case.partial(health=health).expand(index=capture_environment(plan))
         stored = store_result.expand(executed=executed)
         # finish_run waits for every run_case too: when one fails (killed with its worker), Airflow marks the whole
         # mapped store_result upstream_failed at once, and finish_run stores what the others hand over
         executed >> done
         cleanups = [remove_containers(plan)]
     else:  # each node's container from a task on that node's worker; the environment is probed there too
-        stored = case_run.partial(health=health).expand(item=route_cases(plan))
+        stored = case_run.partial(health=health).expand(index=route_cases(plan))
         stored >> found  # max batch probes (central) never share a node with a case run
         cleanups = [remove_containers_on(node)(plan) for node in ROUTING.nodes]
     [stored, found] >> done

@@ -18,6 +18,8 @@ read it): the DAG file, the plugin's web app and the node tasks all read it.
 from __future__ import annotations
 
 PLAN_CASES = "plan_cases"
+CAPTURE_ENVIRONMENT = "capture_environment"
+ROUTE_CASES = "route_cases"
 RUN_CASE = "run_case"
 STORE_RESULT = "store_result"
 COLLECT_CASE = "collect_case"
