@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo demo-seeds test lint docs venv services images bench clean
+.PHONY: demo demo-seeds test chaos lint docs venv services images bench clean
 
 $(VENV)/.installed: requirements.lock requirements-lint.lock requirements-docs.lock docker/airflow/requirements-celery.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -34,6 +34,10 @@ demo-seeds: venv
 ## Start what the tests need (PostgreSQL, Docker engine, locally built images), then run pytest.
 test: venv services
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
+
+## The deployment loses parts mid-night (tests/chaos/, docs/reliability.md): also part of `make test`.
+chaos: venv services
+	$(PY) -m pytest -q -p no:cacheprovider tests/chaos $(PYTEST_ARGS)
 
 ## Lint (ruff), format check (ruff format) and type check (mypy), configured in pyproject.toml; all three run,
 ## the target fails if any does. scripts/lint-fix.sh applies ruff's safe fixes and formatting.
