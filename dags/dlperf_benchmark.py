@@ -9,12 +9,13 @@ Shape:
 
     plan_cases (setup) -> preflight, capture_environment -> run_case[i] -> store_result[i] -> finish_run
     plan_cases -> plan_searches -> search_max_batch[j] -> finish_run      (suites with max_batch_search)
+    run_case[i] -> finish_run    (all_done: a case run that stored nothing is stored there, or told lost)
     finish_run -> detect_regressions; remove_containers (teardown); finish_run, detect_regressions -> make_report (teardown)
 
 ``run_case`` is mapped over the plan's case runs (over their indexes: each pulls its own planned run from an XCom
-of its own, :mod:`dlperf_airflow.handout`, so that no task pulls the whole list) and holds the ``dlperf_cluster`` pool for the whole case run (start
-every node at once, wait, collect logs, remove the containers), one case run at a time, so no two
-benchmarks share a device, also across DAG runs. ``search_max_batch`` holds the same pool while it tries
+of its own, :mod:`dlperf_airflow.handout`, so that no task pulls the whole list) and holds the ``dlperf_cluster``
+pool for the whole case run (start every node at once, wait, collect logs, remove the containers), one case run at
+a time, so no two benchmarks share a device, also across DAG runs. ``search_max_batch`` holds the same pool while it tries
 batch after batch (``dlperf_core.maxbatch``) and stores what it found in ``max_batch_searches``. A failed training is stored as a failed row with its
 reason and fails only its own ``store_result``; ``finish_run`` then fails the DAG run.
 With per-node Celery workers (Airflow's configuration option ``[dlperf] cluster_inventory``, environment

@@ -161,7 +161,7 @@ def unstored(planned: Iterable[tuple[str, int]], outcomes: Iterable[Outcome]) ->
 
 def lost_reason(task_states: dict[str, str | None]) -> str:
     """Why a planned case run stored nothing, from the states of its tasks in this DAG run (task id: state), e.g.
-    "lost: run_case ended failed, store_result upstream_failed, before a result was stored (...)". A case-running
+    "lost: run_case failed, store_result upstream_failed, before a result was stored (...)". A case-running
     task ends ``failed`` without handing over an outcome only when it was killed, lost its worker (Airflow fails a
     task whose heartbeat stops) or passed its execution timeout: dlperf's own failures are outcomes."""
     ended = [f"{task} {state or 'never ran'}" for task, state in task_states.items() if state in UNFINISHED_TASK_STATES]
