@@ -22,6 +22,15 @@ def machine() -> str:
     return f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
 
 
+def dll_times(text: str) -> list[datetime]:
+    """The instants of a log's DLLogger lines (``DLL <date> <time> - ...``, UTC on this machine)."""
+    return [
+        datetime.strptime(line[4:30], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC)
+        for line in text.splitlines()
+        if line.startswith("DLL ")
+    ]
+
+
 def bare_command(args: list[str], nproc: int = 1) -> list[str]:
     """The workload launched with torchrun alone (standalone, ``nproc`` processes), no dlperf around it."""
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]

@@ -34,12 +34,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
-from _common import REPO, machine
+from _common import REPO, dll_times, machine
 
 REPEATS = 5
 TARGET_RATIO = 1.5
@@ -62,14 +61,6 @@ def suite_text(case_runs: int) -> str:
         "    model: synthetic\n"
         f"    batch_size_per_device: [{', '.join(str(b) for b in range(1, batches + 1))}]\n"
     )
-
-
-def dll_times(text: str) -> list[datetime]:
-    return [
-        datetime.strptime(line[4:30], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC)
-        for line in text.splitlines()
-        if line.startswith("DLL ")
-    ]
 
 
 def _utc(series: pd.Series) -> pd.Series:
@@ -167,19 +158,14 @@ def plot(figures: list[dict[str, float]], path: Path) -> None:
         ("store_median_s", "store_result per case run (median)"),
     ):
         left.plot(frame["case_runs"], frame[column], "o-", label=label)
-    left.set_xscale("log")
-    left.set_xlabel("case runs in the DAG run")
-    left.set_ylabel("seconds")
-    left.set_ylim(bottom=0)
-    left.legend(fontsize=8)
-    left.set_title("Per case run")
     right.plot(frame["case_runs"], frame["wall_s"] / frame["case_runs"], "o-", label="wall time / case run")
-    right.set_xscale("log")
-    right.set_xlabel("case runs in the DAG run")
-    right.set_ylabel("seconds")
-    right.set_ylim(bottom=0)
-    right.legend(fontsize=8)
-    right.set_title("Whole run")
+    for ax, title in ((left, "Per case run"), (right, "Whole run")):
+        ax.set_xscale("log")
+        ax.set_xlabel("case runs in the DAG run")
+        ax.set_ylabel("seconds")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+        ax.set_title(title)
     fig.suptitle("Growth with the matrix (embedded runtime, synthetic workload)")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

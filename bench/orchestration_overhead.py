@@ -22,12 +22,11 @@ import statistics
 import subprocess
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
-from _common import REPO, bare_command, bare_env, dlperf_run, machine
+from _common import REPO, bare_command, bare_env, dll_times, dlperf_run, machine
 from dlperf_core.storage import ResultStore
 
 SMOKE_ARGS = [
@@ -46,14 +45,6 @@ SMOKE_ARGS = [
     "--device",
     "cpu",
 ]
-
-
-def dll_times(text: str) -> list[datetime]:
-    return [
-        datetime.strptime(line[4:30], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC)
-        for line in text.splitlines()
-        if line.startswith("DLL ")
-    ]
 
 
 def bare_launch_cost(runs: int) -> list[float]:

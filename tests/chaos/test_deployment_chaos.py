@@ -26,7 +26,7 @@ import pytest
 from airflow_stack import CELERY_WORKER, AirflowStack, celery_env, prepare_stack, redis_url, start_stack
 from dlperf_core.storage import ResultStore
 from dlperf_core.storage.spool import ResultSpool
-from faults.private_pg import PrivatePostgres
+from faults.private_pg import PrivatePostgres, running_private_pg
 from helpers import dlperf_containers, docker_marks
 
 IMAGE = "dlperf/pytorch-reference:cpu"  # the synthetic workload's image (any with python3 and the workload folder)
@@ -39,15 +39,7 @@ pytestmark = [*docker_marks(IMAGE), pytest.mark.postgres]
 
 @pytest.fixture(scope="module")
 def results_pg() -> Iterator[PrivatePostgres]:
-    try:
-        server = PrivatePostgres()
-    except (RuntimeError, KeyError, OSError) as exc:
-        pytest.skip(f"cannot create a private PostgreSQL server: {exc}")
-    try:
-        server.start()
-        yield server
-    finally:
-        server.destroy()
+    yield from running_private_pg()
 
 
 def start_worker(stack: AirflowStack) -> None:

@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -66,3 +67,19 @@ class PrivatePostgres:
             check=False,
         )
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def running_private_pg() -> Iterator[PrivatePostgres]:
+    """A started :class:`PrivatePostgres` for a pytest fixture (``yield from``), destroyed after; the test is skipped
+    where no server can be made here."""
+    import pytest
+
+    try:
+        server = PrivatePostgres()
+    except (RuntimeError, KeyError, OSError) as exc:
+        pytest.skip(f"cannot create a private PostgreSQL server: {exc}")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.destroy()

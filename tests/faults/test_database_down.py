@@ -15,7 +15,7 @@ from dlperf_core.model import RunIds
 from dlperf_core.run_status import RunCounts
 from dlperf_core.storage import ResultStore
 from dlperf_core.storage.spool import ResultSpool
-from faults.private_pg import PrivatePostgres
+from faults.private_pg import running_private_pg
 
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.postgres
@@ -23,15 +23,7 @@ pytestmark = pytest.mark.postgres
 
 @pytest.fixture
 def private_pg():
-    try:
-        server = PrivatePostgres()
-    except (RuntimeError, KeyError, OSError) as exc:
-        pytest.skip(f"cannot create a private PostgreSQL server: {exc}")
-    try:
-        server.start()
-        yield server
-    finally:
-        server.destroy()
+    yield from running_private_pg()
 
 
 def test_results_survive_postgres_going_down_mid_run(private_pg, tmp_path, monkeypatch, fault):
