@@ -91,6 +91,8 @@ class NodeShare:
     own: bool  # the failure is this node's own (its container, its start, its timeout), not a peer's
     started_at: str
     finished_at: str
+    joined_at: str | None = None  # when this node saw every peer joined (None: it gave up before)
+    exited_at: str | None = None  # when its supervisor saw the case end here, before its container was removed
 
 
 class PeerProcess:
@@ -266,13 +268,16 @@ def run_node_share(
     post = _Poster(board, mine, settings.beat_s)
     post(JOINED)
 
+    joined_at: str | None = None
+
     def give_up(reason: str) -> NodeShare:
         post(GAVE_UP, reason=reason)
-        return NodeShare(node_name, launch.node_rank, None, str(log_path), reason, True, started_at, _now())
+        return NodeShare(node_name, launch.node_rank, None, str(log_path), reason, True, started_at, _now(), joined_at)
 
     states, why = _wait_for(board, names, {JOINED, STARTED, EXITED}, settings, "join", post)
     if why:
         return give_up(why)
+    joined_at = _now()
     try:
         files = _ssh_files(job, me, mine, states) if mine is not None else None
     except ValueError as exc:
@@ -303,6 +308,7 @@ def run_node_share(
     except Exception as exc:  # noqa: BLE001 - the board or the engine failed mid-run
         failure = f"{node_name}: supervising failed: {type(exc).__name__}: {exc}"
     finally:
+        exited_at = _now()
         proc.kill()
         code = proc.poll()
         oom = proc.oom_killed
@@ -312,7 +318,9 @@ def run_node_share(
     )
     done = failure is None and launch.role == "sshd"  # stopped because the launchers finished
     post(EXITED, exit_code=code, oom_killed=oom, done=done, reason=failure if own else None)
-    return NodeShare(node_name, launch.node_rank, code, str(log_path), failure, own, started_at, _now())
+    return NodeShare(
+        node_name, launch.node_rank, code, str(log_path), failure, own, started_at, _now(), joined_at, exited_at
+    )
 
 
 def case_failure(shares: dict[str, NodeShare | None]) -> str | None:

@@ -98,6 +98,15 @@ def test_every_node_starts_after_all_joined_and_the_case_succeeds(tmp_path):
     # node0 joined a second early and waited: both processes started within a poll or two of each other
     t0, t1 = (float((tmp_path / "logs" / f"node{i}.log").read_text()) for i in (0, 1))
     assert abs(t0 - t1) < 0.8
+    # each share says when its node saw the gang complete and when its process ended (bench/growth_nodes.py)
+    for share in shares.values():
+        assert share.started_at <= share.joined_at <= share.exited_at <= share.finished_at, share
+    assert shares["node0"].joined_at >= shares["node1"].started_at  # node0 waited for the late node1
+
+
+def test_a_node_that_gives_up_before_the_gang_is_complete_has_no_join_time(tmp_path):
+    shares = run_gang(job(tmp_path, "print(1)", "print(2)"), ["node0"])
+    assert shares["node0"].joined_at is None and shares["node0"].exited_at is None
 
 
 def test_the_first_failure_on_any_node_stops_every_node(tmp_path):
