@@ -171,15 +171,28 @@ class ResultSpool:
         return DrainReport(written=written, left=0, bad=bad)
 
 
+class SpoolFailed(RuntimeError):
+    """Neither the database nor the spool could take a result (the database is down and the spool's disk is full
+    or unwritable): the caller fails, and its input, kept by whoever ran it, is stored on a re-run."""
+
+
 def store_or_spool(store: ResultStore, record: ResultRecord, spool: ResultSpool) -> Path | None:
     """Upsert ``record``; if the database stays unavailable after the store's retries, spool it.
 
-    Returns None when it was written, or the spool file that now holds it.
+    Returns None when it was written, or the spool file that now holds it; raises :class:`SpoolFailed` when
+    the spool cannot take it either.
     """
     try:
         store.upsert_result(record)
     except DATABASE_UNAVAILABLE as exc:
-        path = spool.put(record)
+        try:
+            path = spool.put(record)
+        except OSError as full:
+            raise SpoolFailed(
+                f"results database unavailable ({str(exc).splitlines()[0]}) and result {record.case_key} "
+                f"r{record.repeat} could not be spooled to {spool.folder} either: {full}. Nothing was stored; "
+                "run this task again once the database answers or the spool's disk has room"
+            ) from full
         log.warning(
             "results database unavailable after retries (%s); result %s r%d spooled to %s",
             str(exc).splitlines()[0],

@@ -4,10 +4,14 @@ unreadable files kept, and nothing drained into another database."""
 from __future__ import annotations
 
 import json
+import subprocess
+
+import pytest
 
 from dlperf_core.storage import ResultRecord, ResultStore
 from dlperf_core.storage.spool import (
     ResultSpool,
+    SpoolFailed,
     database_key,
     record_from_json,
     record_to_json,
@@ -71,3 +75,31 @@ def test_database_down_spools_and_other_database_is_not_touched(tmp_path, sqlite
     assert ResultSpool(sqlite_url, root=tmp_path / "spool").pending() == []  # another database's spool
     assert database_key("postgresql://u:secret@h/db") == database_key("postgresql://u:other@h/db")
     assert "pw" not in spool.folder.name and spool.folder.name == database_key(down)
+
+
+def test_database_down_and_spool_disk_full_fails_naming_both_and_leaves_no_partial_file(tmp_path):
+    down = "postgresql+psycopg2://postgres:pw@127.0.0.1:9/nowhere"
+    mount = tmp_path / "spool"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root/CAP_SYS_ADMIN): {done.stderr.strip()}")
+    try:
+        spool = ResultSpool(down, root=mount)
+        spool.folder.mkdir(parents=True)
+        with (mount / "filler").open("wb", buffering=0) as out:  # the disk full to its last byte
+            try:
+                while True:
+                    out.write(b"x" * 4096)
+            except OSError:
+                pass
+        with pytest.raises(SpoolFailed) as raised:
+            store_or_spool(ResultStore(down), result(0), spool)
+        message = str(raised.value)
+        assert "results database unavailable" in message and "No space left on device" in message, message
+        assert "fw/m/fp32/b8/1n1g r0" in message and "run this task again" in message
+        assert list(spool.folder.iterdir()) == []  # no partial record a later drain would trip on
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
