@@ -18,6 +18,7 @@ import io
 import logging
 import tarfile
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
@@ -455,6 +456,20 @@ class DockerRuntime:
         start = lambda i: self.start_node(job, i, samples=samples[job.launches[i].node.name])  # noqa: E731
         outcome = run_supervised(job, start, poll_s=0.5)
         return with_gpu_samples(outcome, samples)
+
+    def engines_not_answering(self, nodes: Iterable[Node]) -> list[str]:
+        """For each engine of ``nodes`` that does not answer a ping now: "<node>'s Docker Engine at <url> does not
+        answer (<error>)" (what a case's runtime error names: the engine, not only the client's exception)."""
+        silent = []
+        for node in {n.docker_url: n for n in nodes}.values():
+            try:
+                self.endpoint(node).client(timeout=10, login=False)  # the provider's hook pings the engine
+            except Exception as exc:  # noqa: BLE001 - whatever the client raises, the engine did not answer
+                first = str(exc).splitlines()[0][:160] if str(exc) else ""
+                silent.append(
+                    f"{node.name}'s Docker Engine at {node.docker_url} does not answer ({type(exc).__name__}: {first})"
+                )
+        return silent
 
     def cleanup(self, labels: dict[str, str]) -> list[str]:
         """Remove every container carrying ``labels`` on every node; return their names.

@@ -156,11 +156,14 @@ def node_step(
         )
     if preflight is not None and (blocker := preflight.blocker(names)):
         return refused(blocker)
+    runtime = None
     try:
         runtime = make_runtime(planned.runtime, inventory)
         job = build_job(run, inventory, runtime, ids, timeout_s=planned.timeout_s, watchdog_s=planned.watchdog_s)
     except Exception as exc:  # noqa: BLE001 - the engine is unreachable, ...: this node gives up, with the reason
-        return refused(f"runtime error: {type(exc).__name__}: {exc}")
+        from dlperf_airflow.steps import runtime_error
+
+        return refused(runtime_error(runtime, [nodes[rank]], exc))
     samples = None
     if planned.runtime == "docker":
         from dlperf_core.gpu_sampling import GpuSamples

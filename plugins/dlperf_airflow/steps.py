@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -21,7 +21,7 @@ from dlperf_core.efficiency import throughput_unit
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
 from dlperf_core.home import dlperf_home
-from dlperf_core.inventory import Inventory, load_inventory
+from dlperf_core.inventory import Inventory, Node, load_inventory
 from dlperf_core.jobs import build_job
 from dlperf_core.launch_spec import LaunchSpec, launch_spec_of
 from dlperf_core.measure import Measurement, figure_origin, measure_case_run, measure_probe_run
@@ -136,9 +136,27 @@ def execute_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | 
         outcome = runtime.execute(job)
     except Exception as exc:  # noqa: BLE001 - the runtime itself failed (engine unreachable, ...): a failed run
         now = datetime.now(UTC)
-        outcome = CaseOutcome(started, now, [], f"runtime error: {type(exc).__name__}: {exc}")
+        try:
+            nodes = load_inventory(planned.inventory).first(run.case.nodes)
+        except Exception:  # noqa: BLE001 - the inventory is what failed: no engine to name
+            nodes = []
+        outcome = CaseOutcome(started, now, [], runtime_error(runtime, nodes, exc))
     spec = launch_spec(runtime, job, planned) if runtime is not None and job is not None else None
     return ExecutedRun(planned, outcome, spec)
+
+
+def runtime_error(runtime: object, nodes: Sequence[Node], exc: Exception) -> str:
+    """A case's reason when its runtime raised: the exception, after the Docker engines of ``nodes`` that do not
+    answer now (a client's ``ConnectionError`` alone does not say which engine went away)."""
+    from dlperf_airflow.docker_runtime import DockerRuntime
+
+    silent: list[str] = []
+    if isinstance(runtime, DockerRuntime):
+        try:
+            silent = runtime.engines_not_answering(nodes)
+        except Exception as probe:  # noqa: BLE001 - the reason keeps the exception alone
+            log.warning("could not ping the case's Docker engines: %s: %s", type(probe).__name__, probe)
+    return "runtime error: " + "".join(f"{s}; " for s in silent) + f"{type(exc).__name__}: {exc}"
 
 
 def launch_spec(runtime: Runtime, job: CaseJob, planned: PlannedRun) -> LaunchSpec | None:

@@ -118,3 +118,18 @@ def test_cleanup_sweeps_every_reachable_node_and_names_the_dead_one(fault):
     rec.results_lost = 0
     assert left == []
     rec.observed = "leftover removed on the reachable engine; the sweep failed naming the dead engine"
+
+
+def test_a_runtime_error_names_the_nodes_engine_that_does_not_answer():
+    """What a case stores when its runtime raised: the engines of its nodes that do not answer, then the
+    exception (a client's ConnectionError alone does not say which engine went away)."""
+    from dlperf_airflow.steps import runtime_error
+
+    alive = Node(name="node0", gpus=1, accelerator="cpu", docker_url="unix:///var/run/docker.sock")
+    dead = Node(name="node1", gpus=1, accelerator="cpu", docker_url=DEAD_SOCKET)
+    runtime = DockerRuntime(Inventory(name="half-dead", nodes=(alive, dead)))
+    reason = runtime_error(runtime, [alive, dead], ConnectionError("Connection aborted."))
+    assert reason.startswith(f"runtime error: node1's Docker Engine at {DEAD_SOCKET} does not answer ("), reason
+    assert reason.endswith("; ConnectionError: Connection aborted.") and "node0" not in reason, reason
+    assert runtime_error(runtime, [alive], ValueError("x")) == "runtime error: ValueError: x"
+    assert runtime_error(None, [dead], ValueError("x")) == "runtime error: ValueError: x"
