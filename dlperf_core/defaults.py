@@ -39,6 +39,22 @@ SUITE_RUNTIME = "suite"
 RUNTIMES = ("local", "docker")
 """The runtimes a case can run on."""
 
+TASK_SUPERVISOR_WAKE_S = 1
+"""The ``[workers] min_heartbeat_interval`` dlperf's Celery deployments give Airflow (docker-compose.yaml, the tests'
+stacks): besides the heartbeat's pace, it is the longest the task supervisor sleeps between looks at its task
+process. With Airflow's default, 5 s, a task whose process closed its pipes before the supervisor saw it exit kept
+its worker slot up to 5 s longer (Airflow 3.3's ``ActivitySubprocess._monitor_subprocess`` then waits on no file at
+all until the timeout): a node's next case task waited behind it, and a case over 8 stand-in nodes joined ~5 s
+later than over 2 (docs/benchmarks.md (h), ``bench/growth_nodes.py``). 1 s costs one heartbeat a second per
+running task."""
+
+EXECUTION_API_RETRIES = 10
+"""The ``[workers] execution_api_retries`` dlperf's Celery deployments give Airflow: how often a task's supervisor
+tries a call to the api-server again (waits growing at random up to ``execution_api_retry_wait_max``, 90 s) before
+the task fails. With Airflow's default, 5, the tries of one call spanned about 11 s here, and a task that pushed
+its result while the api-server restarted (down 20 s) failed, its case run lost (tests/chaos/); 10 tries ride
+out a restart of a minute or more."""
+
 MAX_CASE_RUNS = 4096
 """The most case runs one DAG run maps: the ``[core] max_map_length`` dlperf's deployments give Airflow
 (``AIRFLOW__CORE__MAX_MAP_LENGTH``: the embedded ``dlperf run``, docker-compose.yaml, the tests' stacks). Airflow's

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlperf_core.defaults import MAX_CASE_RUNS
+from dlperf_core.defaults import EXECUTION_API_RETRIES, MAX_CASE_RUNS, TASK_SUPERVISOR_WAKE_S
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
 from helpers import REPO
 
@@ -181,6 +181,8 @@ def prepare_stack(
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES": ALLOWED_DESERIALIZATION_CLASSES,
             "AIRFLOW__CORE__MAX_MAP_LENGTH": str(MAX_CASE_RUNS),
+            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": str(TASK_SUPERVISOR_WAKE_S),
+            "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": str(EXECUTION_API_RETRIES),
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlperf_core.defaults import MAX_CASE_RUNS
+from dlperf_core.defaults import EXECUTION_API_RETRIES, MAX_CASE_RUNS, TASK_SUPERVISOR_WAKE_S
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
 from e2e_helpers import docker_output
 from helpers import REPO, docker_available, image_present
@@ -111,6 +111,10 @@ def test_compose_file_validates_with_the_example_env(compose, tmp_path):
         assert env["AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES"] == ALLOWED_DESERIALIZATION_CLASSES
         # a real night's matrix (1,350 case runs) maps: above Airflow's default 1,024, on every component
         assert env["AIRFLOW__CORE__MAX_MAP_LENGTH"] == str(MAX_CASE_RUNS)
+        # a finished task gives its worker slot back within 1 s, not Airflow's 5 (bench/growth_nodes.py)
+        assert env["AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL"] == str(TASK_SUPERVISOR_WAKE_S)
+        # a task rides out an api-server restart (tests/chaos/)
+        assert env["AIRFLOW__WORKERS__EXECUTION_API_RETRIES"] == str(EXECUTION_API_RETRIES)
         # dlperf's results: own database and user in the same server as Airflow's metadata DB
         assert env["DLPERF_DB_URL"] == "postgresql+psycopg2://dlperf:change-me@postgres:5432/dlperf"
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres:5432/airflow")
