@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo demo-seeds test chaos lint docs venv services images bench clean
+.PHONY: demo demo-seeds test chaos lint docs venv services images bench growth clean
 
 $(VENV)/.installed: requirements.lock requirements-lint.lock requirements-docs.lock docker/airflow/requirements-celery.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -35,9 +35,10 @@ demo-seeds: venv
 test: venv services
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
 
-## The deployment loses parts mid-night (tests/chaos/, docs/reliability.md): also part of `make test`.
+## The deployment loses parts mid-night (tests/chaos/, docs/reliability.md): every fault; `make test` (CI) runs
+## those that fit its time (worker kill, results database, scheduler and api-server restarts).
 chaos: venv services
-	$(PY) -m pytest -q -p no:cacheprovider tests/chaos $(PYTEST_ARGS)
+	DLPERF_CHAOS=all $(PY) -m pytest -q -p no:cacheprovider tests/chaos $(PYTEST_ARGS)
 
 ## Lint (ruff), format check (ruff format) and type check (mypy), configured in pyproject.toml; all three run,
 ## the target fails if any does. scripts/lint-fix.sh applies ruff's safe fixes and formatting.
@@ -74,6 +75,13 @@ bench: venv
 	$(PY) bench/orchestration_overhead.py
 	bash scripts/ensure-postgres.sh
 	$(PY) bench/views_at_scale.py
+
+## How the cost grows (docs/benchmarks.md (h)): a night of 10 to 1,000 case runs on the embedded runtime and on
+## the tests' CeleryExecutor deployment, and a case over 2, 4 and 8 stand-in nodes (about an hour on 2 cores).
+growth: venv services
+	$(PY) bench/growth.py --sizes 10,100,1000
+	$(PY) bench/growth.py --executor celery --sizes 10,100
+	$(PY) bench/growth_nodes.py --nodes 2,4,8
 
 clean:
 	rm -rf $(VENV) .dlperf .site

@@ -1,4 +1,51 @@
-"""The chaos tests record their faults in the fault ledger of tests/faults/ (the ``fault`` fixture and the session
-plugin that prints and writes the ledger)."""
+"""The chaos tests' deployment (module-scoped: one per test module) and its results database; the fault ledger of
+tests/faults/ (the ``fault`` fixture and the session plugin that prints and writes the ledger)."""
 
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from airflow_stack import AirflowStack, celery_env, prepare_stack, redis_url, start_stack
+from chaos.night import DAG_ID, HEARTBEAT_TIMEOUT_S, start_worker
 from faults.conftest import fault, pytest_configure  # noqa: F401 - pytest finds them here
+from faults.private_pg import PrivatePostgres, running_private_pg
+
+
+@pytest.fixture(scope="module")
+def results_pg() -> Iterator[PrivatePostgres]:
+    yield from running_private_pg()
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory, module_metadata_url, results_pg) -> Iterator[AirflowStack]:
+    home = tmp_path_factory.mktemp("chaos") / "airflow"
+    broker = redis_url()
+    stack = prepare_stack(
+        home,
+        module_metadata_url,
+        results_pg.url,
+        "dlperf",
+        f"pw-{uuid.uuid4().hex[:10]}",
+        extra_env={
+            **celery_env(broker, module_metadata_url),
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+            "DLPERF_SPOOL_DIR": str(home / "spool"),
+        },
+    )
+    try:
+        start_stack(stack)
+        start_worker(stack)
+        token = stack.token()
+        assert stack.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False}, token=token)[0] == 200
+        yield stack
+    finally:
+        stack.stop()
+        subprocess.run(["redis-cli", "-u", broker, "flushdb"], capture_output=True)
+
+
+# ------------------------------------------------------------------------------------------ helpers

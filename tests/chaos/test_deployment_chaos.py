@@ -4,6 +4,11 @@ PostgreSQL, and dlperf's results in a private PostgreSQL server of their own tha
 tests/data/chaos-suite.yaml: three case runs of the synthetic workload (about 9 s each) in containers on the local
 Docker Engine.
 
+The faults, one per test: a Celery worker killed mid-case, the results database restarted while results are
+stored, the scheduler restarted, the api-server stopped and started (these four in ``make test``, so in CI); a
+stand-in node's own Docker Engine (a second dockerd, tests/chaos/node_engine.py) stopped mid-case, and the spool's
+disk full while the results database is down (these two in ``make chaos`` only: ``DLPERF_CHAOS=all``).
+
 Each test injects one fault while the night runs and then checks what the issue asks: every case run ends ``ok`` or
 ``failed`` with a reason that names what happened; no result row is lost (spooled results reach the database when
 it returns) or duplicated; no framework container is left on the engine; clearing the DAG run's failed tasks and
@@ -16,131 +21,34 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
-from airflow_stack import CELERY_WORKER, AirflowStack, celery_env, prepare_stack, redis_url, start_stack
-from dlperf_core.storage import ResultStore
+from airflow_stack import AirflowStack
+from chaos.night import (
+    CASE_RUNS,
+    HEARTBEAT_TIMEOUT_S,
+    IMAGE,
+    a_case_run_training,
+    check_the_night_completed,
+    clear_failed,
+    containers_of,
+    rows_of,
+    start_worker,
+    stop,
+    task_instances,
+    task_log,
+    trigger,
+    wait_for_end,
+)
 from dlperf_core.storage.spool import ResultSpool
-from faults.private_pg import PrivatePostgres, running_private_pg
-from helpers import dlperf_containers, docker_marks
+from faults.private_pg import PrivatePostgres
+from helpers import docker_marks
 
-IMAGE = "dlperf/pytorch-reference:cpu"  # the synthetic workload's image (any with python3 and the workload folder)
-DAG_ID = "dlperf_benchmark"
-SUITE = "tests/data/chaos-suite.yaml"
-CASE_RUNS = 3
-HEARTBEAT_TIMEOUT_S = 20  # Airflow's default is 300 s: a killed worker's task is failed that much later
 pytestmark = [*docker_marks(IMAGE), pytest.mark.postgres]
 
 
-@pytest.fixture(scope="module")
-def results_pg() -> Iterator[PrivatePostgres]:
-    yield from running_private_pg()
-
-
-def start_worker(stack: AirflowStack) -> None:
-    """(Re)start the deployment's Celery worker, in a process group of its own (what a kill -9 ends)."""
-    stack.start("worker", *CELERY_WORKER, "--queues", "default", "--celery-hostname", f"w{uuid.uuid4().hex[:6]}@%h")
-
-
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory, module_metadata_url, results_pg) -> Iterator[AirflowStack]:
-    home = tmp_path_factory.mktemp("chaos") / "airflow"
-    broker = redis_url()
-    stack = prepare_stack(
-        home,
-        module_metadata_url,
-        results_pg.url,
-        "dlperf",
-        f"pw-{uuid.uuid4().hex[:10]}",
-        extra_env={
-            **celery_env(broker, module_metadata_url),
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
-            "DLPERF_SPOOL_DIR": str(home / "spool"),
-        },
-    )
-    try:
-        start_stack(stack)
-        start_worker(stack)
-        token = stack.token()
-        assert stack.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False}, token=token)[0] == 200
-        yield stack
-    finally:
-        stack.stop()
-        subprocess.run(["redis-cli", "-u", broker, "flushdb"], capture_output=True)
-
-
-# ------------------------------------------------------------------------------------------ helpers
-def trigger(stack: AirflowStack) -> str:
-    status, body = stack.request(
-        "POST",
-        f"/api/v2/dags/{DAG_ID}/dagRuns",
-        {"logical_date": None, "conf": {"suite": SUITE, "runtime": "docker"}},
-        token=stack.token(),
-    )
-    assert status == 200, body
-    return body["dag_run_id"]  # type: ignore[index]
-
-
-def task_instances(stack: AirflowStack, run_id: str) -> list[dict]:
-    body = stack.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?limit=200", token=stack.token())[
-        1
-    ]
-    return body["task_instances"]  # type: ignore[index]
-
-
-def wait_for_end(stack: AirflowStack, run_id: str, timeout: float = 600) -> str:
-    def ended() -> str | None:
-        state = stack.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}", token=stack.token())[1]["state"]  # type: ignore[index]
-        return state if state in ("success", "failed") else None
-
-    return stack.wait_until(f"DAG run {run_id} to end", ended, timeout, every=2)
-
-
-def clear_failed(stack: AirflowStack, run_id: str) -> None:
-    """What a user does after a night that lost parts: clear the run's failed tasks (and their downstream) so that
-    they run again."""
-    status, body = stack.request(
-        "POST",
-        f"/api/v2/dags/{DAG_ID}/clearTaskInstances",
-        {"dag_run_id": run_id, "only_failed": True, "reset_dag_runs": True, "dry_run": False},
-        token=stack.token(),
-    )
-    assert status == 200, body
-
-
-def rows_of(url: str, run_id: str):
-    store = ResultStore(url)
-    try:
-        return store.results(run_id=run_id, dag_id=DAG_ID)
-    finally:
-        store.dispose()
-
-
-def containers_of(run_id: str) -> list[str]:
-    names = subprocess.run(
-        ["docker", "ps", "-a", "--filter", f"label=dlperf.run_id={run_id}", "--format", "{{.Names}}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return [n for n in names if n in dlperf_containers()]
-
-
-def task_log(stack: AirflowStack, run_id: str, task_id: str) -> str:
-    return "\n".join(
-        p.read_text(errors="replace")[-3000:]
-        for p in (stack.home / "logs").rglob("*.log")
-        if f"task_id={task_id}" in str(p) and run_id in str(p)
-    )
-
-
-# ------------------------------------------------------------------------------------------ the faults
 def test_a_worker_killed_mid_case_fails_that_case_run_with_the_reason_and_a_rerun_completes_it(
     deployment: AirflowStack, results_pg: PrivatePostgres, fault
 ) -> None:
@@ -244,4 +152,65 @@ def test_the_results_database_restarted_while_results_are_stored_loses_nothing(
     rec.observed = (
         f"down {down_s:.0f} s from the last case run's training on, before any result was stored; repeat "
         f"{spooled_repeats} spooled meanwhile; run success, {len(rows)} rows, spool empty"
+    )
+
+
+def test_the_scheduler_restarted_mid_case_loses_nothing(
+    deployment: AirflowStack, results_pg: PrivatePostgres, fault
+) -> None:
+    rec = fault(
+        "fault",
+        "scheduler restarted mid-case (CeleryExecutor)",
+        "the scheduler stopped (SIGTERM to its process group, as `docker compose restart` does) while a case run "
+        "trains on the Celery worker, kept down 10 s, then a new scheduler started",
+        "the running task goes on on its worker and reports to the api-server; the new scheduler adopts the run "
+        "and schedules the rest; every case run ok, one row each, the run succeeds; no container left",
+    )
+    stack = deployment
+    run_id = trigger(stack)
+    victim = stack.wait_until("a case run's container", lambda: a_case_run_training(stack, run_id), 300, every=1)
+    stop(stack, "scheduler")
+    stopped_at = time.monotonic()
+    time.sleep(10)
+    stack.start("scheduler", "scheduler")
+    down_s = time.monotonic() - stopped_at
+    state = wait_for_end(stack, run_id)
+    assert state == "success", (
+        sorted((t["task_id"], t["map_index"], t["state"]) for t in task_instances(stack, run_id)),
+        stack.log("scheduler"),
+    )
+    check_the_night_completed(results_pg.url, run_id, rec)
+    rec.observed = (
+        f"down {down_s:.0f} s while repeat {victim['map_index']} trained; run success, {CASE_RUNS} rows ok, "
+        "0 duplicates, 0 containers"
+    )
+
+
+def test_the_api_server_stopped_and_started_mid_case_loses_nothing(
+    deployment: AirflowStack, results_pg: PrivatePostgres, fault
+) -> None:
+    rec = fault(
+        "fault",
+        "api-server stopped and started mid-case (CeleryExecutor)",
+        "the api-server (REST and the execution API every task talks to) stopped while a case run trains, kept down "
+        "20 s (the task's heartbeats fail meanwhile), then started again on the same port",
+        "the task's supervisor retries its calls until the api-server answers again (10 tries: "
+        "dlperf_core/defaults.py EXECUTION_API_RETRIES; with Airflow's 5 the task that pushed its result meanwhile "
+        "failed): every case run ok, one row each, the run succeeds; no container left",
+    )
+    stack = deployment
+    run_id = trigger(stack)
+    victim = stack.wait_until("a case run's container", lambda: a_case_run_training(stack, run_id), 300, every=1)
+    stop(stack, "api-server")
+    stopped_at = time.monotonic()
+    time.sleep(20)
+    stack.start("api-server", "api-server", "--host", "127.0.0.1", "--port", str(stack.port), "--workers", "1")
+    stack.wait_until("the api-server", lambda: stack.request("GET", "/api/v2/monitor/health")[0] == 200, 240)
+    down_s = time.monotonic() - stopped_at
+    state = wait_for_end(stack, run_id)
+    assert state == "success", task_log(stack, run_id, "run_case")
+    check_the_night_completed(results_pg.url, run_id, rec)
+    rec.observed = (
+        f"down {down_s:.0f} s while repeat {victim['map_index']} trained; run success, {CASE_RUNS} rows ok, "
+        "0 duplicates, 0 containers"
     )
