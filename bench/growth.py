@@ -20,6 +20,12 @@ process (``/usr/bin/time``'s maximum resident set size: in the embedded runtime 
 and every task).
 
     .venv/bin/python bench/growth.py [--sizes 10,100,1000,1500] [--out docs/img/growth_matrix.png]
+    .venv/bin/python bench/growth.py --executor celery --sizes 10,100,1000 --out docs/img/growth_matrix_celery.png
+
+With ``--executor celery`` the night runs on the tests' CeleryExecutor deployment (bench/_deployment.py: api-server,
+scheduler, dag-processor, one Celery worker running two tasks at once, Redis, metadata and results in PostgreSQL),
+the case runs on the local runtime in the worker; scheduling is then ``queued_dttm`` -> ``start_date`` (Celery
+queues every task), the databases' sizes are PostgreSQL's, and peak memory is the scheduler's.
 """
 
 from __future__ import annotations
@@ -42,6 +48,10 @@ from _common import REPO, dll_times, machine
 
 REPEATS = 5
 TARGET_RATIO = 1.5
+XCOM_BYTES = (
+    "select case when key = 'return_value' then task_id else 'handed_out' end, sum(length(cast(value as text))) "
+    "from xcom where run_id = :run_id and task_id in ('plan_cases', 'capture_environment') group by 1"
+)
 
 
 def suite_text(case_runs: int) -> str:
@@ -98,19 +108,103 @@ def measure(case_runs: int, tmp: Path) -> dict[str, float]:
     )
     for column in ("queued_dttm", "start_date", "end_date"):
         tis[column] = _utc(tis[column])
-    previous_end = tis["end_date"].shift(1)
-    tis["scheduling"] = (tis["start_date"] - tis["queued_dttm"].fillna(previous_end)).dt.total_seconds()
-    xcom = dict(
-        meta.execute(
-            "select case when key = 'return_value' then task_id else 'handed_out' end, sum(length(value)) from xcom "
-            "where run_id = ? and task_id in ('plan_cases', 'capture_environment') group by 1",
-            (run_id,),
-        ).fetchall()
-    )
+    xcom = dict(meta.execute(XCOM_BYTES.replace(":run_id", "?"), (run_id,)).fetchall())
     meta.close()
     results = sqlite3.connect(results_db)
     rows = pd.read_sql("select case_key, repeat, status, log_path from results", results)
     results.close()
+    return {
+        "case_runs": case_runs,
+        "wall_s": wall,
+        **per_case_run(case_runs, tis, rows),
+        "plan_xcom_bytes": float(xcom.get("plan_cases", 0)),
+        "mapped_xcom_bytes": float(xcom.get("capture_environment", 0)),
+        "handed_out_xcom_bytes": float(xcom.get("handed_out", 0)),
+        "metadata_db_bytes": float(airflow_db.stat().st_size),
+        "results_db_bytes": float(results_db.stat().st_size),
+        "peak_rss_mb": int(peak.read_text().split()[-1]) / 1024,
+    }
+
+
+def measure_celery(case_runs: int, tmp: Path) -> dict[str, float]:
+    """The same night on the tests' CeleryExecutor deployment (bench/_deployment.py): one Celery worker on the
+    default queue running two tasks at once, metadata and results in PostgreSQL. Peak memory: the scheduler's
+    (its process and children's resident set, sampled every second)."""
+    from sqlalchemy import create_engine, text
+
+    from _deployment import Worker, celery_deployment
+
+    suite = tmp / "suite.yaml"
+    suite.write_text(suite_text(case_runs))
+    with celery_deployment(tmp / "airflow", [Worker("worker", "default", concurrency=2)]) as deployment:
+        peak = PeakRss(deployment.stack.processes["scheduler"].pid)
+        t0 = time.perf_counter()
+        run_id = deployment.trigger({"suite": str(suite), "runtime": "local"})
+        state = deployment.wait(run_id, timeout=60 + 6 * case_runs)
+        wall = time.perf_counter() - t0
+        peak.stop()
+        tis = deployment.task_instances(run_id)
+        if state != "success":
+            raise SystemExit(f"{case_runs}: the run ended {state}:\n{tis[tis['state'] != 'success']}")
+        tis = tis[tis["start_date"].notna()].sort_values("start_date").reset_index(drop=True)
+        engine = create_engine(deployment.metadata_url)
+        with engine.connect() as conn:
+            xcom = dict(conn.execute(text(XCOM_BYTES), {"run_id": run_id}).all())  # type: ignore[arg-type]
+        engine.dispose()
+        engine = create_engine(deployment.results_url)
+        rows = pd.read_sql("select case_key, repeat, status, log_path from results", engine)
+        engine.dispose()
+        figures = per_case_run(case_runs, tis, rows)
+        metadata_bytes = deployment.database_bytes(deployment.metadata_url)
+        results_bytes = deployment.database_bytes(deployment.results_url)
+    return {
+        "case_runs": case_runs,
+        "wall_s": wall,
+        **figures,
+        "plan_xcom_bytes": float(xcom.get("plan_cases", 0)),
+        "mapped_xcom_bytes": float(xcom.get("capture_environment", 0)),
+        "handed_out_xcom_bytes": float(xcom.get("handed_out", 0)),
+        "metadata_db_bytes": float(metadata_bytes),
+        "results_db_bytes": float(results_bytes),
+        "peak_rss_mb": peak.peak_mb,
+    }
+
+
+class PeakRss:
+    """The peak resident set of a process and its children, sampled every second in a thread."""
+
+    def __init__(self, pid: int) -> None:
+        import threading
+
+        import psutil
+
+        self._root = psutil.Process(pid)
+        self.peak_mb = 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        import psutil
+
+        while not self._done.wait(1.0):
+            try:
+                procs = [self._root, *self._root.children(recursive=True)]
+                rss = sum(p.memory_info().rss for p in procs if p.is_running())
+            except psutil.Error:
+                continue
+            self.peak_mb = max(self.peak_mb, rss / 2**20)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+
+
+def per_case_run(case_runs: int, tis: pd.DataFrame, rows: pd.DataFrame) -> dict[str, float]:
+    """Per case run figures from the run's task instances (sorted by start) and the stored rows."""
+    tis = tis.copy()
+    previous_end = tis["end_date"].shift(1)
+    tis["scheduling"] = (tis["start_date"] - tis["queued_dttm"].fillna(previous_end)).dt.total_seconds()
     if len(rows) != case_runs or set(rows["status"]) != {"ok"}:
         raise SystemExit(f"{case_runs}: {len(rows)} rows stored, statuses {rows['status'].value_counts().to_dict()}")
     by_label = {(r.task_id, r.label): r for r in tis.itertuples()}
@@ -126,24 +220,16 @@ def measure(case_runs: int, tmp: Path) -> dict[str, float]:
     n = len(overheads)
     first, last = slice(0, max(1, n // 10)), slice(n - max(1, n // 10), n)
     return {
-        "case_runs": case_runs,
-        "wall_s": wall,
         "overhead_median_s": statistics.median(overheads),
         "overhead_first_tenth_s": statistics.median(overheads[first]),
         "overhead_last_tenth_s": statistics.median(overheads[last]),
         "scheduling_median_s": statistics.median(scheduling),
         "scheduling_last_tenth_s": statistics.median(scheduling[last]),
         "store_median_s": statistics.median(stores),
-        "plan_xcom_bytes": float(xcom.get("plan_cases", 0)),
-        "mapped_xcom_bytes": float(xcom.get("capture_environment", 0)),
-        "handed_out_xcom_bytes": float(xcom.get("handed_out", 0)),
-        "metadata_db_bytes": float(airflow_db.stat().st_size),
-        "results_db_bytes": float(results_db.stat().st_size),
-        "peak_rss_mb": int(peak.read_text().split()[-1]) / 1024,
     }
 
 
-def plot(figures: list[dict[str, float]], path: Path) -> None:
+def plot(figures: list[dict[str, float]], path: Path, executor: str = "embedded") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -166,7 +252,8 @@ def plot(figures: list[dict[str, float]], path: Path) -> None:
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
         ax.set_title(title)
-    fig.suptitle("Growth with the matrix (embedded runtime, synthetic workload)")
+    where = "embedded runtime" if executor == "embedded" else "CeleryExecutor deployment"
+    fig.suptitle(f"Growth with the matrix ({where}, synthetic workload)")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
 
@@ -176,12 +263,20 @@ def main() -> None:
     ap.add_argument("--sizes", default="10,100,1000,1500")
     ap.add_argument("--out", type=Path, help="PNG of the figures (docs/img/growth_matrix.png)")
     ap.add_argument("--json", type=Path, help="write the figures as JSON too")
+    ap.add_argument(
+        "--executor",
+        choices=("embedded", "celery"),
+        default="embedded",
+        help="embedded: `dlperf run` (dag.test() in one process, SQLite); celery: the tests' CeleryExecutor "
+        "deployment (PostgreSQL, Redis, one Celery worker)",
+    )
     args = ap.parse_args()
-    print(f"# growth with the matrix, embedded runtime  ({machine()})")
+    print(f"# growth with the matrix, {args.executor}  ({machine()})")
     figures = []
+    one_night = measure if args.executor == "embedded" else measure_celery
     for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory(prefix=f"dlperf-growth-{size}-") as tmp:
-            figures.append(measure(size, Path(tmp)))
+            figures.append(one_night(size, Path(tmp)))
         print(json.dumps(figures[-1]), flush=True)
     print(
         "\n| case runs | wall s | wall s / case run | overhead s (median; first, last tenth) | scheduling gap s "
@@ -205,7 +300,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
     if args.out:
-        plot(figures, args.out)
+        plot(figures, args.out, args.executor)
         print(f"plot: {args.out}")
 
 
