@@ -77,7 +77,7 @@ bench: venv
 	$(PY) bench/views_at_scale.py
 
 ## How the cost grows (docs/benchmarks.md (h)): a night of 10 to 1,000 case runs on the embedded runtime and on
-## the tests' CeleryExecutor deployment, and a case over 2, 4 and 8 stand-in nodes (about an hour on 2 cores).
+## the tests' CeleryExecutor deployment, and a case over 2, 4 and 8 stand-in nodes (about 20 minutes on 2 cores).
 growth: venv services
 	$(PY) bench/growth.py --sizes 10,100,1000
 	$(PY) bench/growth.py --executor celery --sizes 10,100

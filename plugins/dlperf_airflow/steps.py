@@ -139,7 +139,7 @@ def execute_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | 
         try:
             nodes = load_inventory(planned.inventory).first(run.case.nodes)
         except Exception:  # noqa: BLE001 - the inventory is what failed: no engine to name
-            nodes = []
+            nodes = ()
         outcome = CaseOutcome(started, now, [], runtime_error(runtime, nodes, exc))
     spec = launch_spec(runtime, job, planned) if runtime is not None and job is not None else None
     return ExecutedRun(planned, outcome, spec)
