@@ -25,7 +25,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dlperf_airflow.runtimes import make_runtime
+from dlperf_airflow.runtimes import make_runtime, runtime_error
 from dlperf_airflow.task_ids import OLD_ROUTING_ENV, ROUTING_ENV, cluster_inventory, in_case_run, node_task_id
 from dlperf_core.environment import combine, parse_probe
 from dlperf_core.frameworks import get_adapter
@@ -161,8 +161,6 @@ def node_step(
         runtime = make_runtime(planned.runtime, inventory)
         job = build_job(run, inventory, runtime, ids, timeout_s=planned.timeout_s, watchdog_s=planned.watchdog_s)
     except Exception as exc:  # noqa: BLE001 - the engine is unreachable, ...: this node gives up, with the reason
-        from dlperf_airflow.steps import runtime_error
-
         return refused(runtime_error(runtime, [nodes[rank]], exc))
     samples = None
     if planned.runtime == "docker":

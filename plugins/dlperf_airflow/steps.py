@@ -10,18 +10,18 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from dlperf_airflow.node_step import routing_inventory
-from dlperf_airflow.runtimes import make_runtime
+from dlperf_airflow.runtimes import make_runtime, runtime_error
 from dlperf_core.defaults import DeploymentDefaults
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
 from dlperf_core.home import dlperf_home
-from dlperf_core.inventory import Inventory, Node, load_inventory
+from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.jobs import build_job
 from dlperf_core.launch_spec import LaunchSpec, launch_spec_of
 from dlperf_core.measure import Measurement, figure_origin, measure_case_run, measure_probe_run
@@ -143,20 +143,6 @@ def execute_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | 
         outcome = CaseOutcome(started, now, [], runtime_error(runtime, nodes, exc))
     spec = launch_spec(runtime, job, planned) if runtime is not None and job is not None else None
     return ExecutedRun(planned, outcome, spec)
-
-
-def runtime_error(runtime: object, nodes: Sequence[Node], exc: Exception) -> str:
-    """A case's reason when its runtime raised: the exception, after the Docker engines of ``nodes`` that do not
-    answer now (a client's ``ConnectionError`` alone does not say which engine went away)."""
-    from dlperf_airflow.docker_runtime import DockerRuntime
-
-    silent: list[str] = []
-    if isinstance(runtime, DockerRuntime):
-        try:
-            silent = runtime.engines_not_answering(nodes)
-        except Exception as probe:  # noqa: BLE001 - the reason keeps the exception alone
-            log.warning("could not ping the case's Docker engines: %s: %s", type(probe).__name__, probe)
-    return "runtime error: " + "".join(f"{s}; " for s in silent) + f"{type(exc).__name__}: {exc}"
 
 
 def launch_spec(runtime: Runtime, job: CaseJob, planned: PlannedRun) -> LaunchSpec | None:

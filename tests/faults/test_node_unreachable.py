@@ -123,7 +123,7 @@ def test_cleanup_sweeps_every_reachable_node_and_names_the_dead_one(fault):
 def test_a_runtime_error_names_the_nodes_engine_that_does_not_answer():
     """What a case stores when its runtime raised: the engines of its nodes that do not answer, then the
     exception (a client's ConnectionError alone does not say which engine went away)."""
-    from dlperf_airflow.steps import runtime_error
+    from dlperf_airflow.runtimes import runtime_error
 
     alive = Node(name="node0", gpus=1, accelerator="cpu", docker_url="unix:///var/run/docker.sock")
     dead = Node(name="node1", gpus=1, accelerator="cpu", docker_url=DEAD_SOCKET)
