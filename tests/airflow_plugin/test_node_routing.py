@@ -220,13 +220,12 @@ def test_the_dag_renders_one_task_per_node_on_its_queue_and_pool(cluster, tmp_pa
 
 
 def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, cluster):
-    from test_gang import DictBoard
-
     from dlperf_airflow.node_step import node_step
     from dlperf_core.inventory import load_inventory
     from dlperf_core.model import RunIds
     from dlperf_core.plan import PlanFilters, plan_suite
     from dlperf_core.suite import load_suite
+    from gang_board import DictBoard
 
     suite = load_suite(REPO / "suites/smoke.yaml")
     run = plan_suite(suite, load_inventory(cluster), PlanFilters(topologies=("2n1g",), repeats=1))[0]

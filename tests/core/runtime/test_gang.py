@@ -23,35 +23,9 @@ from dlperf_core.runtime.gang import (
 )
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.sshkeys import ContainerFile
+from gang_board import DictBoard
 
 FAST = GangSettings(join_s=3.0, poll_s=0.1)
-
-
-class DictBoard:
-    """Every node's latest post in one dict, as JSON (what XCom holds); a view per node."""
-
-    def __init__(self):
-        self.states: dict[str, dict] = {}
-        self.lock = threading.Lock()
-        self.history: list[tuple[str, dict]] = []
-
-    def view(self, node: str) -> "NodeView":
-        return NodeView(self, node)
-
-
-class NodeView:
-    def __init__(self, board: DictBoard, node: str):
-        self.board, self.node = board, node
-
-    def post(self, state: NodeState) -> None:
-        with self.board.lock:
-            self.board.states[self.node] = state.to_json()
-            self.board.history.append((self.node, state.to_json()))
-
-    def read(self, node: str) -> NodeState | None:
-        with self.board.lock:
-            posted = self.board.states.get(node)
-        return None if posted is None else NodeState.from_json(posted)
 
 
 def job(tmp_path, *scripts, roles=None, timeout_s=60.0, watchdog_s=None, containers=()) -> CaseJob:
