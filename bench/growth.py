@@ -113,16 +113,31 @@ def measure(case_runs: int, tmp: Path) -> dict[str, float]:
     results = sqlite3.connect(results_db)
     rows = pd.read_sql("select case_key, repeat, status, log_path from results", results)
     results.close()
+    sizes = (airflow_db.stat().st_size, results_db.stat().st_size)
+    figures = per_case_run(case_runs, tis, rows)
+    return night(case_runs, wall, figures, xcom, sizes, int(peak.read_text().split()[-1]) / 1024)
+
+
+def night(
+    case_runs: int,
+    wall: float,
+    per_case: dict[str, float],
+    xcom: dict[str, int],
+    db_bytes: tuple[int, int],
+    peak_rss_mb: float,
+) -> dict[str, float]:
+    """One night's figures: per case run (``per_case_run``), XCom bytes by task (``XCOM_BYTES``), the metadata
+    and results databases' sizes, peak memory."""
     return {
         "case_runs": case_runs,
         "wall_s": wall,
-        **per_case_run(case_runs, tis, rows),
+        **per_case,
         "plan_xcom_bytes": float(xcom.get("plan_cases", 0)),
         "mapped_xcom_bytes": float(xcom.get("capture_environment", 0)),
         "handed_out_xcom_bytes": float(xcom.get("handed_out", 0)),
-        "metadata_db_bytes": float(airflow_db.stat().st_size),
-        "results_db_bytes": float(results_db.stat().st_size),
-        "peak_rss_mb": int(peak.read_text().split()[-1]) / 1024,
+        "metadata_db_bytes": float(db_bytes[0]),
+        "results_db_bytes": float(db_bytes[1]),
+        "peak_rss_mb": peak_rss_mb,
     }
 
 
@@ -155,19 +170,8 @@ def measure_celery(case_runs: int, tmp: Path) -> dict[str, float]:
         rows = pd.read_sql("select case_key, repeat, status, log_path from results", engine)
         engine.dispose()
         figures = per_case_run(case_runs, tis, rows)
-        metadata_bytes = deployment.database_bytes(deployment.metadata_url)
-        results_bytes = deployment.database_bytes(deployment.results_url)
-    return {
-        "case_runs": case_runs,
-        "wall_s": wall,
-        **figures,
-        "plan_xcom_bytes": float(xcom.get("plan_cases", 0)),
-        "mapped_xcom_bytes": float(xcom.get("capture_environment", 0)),
-        "handed_out_xcom_bytes": float(xcom.get("handed_out", 0)),
-        "metadata_db_bytes": float(metadata_bytes),
-        "results_db_bytes": float(results_bytes),
-        "peak_rss_mb": peak.peak_mb,
-    }
+        sizes = (deployment.database_bytes(deployment.metadata_url), deployment.database_bytes(deployment.results_url))
+    return night(case_runs, wall, figures, xcom, sizes, peak.peak_mb)
 
 
 class PeakRss:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -164,3 +166,29 @@ def store_results_before_head(store: Any, results: list[ResultRecord]) -> None:
             if "compiled" in table.c:  # the flag's name before migration 0010
                 values["compiled"] = record.compile
             conn.execute(table.insert().values(**values, benchmark_run_id=run_pk))
+
+
+@contextlib.contextmanager
+def full_tmpfs(mount: Path, size: str, folders: tuple[str, ...] = ()) -> Iterator[Path]:
+    """``mount`` (made if missing) as a tmpfs of ``size`` with ``folders`` made in it, then filled to its last byte;
+    unmounted after. Skips the test where no tmpfs can be mounted (needs root/CAP_SYS_ADMIN)."""
+    import pytest
+
+    mount.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root/CAP_SYS_ADMIN): {done.stderr.strip()}")
+    try:
+        for folder in folders:
+            (mount / folder).mkdir(parents=True)
+        with (mount / "filler").open("wb", buffering=0) as out:  # unbuffered: close() has nothing to flush
+            try:
+                while True:
+                    out.write(b"x" * 4096)
+            except OSError:
+                pass
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

@@ -127,7 +127,15 @@ def a_case_run_training(stack: AirflowStack, run_id: str):
     return running[0] if running and containers_of(run_id) else None
 
 
-def check_the_night_completed(url: str, run_id: str, rec) -> object:
+def last_case_run_training(stack: AirflowStack, run_id: str) -> bool:
+    """The night's last case run is training (every store_result is still to come)."""
+    return any(
+        t["task_id"] == "run_case" and t["map_index"] == CASE_RUNS - 1 and t["state"] == "running"
+        for t in task_instances(stack, run_id)
+    )
+
+
+def check_the_night_completed(url: str, run_id: str, rec):
     """Every case run stored once, ok; no container left; the ledger's counts."""
     rows = rows_of(url, run_id)
     assert len(rows) == CASE_RUNS and set(rows["status"]) == {"ok"}, rows[["repeat", "status", "reason"]]

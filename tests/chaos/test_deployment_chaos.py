@@ -34,6 +34,7 @@ from chaos.night import (
     check_the_night_completed,
     clear_failed,
     containers_of,
+    last_case_run_training,
     rows_of,
     start_worker,
     stop,
@@ -90,14 +91,7 @@ def test_a_worker_killed_mid_case_fails_that_case_run_with_the_reason_and_a_reru
 
     clear_failed(stack, run_id)
     assert wait_for_end(stack, run_id) == "success", task_log(stack, run_id, "run_case")
-    again = rows_of(results_pg.url, run_id)
-    assert len(again) == CASE_RUNS and set(again["status"]) == {"ok"}, again[["repeat", "status", "reason"]]
-    assert again.duplicated(["case_key", "repeat"]).sum() == 0
-    leaked = containers_of(run_id)
-    assert leaked == []
-    rec.results_lost = CASE_RUNS - len(again)
-    rec.results_duplicated = int(again.duplicated(["case_key", "repeat"]).sum())
-    rec.containers_leaked = len(leaked)
+    again = check_the_night_completed(results_pg.url, run_id, rec)
     rec.observed = (
         f"run failed {detected_s:.0f} s after the kill; repeat {victim['map_index']} stored failed: {reason[:60]}...; "
         f"after the clear {len(again)} rows ok, 0 duplicates, 0 containers"
@@ -120,13 +114,7 @@ def test_the_results_database_restarted_while_results_are_stored_loses_nothing(
     run_id = trigger(stack)
     spool = ResultSpool(results_pg.url, root=stack.home / "spool")
 
-    def last_case_run_training() -> bool:
-        return any(
-            t["task_id"] == "run_case" and t["map_index"] == CASE_RUNS - 1 and t["state"] == "running"
-            for t in task_instances(stack, run_id)
-        )
-
-    stack.wait_until("the last case run to train", last_case_run_training, 300, every=1)
+    stack.wait_until("the last case run to train", lambda: last_case_run_training(stack, run_id), 300, every=1)
     stored_before = len(rows_of(results_pg.url, run_id))
     results_pg.stop()
     stopped_at = time.monotonic()
@@ -141,14 +129,8 @@ def test_the_results_database_restarted_while_results_are_stored_loses_nothing(
     state = wait_for_end(stack, run_id)
     rows = rows_of(results_pg.url, run_id)
     assert state == "success", (rows[["repeat", "status", "reason"]], task_log(stack, run_id, "finish_run"))
-    assert len(rows) == CASE_RUNS and set(rows["status"]) == {"ok"}
-    assert rows.duplicated(["case_key", "repeat"]).sum() == 0
+    rows = check_the_night_completed(results_pg.url, run_id, rec)
     assert spool.pending() == []
-    leaked = containers_of(run_id)
-    assert leaked == []
-    rec.results_lost = CASE_RUNS - len(rows)
-    rec.results_duplicated = int(rows.duplicated(["case_key", "repeat"]).sum())
-    rec.containers_leaked = len(leaked)
     rec.observed = (
         f"down {down_s:.0f} s from the last case run's training on, before any result was stored; repeat "
         f"{spooled_repeats} spooled meanwhile; run success, {len(rows)} rows, spool empty"

@@ -6,7 +6,6 @@ test_deployment_chaos.py (tests/chaos/conftest.py, tests/chaos/night.py)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from chaos.night import (
     clear_case_runs,
     clear_failed,
     containers_of,
+    last_case_run_training,
     rows_of,
     task_instances,
     task_log,
@@ -31,7 +31,7 @@ from chaos.night import (
 from chaos.node_engine import NodeEngine
 from dlperf_core.storage.spool import ResultSpool
 from faults.private_pg import PrivatePostgres
-from helpers import REPO, docker_marks
+from helpers import REPO, docker_marks, full_tmpfs
 
 pytestmark = [
     *docker_marks(IMAGE),
@@ -119,23 +119,8 @@ def test_a_nodes_own_engine_stopped_mid_case_fails_its_case_runs_with_the_reason
 @pytest.fixture
 def full_spool_disk(deployment: AirflowStack) -> Iterator[Path]:
     """The deployment's spool folder on a 64 KiB tmpfs, filled to its last byte (unmounted after)."""
-    mount = deployment.home / "spool"
-    mount.mkdir(exist_ok=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root/CAP_SYS_ADMIN): {done.stderr.strip()}")
-    try:
-        with (mount / "filler").open("wb", buffering=0) as out:
-            try:
-                while True:
-                    out.write(b"x" * 4096)
-            except OSError:
-                pass
+    with full_tmpfs(deployment.home / "spool", "64k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_the_spool_disk_full_while_the_database_is_down_fails_the_stores_naming_both_and_a_rerun_stores_every_result(
@@ -155,13 +140,7 @@ def test_the_spool_disk_full_while_the_database_is_down_fails_the_stores_naming_
     run_id = trigger(stack)
     spool = ResultSpool(results_pg.url, root=full_spool_disk)
 
-    def last_case_run_training() -> bool:
-        return any(
-            t["task_id"] == "run_case" and t["map_index"] == CASE_RUNS - 1 and t["state"] == "running"
-            for t in task_instances(stack, run_id)
-        )
-
-    stack.wait_until("the last case run to train", last_case_run_training, 300, every=1)
+    stack.wait_until("the last case run to train", lambda: last_case_run_training(stack, run_id), 300, every=1)
     results_pg.stop()
     try:
         assert wait_for_end(stack, run_id) == "failed"

@@ -3,14 +3,13 @@ database and the results already in it are untouched. A real 256 KiB tmpfs is th
 
 from __future__ import annotations
 
-import subprocess
 from datetime import UTC, datetime
 
 import pytest
 
 from dlperf_core.storage import ResultRecord, ResultStore
 from faults.common import DATA, run_cli
-from helpers import result_record, run_id_of, run_record
+from helpers import full_tmpfs, result_record, run_id_of, run_record
 
 pytestmark = pytest.mark.postgres
 
@@ -18,23 +17,8 @@ pytestmark = pytest.mark.postgres
 @pytest.fixture
 def full_log_disk(tmp_path):
     """tmp_path/logs as a 256 KiB tmpfs, filled up to the last byte."""
-    mount = tmp_path / "logs"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root/CAP_SYS_ADMIN): {done.stderr.strip()}")
-    try:
-        with (mount / "filler").open("wb", buffering=0) as out:  # unbuffered: close() has nothing to flush
-            try:
-                while True:
-                    out.write(b"x" * 4096)
-            except OSError:
-                pass
+    with full_tmpfs(tmp_path / "logs", "256k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def earlier_result() -> ResultRecord:

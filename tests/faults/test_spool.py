@@ -4,7 +4,6 @@ unreadable files kept, and nothing drained into another database."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
@@ -17,7 +16,7 @@ from dlperf_core.storage.spool import (
     record_to_json,
     store_or_spool,
 )
-from helpers import T0, result_record, run_record
+from helpers import T0, full_tmpfs, result_record, run_record
 
 RUN = run_record(dag_id="d", run_id="r", trigger="manual", runtime="local")
 
@@ -79,27 +78,11 @@ def test_database_down_spools_and_other_database_is_not_touched(tmp_path, sqlite
 
 def test_database_down_and_spool_disk_full_fails_naming_both_and_leaves_no_partial_file(tmp_path):
     down = "postgresql+psycopg2://postgres:pw@127.0.0.1:9/nowhere"
-    mount = tmp_path / "spool"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root/CAP_SYS_ADMIN): {done.stderr.strip()}")
-    try:
-        spool = ResultSpool(down, root=mount)
-        spool.folder.mkdir(parents=True)
-        with (mount / "filler").open("wb", buffering=0) as out:  # the disk full to its last byte
-            try:
-                while True:
-                    out.write(b"x" * 4096)
-            except OSError:
-                pass
+    spool = ResultSpool(down, root=tmp_path / "spool")
+    with full_tmpfs(tmp_path / "spool", "64k", folders=(spool.folder.name,)):  # the disk full to its last byte
         with pytest.raises(SpoolFailed) as raised:
             store_or_spool(ResultStore(down), result(0), spool)
         message = str(raised.value)
         assert "results database unavailable" in message and "No space left on device" in message, message
         assert "fw/m/fp32/b8/1n1g r0" in message and "run this task again" in message
         assert list(spool.folder.iterdir()) == []  # no partial record a later drain would trip on
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
