@@ -55,6 +55,13 @@ the task fails. With Airflow's default, 5, the tries of one call spanned about 1
 its result while the api-server restarted (down 20 s) failed, its case run lost (tests/chaos/); 10 tries ride
 out a restart of a minute or more."""
 
+CELERY_CONFIG_OPTIONS = "dlperf_airflow.celery_config.CELERY_CONFIG"
+"""The ``[celery] celery_config_options`` dlperf's Celery deployments give Airflow (docker-compose.yaml, the tests'
+stacks): Airflow's Celery settings plus ``imports``, so that a worker imports dlperf's modules once, when it starts,
+and every task process it forks finds them imported. Without it every task of the DAG imported them again (about 2 s
+of CPU here): the node tasks of a case over 8 stand-in nodes, started together on 2 cores, spent 2.8 s in Airflow's
+"Pre Execute" against 0.5 s over 2 nodes (docs/benchmarks.md (h), ``bench/growth_nodes.py``)."""
+
 MAX_CASE_RUNS = 4096
 """The most case runs one DAG run maps: the ``[core] max_map_length`` dlperf's deployments give Airflow
 (``AIRFLOW__CORE__MAX_MAP_LENGTH``: the embedded ``dlperf run``, docker-compose.yaml, the tests' stacks). Airflow's

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlperf_core.defaults import EXECUTION_API_RETRIES, MAX_CASE_RUNS, TASK_SUPERVISOR_WAKE_S
+from dlperf_core.defaults import CELERY_CONFIG_OPTIONS, EXECUTION_API_RETRIES, MAX_CASE_RUNS, TASK_SUPERVISOR_WAKE_S
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
 from helpers import REPO
 
@@ -149,6 +149,7 @@ def celery_env(broker: str, metadata_url: str) -> dict[str, str]:
         "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
         "AIRFLOW__CELERY__BROKER_URL": broker,
         "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + metadata_url,
+        "AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS": CELERY_CONFIG_OPTIONS,
         "AIRFLOW__OPERATORS__DEFAULT_QUEUE": "default",
     }
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlperf_core.defaults import EXECUTION_API_RETRIES, MAX_CASE_RUNS, TASK_SUPERVISOR_WAKE_S
+from dlperf_core.defaults import CELERY_CONFIG_OPTIONS, EXECUTION_API_RETRIES, MAX_CASE_RUNS, TASK_SUPERVISOR_WAKE_S
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
 from e2e_helpers import docker_output
 from helpers import REPO, docker_available, image_present
@@ -115,6 +115,8 @@ def test_compose_file_validates_with_the_example_env(compose, tmp_path):
         assert env["AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL"] == str(TASK_SUPERVISOR_WAKE_S)
         # a task rides out an api-server restart (tests/chaos/)
         assert env["AIRFLOW__WORKERS__EXECUTION_API_RETRIES"] == str(EXECUTION_API_RETRIES)
+        # a Celery worker imports dlperf's modules once, not each task (bench/growth_nodes.py)
+        assert env["AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"] == CELERY_CONFIG_OPTIONS
         # dlperf's results: own database and user in the same server as Airflow's metadata DB
         assert env["DLPERF_DB_URL"] == "postgresql+psycopg2://dlperf:change-me@postgres:5432/dlperf"
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres:5432/airflow")
