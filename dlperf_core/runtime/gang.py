@@ -8,9 +8,13 @@ node's own Docker socket. The nodes of a case meet on a *board* where each posts
     joined ──(every node joined)──▶ sshd nodes start, post ``started`` ──▶ launchers start, post ``started``
            ──▶ supervise ──▶ ``exited`` (exit code, OOM) or ``gave_up`` (a reason, nothing started)
 
-Every node then runs the shared supervisor (:func:`~dlperf_core.runtime.base.supervise`) over its own
-container and a view of each peer read off the board (:class:`PeerProcess`): the first non-zero exit anywhere
-stops every node, the case's timeout holds on every node, node 0 (whose log the parser reads) keeps the
+Node 0 (rank 0) watches every peer; every other node watches node 0 alone (and, an sshd node, the launchers it
+serves), so a case of N nodes reads 2 x (N-1) posts a poll, not N x (N-1) (each read is a request to Airflow's
+api-server; docs/benchmarks.md (h)). Node 0 waits until every peer joined and posts ``gang_complete``; the others wait
+for that. Every node then runs the shared supervisor (:func:`~dlperf_core.runtime.base.supervise`) over its own
+container and a view of each peer it watches, read off the board (:class:`PeerProcess`): the first non-zero exit
+anywhere stops every node (a failure node 0 sees, node 0 posts before it stops its own container, and the others
+see node 0 end), the case's timeout holds on every node, node 0 (whose log the parser reads) keeps the
 no-progress watchdog, and an sshd node is done when the launchers exited 0. A peer that does not join within
 ``join_s`` fails the case with its name instead of hanging it; every node re-posts its state every ``beat_s``,
 and a peer whose posts stop for ``stale_s`` (its worker died) fails the case as lost.
@@ -59,6 +63,7 @@ class NodeState(JsonForm):
     oom_killed: bool = False  # exited: the kernel's OOM killer ended it
     done: bool = False  # exited: an sshd node stopped because the launchers finished (a success)
     reason: str | None = None  # gave_up: why; exited: the node's own failure
+    gang_complete: bool = False  # joined, node 0's: every node joined (the other nodes wait for this post alone)
 
 
 class Board(Protocol):
@@ -153,9 +158,16 @@ class _Poster:
         oom_killed: bool = False,
         done: bool = False,
         reason: str | None = None,
+        gang_complete: bool = False,
     ) -> None:  # every state keeps the public keys: a late peer still finds them
         self._state = replace(
-            self._keys, phase=phase, exit_code=exit_code, oom_killed=oom_killed, done=done, reason=reason
+            self._keys,
+            phase=phase,
+            exit_code=exit_code,
+            oom_killed=oom_killed,
+            done=done,
+            reason=reason,
+            gang_complete=gang_complete,
         )
         self._send()
 
@@ -228,6 +240,31 @@ def _wait_for(
         time.sleep(settings.poll_s)
 
 
+def _wait_for_gang(
+    board: Board, leader: str, peers: list[str], settings: GangSettings, post: _Poster, states: bool
+) -> tuple[dict[str, NodeState], str | None]:
+    """A node other than node 0: wait until node 0 says every node joined (``gang_complete``, or it started); then
+    (their states when ``states``: mpirun's public keys, read once, None) or ({}, the reason it cannot)."""
+    deadline = time.monotonic() + settings.join_s
+    while True:
+        post.tick()
+        lead = board.read(leader)
+        if lead is not None and lead.phase == GAVE_UP:
+            return {}, f"{leader} gave up before this node started: {lead.reason or 'it ended'}"
+        if lead is not None and (lead.gang_complete or lead.phase in (STARTED, EXITED)):
+            if not states:
+                return {}, None
+            return {p: s for p in peers if (s := board.read(p)) is not None}, None
+        if time.monotonic() > deadline:
+            seen = {p: board.read(p) for p in peers}
+            late = [p for p, s in seen.items() if s is None] or [leader]
+            return {}, (
+                f"{', '.join(late)} did not join within {settings.join_s:g} s "
+                "(is a worker listening on that node's queue?)"
+            )
+        time.sleep(settings.poll_s)
+
+
 def _ssh_files(job: CaseJob, me: int, mine: NodeKeys, states: dict[str, NodeState]) -> tuple[ContainerFile, ...]:
     """This node's ssh files (mpirun cases) from its own keys and its peers' public halves, in place of the
     files the job was built with (ValueError: a peer posted none)."""
@@ -274,10 +311,16 @@ def run_node_share(
         post(GAVE_UP, reason=reason)
         return NodeShare(node_name, launch.node_rank, None, str(log_path), reason, True, started_at, _now(), joined_at)
 
-    states, why = _wait_for(board, names, {JOINED, STARTED, EXITED}, settings, "join", post)
+    leader = next(l.node.name for l in job.launches if l.node_rank == 0)
+    if node_name == leader:
+        states, why = _wait_for(board, names, {JOINED, STARTED, EXITED}, settings, "join", post)
+    else:
+        states, why = _wait_for_gang(board, leader, names, settings, post, states=mine is not None)
     if why:
         return give_up(why)
     joined_at = _now()
+    if node_name == leader:
+        post(JOINED, gang_complete=True)
     try:
         files = _ssh_files(job, me, mine, states) if mine is not None else None
     except ValueError as exc:
@@ -293,9 +336,16 @@ def run_node_share(
     except Exception as exc:  # noqa: BLE001 - a node that cannot start fails the case, with the reason
         return give_up(f"could not start node {node_name}: {type(exc).__name__}: {exc}")
     post(STARTED)
-    procs: list[NodeProcess] = [_Published(proc, post), *(PeerProcess(board, n, settings.stale_s) for n in names)]
-    services = frozenset(k for k, l in enumerate([launch, *peers]) if l.role == "sshd")
+    watched = [  # node 0 watches every peer; another node node 0 and, an sshd node, the launchers it serves
+        l for l in peers if node_name == leader or l.node.name == leader or (launch.role == "sshd" and l.role != "sshd")
+    ]
+    procs: list[NodeProcess] = [
+        _Published(proc, post),
+        *(PeerProcess(board, l.node.name, settings.stale_s) for l in watched),
+    ]
+    services = frozenset(k for k, l in enumerate([launch, *watched]) if l.role == "sshd")
     own_code = None
+    failure: str | None = None
     try:
         failure = supervise(
             procs,
@@ -309,6 +359,8 @@ def run_node_share(
         failure = f"{node_name}: supervising failed: {type(exc).__name__}: {exc}"
     finally:
         exited_at = _now()
+        if failure is not None and own_code is None:  # a peer's failure: say so before stopping the container
+            post(EXITED)
         proc.kill()
         code = proc.poll()
         oom = proc.oom_killed

@@ -23,7 +23,7 @@ from dlperf_core.runtime.gang import (
 )
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.sshkeys import ContainerFile
-from gang_board import DictBoard
+from gang_board import DictBoard, NodeView
 
 FAST = GangSettings(join_s=3.0, poll_s=0.1)
 
@@ -78,6 +78,50 @@ def test_every_node_starts_after_all_joined_and_the_case_succeeds(tmp_path):
     assert shares["node0"].joined_at >= shares["node1"].started_at  # node0 waited for the late node1
 
 
+class CountingBoard(DictBoard):
+    """A DictBoard that counts who read whose posts."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads: dict[tuple[str, str], int] = {}
+
+    def view(self, node: str) -> NodeView:
+        board = self
+
+        class Counted(NodeView):
+            def read(self, peer: str) -> NodeState | None:
+                with board.lock:
+                    board.reads[(node, peer)] = board.reads.get((node, peer), 0) + 1
+                return super().read(peer)
+
+        return Counted(self, node)
+
+
+def test_node0_watches_every_node_and_the_others_node0_alone(tmp_path):
+    """Reads grow as 2 x (N-1) per poll, not N x (N-1): each read is a request to the api-server (XCom)."""
+    board = CountingBoard()
+    work = "import time; time.sleep(1.0); print('done', flush=True)"
+    shares = run_gang(job(tmp_path, work, work, work), ["node0", "node1", "node2"], board, delays={"node2": 0.5})
+    assert case_failure(shares) is None
+    assert {n: shares[n].exit_code for n in shares} == {"node0": 0, "node1": 0, "node2": 0}
+    assert board.reads[("node0", "node1")] >= 5 and board.reads[("node0", "node2")] >= 5
+    assert board.reads[("node1", "node0")] >= 5 and board.reads[("node2", "node0")] >= 5
+    assert ("node1", "node2") not in board.reads and ("node2", "node1") not in board.reads
+    # node1 and node2 saw the gang complete through node0's post, after node2 (late) joined
+    assert min(shares[n].joined_at for n in ("node1", "node2")) >= shares["node2"].started_at
+
+
+def test_a_failure_reaches_the_nodes_that_do_not_watch_it_through_node0(tmp_path):
+    sleeper = "import time; time.sleep(300)"
+    failing = "import time; time.sleep(0.5); raise SystemExit(4)"
+    t0 = time.monotonic()
+    shares = run_gang(job(tmp_path, sleeper, sleeper, failing), ["node0", "node1", "node2"])
+    assert time.monotonic() - t0 < 30
+    assert case_failure(shares) == "node2 exited with code 4"
+    assert shares["node2"].own and not shares["node0"].own and not shares["node1"].own
+    assert shares["node1"].failure is not None and shares["node1"].exit_code not in (None, 0)  # node1 was stopped
+
+
 def test_a_node_that_gives_up_before_the_gang_is_complete_has_no_join_time(tmp_path):
     shares = run_gang(job(tmp_path, "print(1)", "print(2)"), ["node0"])
     assert shares["node0"].joined_at is None and shares["node0"].exited_at is None
@@ -100,6 +144,13 @@ def test_a_node_whose_task_never_runs_fails_the_case_by_name(tmp_path):
     assert shares["node0"].failure == ("node1 did not join within 3 s (is a worker listening on that node's queue?)")
     assert case_failure({**shares, "node1": None}) == shares["node0"].failure
     assert not (tmp_path / "logs" / "node0.log").exists()  # nothing started
+
+
+def test_a_node_waiting_for_node0_names_the_nodes_that_never_joined(tmp_path):
+    shares = run_gang(job(tmp_path, "print(1)", "print(2)", "print(3)"), ["node1"])
+    assert (
+        shares["node1"].failure == "node0, node2 did not join within 3 s (is a worker listening on that node's queue?)"
+    )
 
 
 def test_a_late_node_sees_that_the_case_was_given_up(tmp_path):
@@ -160,6 +211,25 @@ def test_sshd_node_serves_until_the_launcher_is_done_and_keys_stay_on_their_node
     assert "PRIVATE KEY" not in posted and "ssh-ed25519" in posted
 
 
+def test_three_node_mpirun_every_sshd_gets_every_key_and_serves_until_the_launcher_is_done(tmp_path):
+    sshd = "import time; time.sleep(300)"
+    launcher = "import time; time.sleep(0.5)"
+    placeholder = (ContainerFile("/root/.ssh/id_ed25519", b"x"),)
+    specs = [ContainerSpec(f"c{i}", "i", (), {}, {}, "host", None, False, files=placeholder) for i in range(3)]
+    j = job(tmp_path, launcher, sshd, sshd, roles={1: "sshd", 2: "sshd"}, containers=specs)
+    given: dict[int, tuple] = {}
+    runtime = LocalRuntime()
+
+    def start(i, files):
+        given[i] = files
+        return runtime.start_node(j, i, files)
+
+    shares = run_gang(j, ["node0", "node1", "node2"], start=start)
+    assert case_failure(shares) is None and all(s.failure is None for s in shares.values())
+    keys = {i: {f.path.rsplit("/", 1)[1]: f.content for f in given[i]}["authorized_keys"] for i in range(3)}
+    assert keys[0] == keys[1] == keys[2] and keys[0].count(b"ssh-ed25519") == 3
+
+
 def test_a_peer_whose_task_stops_reporting_is_lost(tmp_path):
     """node1's task joined and started, then its worker died: its posts stop, node0 gives up on it."""
     board = DictBoard()
@@ -190,6 +260,7 @@ def test_a_post_is_typed_and_its_json_form_is_what_the_board_keeps():
         "oom_killed": False,
         "done": False,
         "reason": None,
+        "gang_complete": False,
     }
     old = {"client_pub": "k", "host_pub": "h", "phase": "gave_up", "reason": "node1 did not join", "beat": 2}
     assert NodeState.from_json(old) == NodeState(GAVE_UP, beat=2, client_pub="k", host_pub="h", reason=old["reason"])
