@@ -225,14 +225,45 @@ def tar_of(files) -> bytes:
 
 
 def ensure_network(client, name: str) -> None:
-    """Create a user-defined bridge network for stand-in nodes if it does not exist."""
-    if name in USER_NETWORKS_EXCLUDED or client.networks(names=[name]):
+    """Create the user-defined bridge network ``name`` for stand-in nodes if it does not exist, and leave one of
+    that name.
+
+    Docker's check for a name already taken is best effort: the node tasks of a case on stand-in nodes of one
+    engine, started together on a fresh engine, each created ``dlperf-net`` and every container then failed to
+    start ("network dlperf-net is ambiguous (2 matches found on name)"). Every caller keeps the oldest network of
+    the name (the same one for all: a network is listed once created, so whoever lists after creating its own sees
+    every older one) and removes the others; nobody's container is on those."""
+    if name in USER_NETWORKS_EXCLUDED:
         return
+    if not _networks_named(client, name):
+        try:
+            client.create_network(name, driver="bridge", labels={"dlperf.network": "1"}, check_duplicate=True)
+        except APIError:  # created meanwhile by a concurrent run
+            if not _networks_named(client, name):
+                raise
+    for extra in _networks_named(client, name)[1:]:
+        with contextlib.suppress(APIError):  # gone already: another caller removed it
+            client.remove_network(extra["Id"])
+            log.info("removed network %s (%s): another of the same name was made first", name, extra["Id"][:12])
+
+
+def _networks_named(client, name: str) -> list[dict]:
+    """The engine's networks called exactly ``name`` (its filter also matches longer names), oldest first."""
+    return sorted(
+        (n for n in client.networks(names=[name]) if n["Name"] == name), key=lambda n: (n["Created"], n["Id"])
+    )
+
+
+def start_container(client, cid: str, network: str) -> None:
+    """Start a container made by :func:`create_container`; if a concurrent caller of :func:`ensure_network` had
+    not removed its duplicate of ``network`` yet, once more after removing it."""
     try:
-        client.create_network(name, driver="bridge", labels={"dlperf.network": "1"})
-    except APIError:  # created meanwhile by a concurrent run
-        if not client.networks(names=[name]):
+        client.start(cid)
+    except APIError as exc:
+        if "is ambiguous" not in str(exc):
             raise
+        ensure_network(client, network)
+        client.start(cid)
 
 
 def create_container(client, spec: ContainerSpec, *, pull: bool = False) -> str:
@@ -322,7 +353,7 @@ def run_to_completion(target: DockerEndpoint | Node | str, spec: ContainerSpec, 
     client = endpoint.client()
     cid = create_container(client, spec, pull=endpoint.logs_in)
     try:
-        client.start(cid)
+        start_container(client, cid, spec.network)
         client.wait(cid, timeout=timeout_s)
         output = client.logs(cid, stdout=True, stderr=False).decode(errors="replace")
     finally:
@@ -347,7 +378,7 @@ class ContainerProcess:
         self.id = create_container(self._client, spec, pull=self._endpoint.logs_in)
         # what the engine runs (the launch spec of the result): read before start, the tag may move meanwhile
         self.image, self.working_dir = image_ran(self._client, self.id, spec.image)
-        self._client.start(self.id)
+        start_container(self._client, self.id, spec.network)
         self._log_thread = threading.Thread(target=self._stream_log, daemon=True)
         self._log_thread.start()
 
