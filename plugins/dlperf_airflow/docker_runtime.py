@@ -228,9 +228,9 @@ def ensure_network(client, name: str) -> None:
     """Create the user-defined bridge network ``name`` for stand-in nodes if it does not exist, and leave one of
     that name.
 
-    Docker's check for a name already taken is best effort: the node tasks of a case on stand-in nodes of one
-    engine, started together on a fresh engine, each created ``dlperf-net`` and every container then failed to
-    start ("network dlperf-net is ambiguous (2 matches found on name)"). Every caller keeps the oldest network of
+    The node tasks of a case on stand-in nodes of one engine, started together on a fresh engine, each created
+    ``dlperf-net`` (dlperf did not ask Docker to refuse a name taken; it asks now, but that check is best effort)
+    and every container then failed to start ("network dlperf-net is ambiguous (2 matches found on name)"). Every caller keeps the oldest network of
     the name (the same one for all: a network is listed once created, so whoever lists after creating its own sees
     every older one) and removes the others; nobody's container is on those."""
     if name in USER_NETWORKS_EXCLUDED:

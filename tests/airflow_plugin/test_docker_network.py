@@ -1,6 +1,6 @@
 """The stand-in nodes' network on a real Docker Engine: the node tasks of a case on one engine, started together
-on a fresh engine, each create it (Docker's check for a name taken is best effort, and Docker 20.10 made two
-``dlperf-net``: every container then failed to start, "network dlperf-net is ambiguous"). ``ensure_network``
+on a fresh engine, each create it (dlperf did not ask Docker to refuse a name taken, and that check is best effort anyway:
+Docker 20.10 made two ``dlperf-net``, and every container then failed to start, "network dlperf-net is ambiguous"). ``ensure_network``
 leaves the oldest of the name and a container starts on it."""
 
 from __future__ import annotations
