@@ -21,9 +21,25 @@ def results_pg() -> Iterator[PrivatePostgres]:
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory, module_metadata_url, results_pg) -> Iterator[AirflowStack]:
+def task_heartbeat_timeout_s() -> int | None:
+    """The scheduler's ``task_instance_heartbeat_timeout`` of a module's deployment: short, so that a killed
+    worker's task is failed quickly. A module whose fault stops the task heartbeats of tasks that live on (the
+    api-server's) overrides it with None: Airflow's default, 300 s, what docker-compose.yaml deploys."""
+    return HEARTBEAT_TIMEOUT_S
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory, module_metadata_url, results_pg, task_heartbeat_timeout_s) -> Iterator[AirflowStack]:
     home = tmp_path_factory.mktemp("chaos") / "airflow"
     broker = redis_url()
+    heartbeat = (
+        {}
+        if task_heartbeat_timeout_s is None
+        else {
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(task_heartbeat_timeout_s),
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+        }
+    )
     stack = prepare_stack(
         home,
         module_metadata_url,
@@ -32,8 +48,7 @@ def deployment(tmp_path_factory, module_metadata_url, results_pg) -> Iterator[Ai
         f"pw-{uuid.uuid4().hex[:10]}",
         extra_env={
             **celery_env(broker, module_metadata_url),
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+            **heartbeat,
             "DLPERF_SPOOL_DIR": str(home / "spool"),
         },
     )

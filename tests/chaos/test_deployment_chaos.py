@@ -5,9 +5,10 @@ tests/data/chaos-suite.yaml: three case runs of the synthetic workload (about 9 
 Docker Engine.
 
 The faults, one per test: a Celery worker killed mid-case, the results database restarted while results are
-stored, the scheduler restarted, the api-server stopped and started (these four in ``make test``, so in CI); a
-stand-in node's own Docker Engine (a second dockerd, tests/chaos/node_engine.py) stopped mid-case, and the spool's
-disk full while the results database is down (these two in ``make chaos`` only: ``DLPERF_CHAOS=all``).
+stored, the scheduler restarted (these three here), the api-server stopped and started (test_api_server_chaos.py,
+on a deployment of its own); these four in ``make test``, so in CI; a stand-in node's own Docker Engine (a second
+dockerd, tests/chaos/node_engine.py) stopped mid-case, and the spool's disk full while the results database is down
+(test_node_and_disk_chaos.py, in ``make chaos`` only: ``DLPERF_CHAOS=all``).
 
 Each test injects one fault while the night runs and then checks what the issue asks: every case run ends ``ok`` or
 ``failed`` with a reason that names what happened; no result row is lost (spooled results reach the database when
@@ -161,36 +162,6 @@ def test_the_scheduler_restarted_mid_case_loses_nothing(
         sorted((t["task_id"], t["map_index"], t["state"]) for t in task_instances(stack, run_id)),
         stack.log("scheduler"),
     )
-    check_the_night_completed(results_pg.url, run_id, rec)
-    rec.observed = (
-        f"down {down_s:.0f} s while repeat {victim['map_index']} trained; run success, {CASE_RUNS} rows ok, "
-        "0 duplicates, 0 containers"
-    )
-
-
-def test_the_api_server_stopped_and_started_mid_case_loses_nothing(
-    deployment: AirflowStack, results_pg: PrivatePostgres, fault
-) -> None:
-    rec = fault(
-        "fault",
-        "api-server stopped and started mid-case (CeleryExecutor)",
-        "the api-server (REST and the execution API every task talks to) stopped while a case run trains, kept down "
-        "20 s (the task's heartbeats fail meanwhile), then started again on the same port",
-        "the task's supervisor retries its calls until the api-server answers again (10 tries: "
-        "dlperf_core/defaults.py EXECUTION_API_RETRIES; with Airflow's 5 the task that pushed its result meanwhile "
-        "failed): every case run ok, one row each, the run succeeds; no container left",
-    )
-    stack = deployment
-    run_id = trigger(stack)
-    victim = stack.wait_until("a case run's container", lambda: a_case_run_training(stack, run_id), 300, every=1)
-    stop(stack, "api-server")
-    stopped_at = time.monotonic()
-    time.sleep(20)
-    stack.start("api-server", "api-server", "--host", "127.0.0.1", "--port", str(stack.port), "--workers", "1")
-    stack.wait_until("the api-server", lambda: stack.request("GET", "/api/v2/monitor/health")[0] == 200, 240)
-    down_s = time.monotonic() - stopped_at
-    state = wait_for_end(stack, run_id)
-    assert state == "success", task_log(stack, run_id, "run_case")
     check_the_night_completed(results_pg.url, run_id, rec)
     rec.observed = (
         f"down {down_s:.0f} s while repeat {victim['map_index']} trained; run success, {CASE_RUNS} rows ok, "
