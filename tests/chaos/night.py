@@ -42,6 +42,11 @@ def task_instances(stack: AirflowStack, run_id: str) -> list[dict]:
     return body["task_instances"]  # type: ignore[index]
 
 
+def task_states(stack: AirflowStack, run_id: str) -> list[tuple[str, int, str]]:
+    """(task_id, map_index, state) of every task instance of the run, sorted: what a failed check prints."""
+    return sorted((t["task_id"], t["map_index"], t["state"]) for t in task_instances(stack, run_id))
+
+
 def wait_for_end(stack: AirflowStack, run_id: str, timeout: float = 600) -> str:
     def ended() -> str | None:
         state = stack.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}", token=stack.token())[1]["state"]  # type: ignore[index]

@@ -2,8 +2,8 @@
 in CI). Same night as test_deployment_chaos.py (tests/chaos/conftest.py, tests/chaos/night.py), on a deployment of
 its own: while the api-server is down no task can heartbeat, and a task's supervisor only heartbeats again at its
 next try after the api-server is back (tries at random, growing waits: up to a minute apart by then). With the
-20 s heartbeat timeout the worker-kill test's deployment has, the scheduler failed the tasks that lived on as if
-their worker were dead (one CI run, 2026-11-27); this deployment keeps Airflow's default, 300 s, which is what
+20 s heartbeat timeout the worker-kill test's deployment has, the scheduler failed the task that lived on as if
+its worker were dead (one CI run, 2026-11-27); this deployment keeps Airflow's default, 300 s, which is what
 docker-compose.yaml deploys.
 """
 
@@ -20,8 +20,8 @@ from chaos.night import (
     a_case_run_training,
     check_the_night_completed,
     stop,
-    task_instances,
     task_log,
+    task_states,
     trigger,
     wait_for_end,
 )
@@ -67,7 +67,7 @@ def test_the_api_server_stopped_and_started_mid_case_loses_nothing(
     down_s = time.monotonic() - stopped_at
     state = wait_for_end(stack, run_id)
     assert state == "success", (
-        sorted((t["task_id"], t["map_index"], t["state"]) for t in task_instances(stack, run_id)),
+        task_states(stack, run_id),
         lines_with(stack.log("scheduler", tail=400_000), "without heartbeat", "Marking task", "ERROR"),
         lines_with(task_log(stack, run_id, "run_case", tail=None), "shouldn't be running", "error", "Task killed"),
     )

@@ -39,8 +39,8 @@ from chaos.night import (
     rows_of,
     start_worker,
     stop,
-    task_instances,
     task_log,
+    task_states,
     trigger,
     wait_for_end,
 )
@@ -66,11 +66,7 @@ def test_a_worker_killed_mid_case_fails_that_case_run_with_the_reason_and_a_reru
     stack = deployment
     run_id = trigger(stack)
 
-    def a_case_running() -> dict | None:
-        running = [t for t in task_instances(stack, run_id) if t["task_id"] == "run_case" and t["state"] == "running"]
-        return running[0] if running and containers_of(run_id) else None
-
-    victim = stack.wait_until("a case run's container", a_case_running, 300, every=1)
+    victim = stack.wait_until("a case run's container", lambda: a_case_run_training(stack, run_id), 300, every=1)
     time.sleep(2)  # mid-case: the synthetic workload runs ~9 s
     worker = stack.processes.pop("worker")
     os.killpg(worker.pid, signal.SIGKILL)
@@ -83,7 +79,7 @@ def test_a_worker_killed_mid_case_fails_that_case_run_with_the_reason_and_a_reru
     rows = rows_of(results_pg.url, run_id)
     assert len(rows) == CASE_RUNS and rows.duplicated(["case_key", "repeat"]).sum() == 0, rows
     failed = rows[rows["status"] == "failed"]
-    states = sorted((t["task_id"], t["map_index"], t["state"]) for t in task_instances(stack, run_id))
+    states = task_states(stack, run_id)
     assert list(failed["repeat"]) == [victim["map_index"]], (rows[["repeat", "status", "reason"]].to_dict(), states)
     reason = failed["reason"].iloc[0]
     assert reason.startswith("lost: run_case failed"), reason
@@ -159,7 +155,7 @@ def test_the_scheduler_restarted_mid_case_loses_nothing(
     down_s = time.monotonic() - stopped_at
     state = wait_for_end(stack, run_id)
     assert state == "success", (
-        sorted((t["task_id"], t["map_index"], t["state"]) for t in task_instances(stack, run_id)),
+        task_states(stack, run_id),
         stack.log("scheduler"),
     )
     check_the_night_completed(results_pg.url, run_id, rec)
