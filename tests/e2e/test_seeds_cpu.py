@@ -66,9 +66,9 @@ def _marks() -> list:
 pytestmark = _marks()
 
 
-def run_suite(tmp_path, pg_url, suite: str) -> subprocess.Popen:
+def run_suite(tmp_path, pg_url, suite: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [*DLPERF, "run", suite, "--runtime", "docker"],
+        [*DLPERF, "run", suite, "--runtime", "docker", *args],
         cwd=REPO,
         env=cli_env(tmp_path, pg_url),
         stdout=subprocess.PIPE,
@@ -78,7 +78,10 @@ def run_suite(tmp_path, pg_url, suite: str) -> subprocess.Popen:
 
 
 def test_every_seed_framework_trains_for_real_on_two_stand_in_nodes(tmp_path, pg_url):
-    proc = run_suite(tmp_path, pg_url, "suites/seeds-cpu.yaml")
+    # one repeat of each case (the CLI's --repeats; `make demo-seeds` runs the suite's 2): 15 case runs of real
+    # training, not 30. On a slow 2-core machine the 30 took 17 min of CI's 90 (7-9 min on the machines measured in
+    # docs/benchmarks.md (e)); what this test checks is that every framework trains at every topology
+    proc = run_suite(tmp_path, pg_url, "suites/seeds-cpu.yaml", "--repeats", "1")
     output, _ = proc.communicate(timeout=2400)
     assert proc.returncode == 0, output[-6000:]
     rows = ResultStore(pg_url).results(run_id=run_id_of(output))
@@ -91,7 +94,7 @@ def test_every_seed_framework_trains_for_real_on_two_stand_in_nodes(tmp_path, pg
         mine = rows[rows["framework"] == framework]
         topologies = {(int(r.nodes), int(r.gpus_per_node)) for r in mine.itertuples()}
         assert topologies == TOPOLOGIES, (framework, topologies)
-        assert len(mine) == 2 * len(TOPOLOGIES), (framework, len(mine))  # 2 repeats each
+        assert len(mine) == len(TOPOLOGIES), (framework, len(mine))  # 1 repeat each (--repeats 1)
         adapter = get_adapter(framework)
         for row in mine.itertuples():
             assert math.isfinite(row.throughput) and row.throughput > 0, (row.case_key, row.throughput)
