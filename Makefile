@@ -31,9 +31,15 @@ demo-seeds: venv
 	bash scripts/build-images.sh
 	$(VENV)/bin/dlperf run suites/seeds-cpu.yaml --runtime docker
 
-## Start what the tests need (PostgreSQL, Docker engine, locally built images), then run pytest.
+## Start what the tests need (PostgreSQL, Docker engine, locally built images), then run pytest on TEST_WORKERS
+## pytest-xdist workers (default 2, this machine class's cores; 0: one process). The tests that start containers on
+## the Docker Engine run one after another on one worker (tests/conftest.py: ENGINE_GROUP), the others share both.
+## Each test's seconds go to TEST_REPORT (JUnit XML): `bench/ci_durations.py $(TEST_REPORT)` sums them per file.
+TEST_WORKERS ?= 2
+TEST_REPORT ?= .dlperf/test-report.xml
 test: venv services
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --durations=25 \
+	  --junitxml=$(TEST_REPORT) $(PYTEST_ARGS)
 
 ## The deployment loses parts mid-night (tests/chaos/, docs/reliability.md): every fault; `make test` (CI) runs
 ## those that fit its time (worker kill, results database, scheduler and api-server restarts).

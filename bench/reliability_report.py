@@ -3,7 +3,7 @@
     .venv/bin/python bench/reliability_report.py [--json FILE] [--only-faults] [-- PYTEST_ARGS...]
 
 Runs pytest on tests/faults/ and tests/chaos/ plus the fault and security tests that live elsewhere (the ledger in
-tests/faults/conftest.py records each: what was injected, what the test observed, results lost,
+tests/fault_ledger.py records each: what was injected, what the test observed, results lost,
 containers leaked), then prints markdown: faults, bad inputs, security, and the totals (faults injected,
 survived, results lost, containers leaked). Every figure comes from the run; nothing is typed in.
 Exit status: pytest's.
@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from faults.conftest import EXTERNAL  # noqa: E402  (the list of fault tests outside tests/faults)
+from fault_ledger import EXTERNAL  # noqa: E402  (the list of fault tests outside tests/faults)
 
 
 def _cell(text: object) -> str:

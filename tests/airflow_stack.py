@@ -117,7 +117,7 @@ class AirflowStack:
             raise RuntimeError(f"login failed: {status} {body}")
         return body["access_token"]  # type: ignore[index]
 
-    def wait_until(self, what: str, check, timeout: float, every: float = 2.0):
+    def wait_until(self, what: str, check, timeout: float, every: float = 0.5):
         """Poll ``check()`` until it returns something truthy; fail with the servers' logs after ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:
@@ -140,7 +140,20 @@ def redis_url() -> str:
 
     if subprocess.run(["bash", str(REPO / "scripts/ensure-redis.sh")], capture_output=True).returncode != 0:
         pytest.skip("no Redis server answers on 127.0.0.1:6379 and scripts/ensure-redis.sh could not start one")
-    return f"redis://127.0.0.1:6379/{uuid.uuid4().int % 14 + 1}"
+    # Deployments of parallel test workers (pytest-xdist) run at once: each claims a database with SET NX (the
+    # claim expires after 2 h; the deployment's FLUSHDB at its end drops it) instead of drawing a number that
+    # another may have drawn (two schedulers on one broker take each other's tasks).
+    claim = f"dlperf-test-{uuid.uuid4().hex}"
+    for db in range(1, 16):
+        url = f"redis://127.0.0.1:6379/{db}"
+        got = subprocess.run(
+            ["redis-cli", "-u", url, "SET", "dlperf-test-claim", claim, "NX", "EX", "7200"],
+            capture_output=True,
+            text=True,
+        )
+        if got.stdout.strip() == "OK":
+            return url
+    raise RuntimeError("every Redis database 1-15 on 127.0.0.1:6379 is claimed by a test deployment")
 
 
 def celery_env(broker: str, metadata_url: str) -> dict[str, str]:

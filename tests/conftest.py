@@ -15,6 +15,101 @@ import pytest
 # --------------------------------------------------------------------------- the Docker engine as found
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The fault ledger (tests/fault_ledger.py) as a session plugin: on the controller too under pytest-xdist, where
+    it merges the workers' records and prints the one ledger."""
+    from fault_ledger import register
+
+    register(config)
+
+
+# --------------------------------------------------------------------------- two workers (pytest-xdist)
+
+ENGINE_GROUP = "docker-engine"
+ENGINE_TESTS = (
+    "tests/airflow_plugin/test_docker_network.py",
+    "tests/airflow_plugin/test_docker_tls.py",
+    "tests/airflow_plugin/test_node_routing.py",
+    "tests/core/test_maxbatch.py",
+    "tests/core/test_preflight.py",
+    "tests/core/test_reproduce.py",
+    "tests/deploy/test_compose.py",
+    "tests/deploy/test_docker_images.py",
+    "tests/e2e/test_compose_e2e.py",
+    "tests/e2e/test_e2e_docker.py",
+    "tests/e2e/test_e2e_mpi.py",
+    "tests/e2e/test_e2e_seed_replay.py",
+    "tests/e2e/test_seeds_cpu.py::test_every_seed_framework_trains_for_real_on_two_stand_in_nodes",
+    "tests/faults/test_node_unreachable.py",
+    "tests/faults/test_security.py",
+)
+"""The tests (files, folders or single tests) that run one after another on one pytest-xdist worker, as one unit: every
+test that starts containers on this machine's Docker Engine (marked ``docker``) is in one of them. They share
+what a real cluster gives one run at a time: the stand-in nodes' network (dlperf-net, where node0 and node1 are
+names that two runs at once would both claim), the engine's CPU for real training, and the engine itself for the
+checks that no dlperf container is left. Every other test goes to whichever worker is free."""
+
+
+OWN_NETWORK_TESTS = (
+    "tests/chaos/",
+    "tests/core/workload/test_llm.py",
+    "tests/e2e/test_seeds_cpu.py::test_every_seed_frameworks_real_failures_are_failed_rows_with_their_cause",
+)
+"""Docker tests that run beside the group: their stand-in nodes are on a network of their own (helpers.OWN_NETWORKS:
+a name on it is no name on dlperf-net) and they count their own containers, which the group's checks leave out."""
+
+
+def _listed(nodeid: str, entries: tuple[str, ...]) -> bool:
+    """Whether the test is one of ``entries``: a folder (ends with /), a file, or a test (with its parameters)."""
+    return any(
+        nodeid.startswith(entry) and (entry.endswith("/") or nodeid[len(entry) : len(entry) + 1] in ("", ":", "["))
+        for entry in entries
+    )
+
+
+def in_engine_group(nodeid: str) -> bool:
+    return _listed(nodeid, ENGINE_TESTS)
+
+
+def on_own_network(nodeid: str) -> bool:
+    return _listed(nodeid, OWN_NETWORK_TESTS)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: known only where xdist is loaded
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadgroup`` as this suite needs it: the ENGINE_TESTS as one unit, every other test file as one (its
+    module-scoped fixtures, e.g. tests/chaos/'s deployment, are made once). The worker that ends the group first
+    takes its share of the files after it.
+
+    xdist's own loadgroup reads ``xdist_group`` marks by renaming ``item._nodeid``, which pytest 9 no longer reads
+    (a node's id is ``item._id``): with pytest 9.2 and xdist 3.8 it groups nothing. The controller sees node ids
+    only, so the group is a list of files, and the workers' collection checks that every ``docker`` test is in it.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EngineGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return ENGINE_GROUP if in_engine_group(nodeid) else nodeid.split("::", 1)[0]
+
+    return EngineGroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A ``docker`` test in neither list would run beside the group on the engine's own network: refuse the session."""
+    outside = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("docker") and not (in_engine_group(item.nodeid) or on_own_network(item.nodeid))
+    ]
+    if outside:
+        raise pytest.UsageError(
+            "tests marked docker in neither ENGINE_TESTS nor OWN_NETWORK_TESTS of tests/conftest.py (they would run "
+            f"beside the other Docker tests under pytest-xdist): add their files to one: {', '.join(outside)}"
+        )
+
+
 def pytest_sessionstart() -> None:  # pluggy passes only the arguments a hook names
     """Note the dlperf containers already on the engine, so that a leftover of an earlier, killed session (or a
     deployment's running benchmark on the same engine) is neither taken for this session's leftover nor removed."""

@@ -45,12 +45,30 @@ def image_present(name: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", name], capture_output=True).returncode == 0
 
 
-def _dlperf_container_names(all_states: bool = True) -> list[str]:
-    cmd = ["docker", "ps", "--filter", "label=dlperf.run_id", "--format", "{{.Names}}"]
+OWN_NETWORKS: dict[str, frozenset[str]] = {
+    "dlperf-chaos-net": frozenset({"chaos-node0"}),  # tests/data/chaos-inventory.yaml
+    "dlperf-llm-net": frozenset({"llm-node0", "llm-node1"}),  # tests/data/llm-inventory.yaml
+    "dlperf-faults-net": frozenset({"faults-node0", "faults-node1"}),  # tests/data/docker-local-3g.yaml
+}
+"""The stand-in networks of the Docker tests that run beside the Docker Engine group (tests/conftest.py:
+OWN_NETWORK_TESTS), each with its nodes' names. Their containers are on that network, but for the environment
+probe, which runs on Docker's bridge labelled with its node (dlperf.probe). Those tests count the containers of
+their own network; the group's checks that no dlperf container is left count every other one."""
+
+
+def _dlperf_containers_by_network(all_states: bool = True) -> dict[str, str]:
+    """Every container started by dlperf (label dlperf.run_id) -> the own network it belongs to ("": none)."""
+    fields = '{{.Names}}\t{{.Networks}}\t{{.Label "dlperf.probe"}}'
+    cmd = ["docker", "ps", "--filter", "label=dlperf.run_id", "--format", fields]
     if all_states:
         cmd.insert(2, "-a")
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if line]
+    found: dict[str, str] = {}
+    for line in subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines():
+        name, networks, probe_of = (line.split("\t") + ["", ""])[:3]
+        if name:
+            on = set(networks.split(","))
+            found[name] = next((net for net, nodes in OWN_NETWORKS.items() if net in on or probe_of in nodes), "")
+    return found
 
 
 PREEXISTING_CONTAINERS: frozenset[str] = frozenset()
@@ -62,14 +80,18 @@ tests neither count them as their own leftovers nor remove them."""
 def note_preexisting_containers() -> frozenset[str]:
     """Record (and return) the dlperf containers present before any test ran."""
     global PREEXISTING_CONTAINERS
-    PREEXISTING_CONTAINERS = frozenset(_dlperf_container_names()) if docker_available() else frozenset()
+    PREEXISTING_CONTAINERS = frozenset(_dlperf_containers_by_network()) if docker_available() else frozenset()
     return PREEXISTING_CONTAINERS
 
 
-def dlperf_containers(all_states: bool = True) -> list[str]:
+def dlperf_containers(all_states: bool = True, network: str = "") -> list[str]:
     """Names of containers started by dlperf (label dlperf.run_id), running or not, that were not already there
-    when the test session started."""
-    return [name for name in _dlperf_container_names(all_states) if name not in PREEXISTING_CONTAINERS]
+    when the test session started: those of no own network (OWN_NETWORKS), or those of ``network``."""
+    return [
+        name
+        for name, own in _dlperf_containers_by_network(all_states).items()
+        if name not in PREEXISTING_CONTAINERS and own == network
+    ]
 
 
 def run_id_of(output: str) -> str:

@@ -104,7 +104,7 @@ def trigger_and_wait(stack: AirflowStack, token: str, conf: dict) -> tuple[str, 
         state = stack.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}", token=token)[1]["state"]  # type: ignore[index]
         return state if state in ("success", "failed") else None
 
-    state = stack.wait_until("the routed run to finish", finished, timeout=1200, every=5)
+    state = stack.wait_until("the routed run to finish", finished, timeout=1200, every=1)
     tis = stack.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?limit=100", token=token)[1]
     summary = sorted((t["task_id"], t["map_index"], t["state"], t["queue"]) for t in tis["task_instances"])  # type: ignore[index]
     if state != "success":  # the failed tasks' own logs say why

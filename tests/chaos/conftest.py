@@ -11,7 +11,7 @@ import pytest
 
 from airflow_stack import AirflowStack, celery_env, prepare_stack, redis_url, start_stack
 from chaos.night import DAG_ID, HEARTBEAT_TIMEOUT_S, start_worker
-from faults.conftest import fault, pytest_configure  # noqa: F401 - pytest finds them here
+from faults.conftest import fault  # noqa: F401 - pytest finds it here
 from faults.private_pg import PrivatePostgres, running_private_pg
 
 

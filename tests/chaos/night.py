@@ -52,7 +52,7 @@ def wait_for_end(stack: AirflowStack, run_id: str, timeout: float = 600) -> str:
         state = stack.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}", token=stack.token())[1]["state"]  # type: ignore[index]
         return state if state in ("success", "failed") else None
 
-    return stack.wait_until(f"DAG run {run_id} to end", ended, timeout, every=2)
+    return stack.wait_until(f"DAG run {run_id} to end", ended, timeout, every=1)
 
 
 def clear_failed(stack: AirflowStack, run_id: str) -> None:
@@ -102,7 +102,7 @@ def containers_of(run_id: str) -> list[str]:
         text=True,
         check=True,
     ).stdout.split()
-    return [n for n in names if n in dlperf_containers()]
+    return [n for n in names if n in dlperf_containers(network="dlperf-chaos-net")]
 
 
 def task_log(stack: AirflowStack, run_id: str, task_id: str, tail: int | None = 3000) -> str:

@@ -77,7 +77,7 @@ def test_a_nodes_own_engine_stopped_mid_case_fails_its_case_runs_with_the_reason
         "ipc_host: false, shm_size: 1g}\n"
     )
     suite = tmp_path / "suite.yaml"
-    suite.write_text((REPO / SUITE).read_text().replace("../../inventories/docker-local.yaml", str(inventory)))
+    suite.write_text((REPO / SUITE).read_text().replace("chaos-inventory.yaml", str(inventory)))
     stack = deployment
     run_id = trigger(stack, str(suite))
     label = f"dlperf.run_id={run_id}"

@@ -128,6 +128,9 @@ FAULTS: dict[str, re.Pattern] = {
 }
 
 
+FAULTS_NETWORK = "dlperf-faults-net"  # docker-local-3g.yaml's: the failure cases run beside the Docker Engine group
+
+
 def _fault(batch: int) -> str:
     return {2: "wrong argument", 3: "NaN loss", 5: "killed"}.get(batch, "out of memory")
 
@@ -139,7 +142,8 @@ def _kill_when_training(proc: subprocess.Popen, deadline: float) -> dict[str, st
     killed: dict[str, str] = {}
     while len(killed) < len(FRAMEWORKS) and time.time() < deadline and proc.poll() is None:
         listing = subprocess.run(
-            ["docker", "ps", "--filter", "label=dlperf.node_rank=0", "--format", '{{.Names}} {{.Label "dlperf.case"}}'],
+            ["docker", "ps", "--filter", "label=dlperf.node_rank=0", "--filter", f"network={FAULTS_NETWORK}"]
+            + ["--format", '{{.Names}} {{.Label "dlperf.case"}}'],
             capture_output=True,
             text=True,
         ).stdout.split("\n")
@@ -178,4 +182,4 @@ def test_every_seed_frameworks_real_failures_are_failed_rows_with_their_cause(tm
             wrong.append(f"{line} (throughput {row.throughput})")
     print("\n".join(sorted(report)))
     assert not wrong, "\n".join(wrong)
-    assert dlperf_containers() == []
+    assert dlperf_containers(network=FAULTS_NETWORK) == []

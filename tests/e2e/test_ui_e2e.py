@@ -126,7 +126,7 @@ def test_trigger_form_run_and_results_page(stack: AirflowStack, browser, tmp_pat
         status, body = stack.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}", token=token)
         return body if status == 200 and body["state"] in ("success", "failed") else None
 
-    final = stack.wait_until(f"run {run_id} to finish", finished, timeout=RUN_TIMEOUT_S, every=5)
+    final = stack.wait_until(f"run {run_id} to finish", finished, timeout=RUN_TIMEOUT_S, every=1)
     if final["state"] != "success":
         status, tis = stack.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances", token=token)
         states = {(t["task_id"], t["map_index"]): t["state"] for t in tis.get("task_instances", [])}

@@ -19,6 +19,7 @@ from dlperf_core.workload.llm import SIZES, Llm, LlmConfig, flops_per_token, num
 from e2e_helpers import run_suite
 from helpers import REPO, docker_marks
 
+LLM_INVENTORY = REPO / "tests" / "data" / "llm-inventory.yaml"  # docker-local's nodes on a network of their own
 SMALL = LlmConfig(vocab_size=100, d_model=32, n_layers=3, n_heads=2, ffn_hidden=48, seq_len=16)
 
 
@@ -126,7 +127,8 @@ def with_marks(marks):
 
 @with_marks(docker_marks("dlperf/pytorch-reference:cpu"))
 def test_tiny_transformer_and_probe_through_the_dag_into_postgres(tmp_path, pg_url):
-    run = run_suite(tmp_path, pg_url, "suites/llm-cpu.yaml", timeout=1500)
+    # beside the Docker Engine group (tests/conftest.py: OWN_NETWORK_TESTS), so on a network of its own
+    run = run_suite(tmp_path, pg_url, "suites/llm-cpu.yaml", "--inventory", str(LLM_INVENTORY), timeout=1500)
     store, run_id = run.store, run.run_id
     rows = run.results()
     assert set(rows["model"]) == {"llm_tiny"} and set(rows["status"]) == {"ok"} and len(rows) == 6
