@@ -33,7 +33,7 @@ demo-seeds: venv
 
 ## Start what the tests need (PostgreSQL, Docker engine, locally built images), then run pytest on TEST_WORKERS
 ## pytest-xdist workers (default 2, this machine class's cores; 0: one process). The tests that start containers on
-## the Docker Engine run one after another on one worker (tests/conftest.py: ENGINE_GROUP), the others share both.
+## the Docker Engine run one after another on one worker (tests/conftest.py: ENGINE_TESTS), the others share both.
 ## Each test's seconds go to TEST_REPORT (JUnit XML): `bench/ci_durations.py $(TEST_REPORT)` sums them per file.
 TEST_WORKERS ?= 2
 TEST_REPORT ?= .dlperf/test-report.xml

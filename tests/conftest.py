@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-# --------------------------------------------------------------------------- the Docker engine as found
+# --------------------------------------------------------------------------- the fault ledger
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,7 +47,7 @@ ENGINE_TESTS = (
 test that starts containers on this machine's Docker Engine (marked ``docker``) is in one of them. They share
 what a real cluster gives one run at a time: the stand-in nodes' network (dlperf-net, where node0 and node1 are
 names that two runs at once would both claim), the engine's CPU for real training, and the engine itself for the
-checks that no dlperf container is left. Every other test goes to whichever worker is free."""
+checks that no dlperf container is left. Every other test file goes to whichever worker is free."""
 
 
 OWN_NETWORK_TESTS = (
@@ -55,7 +55,7 @@ OWN_NETWORK_TESTS = (
     "tests/core/workload/test_llm.py",
     "tests/e2e/test_seeds_cpu.py::test_every_seed_frameworks_real_failures_are_failed_rows_with_their_cause",
 )
-"""Docker tests that run beside the group: their stand-in nodes are on a network of their own (helpers.OWN_NETWORKS:
+"""Docker tests that run beside the group: their stand-in nodes are on a network of their own (helpers.own_networks:
 a name on it is no name on dlperf-net) and they count their own containers, which the group's checks leave out."""
 
 
@@ -108,6 +108,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             "tests marked docker in neither ENGINE_TESTS nor OWN_NETWORK_TESTS of tests/conftest.py (they would run "
             f"beside the other Docker tests under pytest-xdist): add their files to one: {', '.join(outside)}"
         )
+
+
+# --------------------------------------------------------------------------- the Docker engine as found
 
 
 def pytest_sessionstart() -> None:  # pluggy passes only the arguments a hook names

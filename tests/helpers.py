@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -45,15 +46,32 @@ def image_present(name: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", name], capture_output=True).returncode == 0
 
 
-OWN_NETWORKS: dict[str, frozenset[str]] = {
-    "dlperf-chaos-net": frozenset({"chaos-node0"}),  # tests/data/chaos-inventory.yaml
-    "dlperf-llm-net": frozenset({"llm-node0", "llm-node1"}),  # tests/data/llm-inventory.yaml
-    "dlperf-faults-net": frozenset({"faults-node0", "faults-node1"}),  # tests/data/docker-local-3g.yaml
-}
-"""The stand-in networks of the Docker tests that run beside the Docker Engine group (tests/conftest.py:
-OWN_NETWORK_TESTS), each with its nodes' names. Their containers are on that network, but for the environment
-probe, which runs on Docker's bridge labelled with its node (dlperf.probe). Those tests count the containers of
-their own network; the group's checks that no dlperf container is left count every other one."""
+OWN_NETWORK_INVENTORIES = tuple(
+    REPO / "tests" / "data" / name for name in ("chaos-inventory.yaml", "llm-inventory.yaml", "docker-local-3g.yaml")
+)
+"""The inventories of the Docker tests that run beside the Docker Engine group (tests/conftest.py: OWN_NETWORK_TESTS):
+stand-in nodes on a network of their own, with names of their own."""
+
+
+def network_of(inventory: Path) -> str:
+    """The one network of an inventory's nodes."""
+    from dlperf_core.inventory import load_inventory
+
+    (network,) = {node.network for node in load_inventory(inventory).nodes}
+    return network
+
+
+@functools.cache
+def own_networks() -> dict[str, frozenset[str]]:
+    """Network -> its nodes' names, of OWN_NETWORK_INVENTORIES. Those tests' containers are on that network, but for
+    the environment probe, which runs on Docker's bridge labelled with its node (dlperf.probe). They count the
+    containers of their own network; the group's checks that no dlperf container is left count every other one."""
+    from dlperf_core.inventory import load_inventory
+
+    return {
+        network_of(path): frozenset(node.name for node in load_inventory(path).nodes)
+        for path in OWN_NETWORK_INVENTORIES
+    }
 
 
 def _dlperf_containers_by_network(all_states: bool = True) -> dict[str, str]:
@@ -67,7 +85,7 @@ def _dlperf_containers_by_network(all_states: bool = True) -> dict[str, str]:
         name, networks, probe_of = (line.split("\t") + ["", ""])[:3]
         if name:
             on = set(networks.split(","))
-            found[name] = next((net for net, nodes in OWN_NETWORKS.items() if net in on or probe_of in nodes), "")
+            found[name] = next((net for net, nodes in own_networks().items() if net in on or probe_of in nodes), "")
     return found
 
 
@@ -86,7 +104,7 @@ def note_preexisting_containers() -> frozenset[str]:
 
 def dlperf_containers(all_states: bool = True, network: str = "") -> list[str]:
     """Names of containers started by dlperf (label dlperf.run_id), running or not, that were not already there
-    when the test session started: those of no own network (OWN_NETWORKS), or those of ``network``."""
+    when the test session started: those of no own network (own_networks()), or those of ``network``."""
     return [
         name
         for name, own in _dlperf_containers_by_network(all_states).items()

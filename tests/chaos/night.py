@@ -10,7 +10,7 @@ import uuid
 
 from airflow_stack import CELERY_WORKER, AirflowStack
 from dlperf_core.storage import ResultStore
-from helpers import dlperf_containers
+from helpers import REPO, dlperf_containers, network_of
 
 IMAGE = "dlperf/pytorch-reference:cpu"  # the synthetic workload's image (any with python3 and the workload folder)
 DAG_ID = "dlperf_benchmark"
@@ -102,7 +102,9 @@ def containers_of(run_id: str) -> list[str]:
         text=True,
         check=True,
     ).stdout.split()
-    return [n for n in names if n in dlperf_containers(network="dlperf-chaos-net")]
+    return [
+        n for n in names if n in dlperf_containers(network=network_of(REPO / "tests" / "data" / "chaos-inventory.yaml"))
+    ]
 
 
 def task_log(stack: AirflowStack, run_id: str, task_id: str, tail: int | None = 3000) -> str:

@@ -27,7 +27,7 @@ from dlperf_core.parsing import parse_file
 from dlperf_core.plan import expand_cases
 from dlperf_core.storage import ResultStore
 from dlperf_core.suite import load_suite
-from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_available, image_present, run_id_of
+from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_available, image_present, network_of, run_id_of
 
 # framework -> (its CPU image, a line written only once training ran): MindSpore's TimeMonitor, MXNet's
 # Speedometer and PLSC's logger write theirs; OneFlow's line is written by dlperf's driver (of_cnn_train_val.py in
@@ -128,7 +128,8 @@ FAULTS: dict[str, re.Pattern] = {
 }
 
 
-FAULTS_NETWORK = "dlperf-faults-net"  # docker-local-3g.yaml's: the failure cases run beside the Docker Engine group
+# docker-local-3g.yaml's network: the failure cases run beside the Docker Engine group (tests/conftest.py)
+FAULTS_NETWORK = network_of(REPO / "tests" / "data" / "docker-local-3g.yaml")
 
 
 def _fault(batch: int) -> str:
