@@ -10,7 +10,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
-from dlperf_core.inventory import Inventory
+from dlperf_core.inventory import Inventory, Node
 from dlperf_core.jobs import build_job
 from dlperf_core.model import CaseJob, CaseRun, RunIds
 from dlperf_core.plan import PlanFilters, expand_cases
@@ -32,8 +32,9 @@ class DryRunDocker:
     workload_dir: str = "/opt/dlperf/workload"
 
     # The Runtime protocol's methods. A dry run executes and starts nothing: the two that would are not implemented.
-    def cpu_threads_per_process(self, processes: int) -> int | None:  # noqa: ARG002 - the protocol's signature
-        return None
+    def host_cores(self, node: Node) -> None:  # noqa: ARG002 - the protocol's signature
+        """Not known without the engine: a dry run shows commands without a CPU placement."""
+        return
 
     def execute(self, job: CaseJob) -> NoReturn:  # pragma: no cover - never executes
         raise NotImplementedError("a dry run executes nothing")

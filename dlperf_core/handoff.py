@@ -127,3 +127,4 @@ class NodeReport(JsonForm):
     log: str | None = None  # node 0's log (rank 0 only)
     log_error: str | None = None  # why node 0's log did not travel
     probe: ProbeOutput | None = None
+    oversubscription: str | None = None  # the case's (CaseJob.oversubscription), as this node's task placed it

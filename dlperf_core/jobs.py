@@ -7,12 +7,14 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from dlperf_core.cpu_placement import CpuPlacement, place_ranks
 from dlperf_core.frameworks import LaunchContext, get_adapter
 from dlperf_core.home import env_path
-from dlperf_core.inventory import Inventory
+from dlperf_core.inventory import Inventory, Node
 from dlperf_core.model import (
     CaseJob,
     CaseRun,
+    NodeLaunch,
     RunIds,
     Runtime,
 )
@@ -46,6 +48,26 @@ def master_port_for(ids: RunIds, case_run: CaseRun) -> int:
     return 29500 + digest % 2000
 
 
+def cpu_placement(nodes: tuple[Node, ...], ranks_per_node: int, runtime: Runtime) -> CpuPlacement | None:
+    """Where the ranks of a case on CPU stand-in ``nodes`` run (:mod:`dlperf_core.cpu_placement`), from the
+    cores the runtime says each node's host has; None when the nodes are not all CPU stand-ins or the runtime
+    cannot tell (a dry run)."""
+    if not nodes or any(n.accelerator != "cpu" for n in nodes):
+        return None
+    hosts = {n.name: runtime.host_cores(n) for n in nodes}
+    known = {name: host for name, host in hosts.items() if host is not None}
+    if len(known) != len(hosts):
+        return None
+    return place_ranks([(n.name, ranks_per_node) for n in nodes], known)
+
+
+def _pinned(launch: NodeLaunch, placement: CpuPlacement | None) -> NodeLaunch:
+    """``launch`` with the environment that pins its node's ranks to their cores."""
+    if placement is None or not (env := placement.cpus_env(launch.node.name)):
+        return launch
+    return replace(launch, env={**launch.env, **env})
+
+
 def build_job(
     case_run: CaseRun,
     inventory: Inventory,
@@ -60,14 +82,14 @@ def build_job(
     case = case_run.case
     adapter = get_adapter(case.framework)
     nodes = inventory.first(case.nodes)
-    cpu = all(n.accelerator == "cpu" for n in nodes)
+    placement = cpu_placement(nodes, case.gpus_per_node, runtime)
     ctx = LaunchContext(
         python=runtime.python,
         workload_dir=runtime.workload_dir,
         master_port=master_port_for(ids, case_run),
-        cpu_threads_per_process=runtime.cpu_threads_per_process(case.total_gpus) if cpu else None,
+        cpu_threads_per_process=placement.threads_per_rank if placement else None,
     )
-    launches = adapter.launches(case, nodes, ctx)
+    launches = [_pinned(launch, placement) for launch in adapter.launches(case, nodes, ctx)]
     mpi_multi_node = adapter.launcher == "mpirun" and len(nodes) > 1
     if mpi_multi_node and runtime.name != "docker":
         raise ValueError(
@@ -78,6 +100,10 @@ def build_job(
     labels = {**ids.labels, "dlperf.case": case.key, "dlperf.repeat": str(case_run.repeat)}
     log_dir = case_log_dir(ids, case_run, log_root)
     containers = adapter.container_specs(case, launches, run_label=run_label, labels=labels)
+    if placement is not None:  # the container of a node holds its ranks' cores only
+        containers = [
+            replace(spec, cpuset_cpus=placement.cpuset(launch.node.name)) for spec, launch in zip(containers, launches)
+        ]
     if mpi_multi_node:  # fresh keys for this case run only, put into its containers before they start
         files = case_ssh_files(ctx.ssh_dir, comment=run_label)
         containers = [replace(spec, files=files) for spec in containers]
@@ -89,4 +115,5 @@ def build_job(
         timeout_s=timeout_s,
         watchdog_s=watchdog_s,
         devices_per_node=case.gpus_per_node,
+        oversubscription=placement.oversubscription if placement else None,
     )

@@ -28,6 +28,7 @@ from dlperf_core.json_form import JsonForm
 from dlperf_core.sshkeys import ContainerFile
 
 if TYPE_CHECKING:
+    from dlperf_core.cpu_placement import HostCores
     from dlperf_core.gpu_sampling import GpuSamples
 
 # Exit codes dlperf gives a node itself (the runtime's supervisor names them in a failure's reason)
@@ -242,6 +243,9 @@ class ContainerSpec:
     extra_hosts: dict[str, str] = field(default_factory=dict)
     files: tuple[ContainerFile, ...] = field(default=(), repr=False)  # put in before start (per-case keys)
     memory_limit_mb: int | None = None  # CPU stand-in nodes: device_memory_mb x devices (no swap)
+    cpuset_cpus: str | None = (
+        None  # CPU stand-in nodes: the cores of this node's ranks ("0,1"; dlperf_core.cpu_placement)
+    )
 
 
 @dataclass(frozen=True)
@@ -255,6 +259,8 @@ class CaseJob:
     timeout_s: float
     watchdog_s: float | None
     devices_per_node: int | None = None  # GPUs (or CPU processes) each node runs: which GPUs to sample
+    # CPU stand-in nodes whose host has fewer cores than their ranks (dlperf_core.cpu_placement); None: each has its own
+    oversubscription: str | None = None
 
 
 @dataclass
@@ -276,6 +282,7 @@ class CaseOutcome(JsonForm):
     gpu_memory_peak_mb: float | None = None  # highest memory used on one GPU, sampled during the run
     # per node, (unix time, W summed over its GPUs) of each sample with a power reading (nvidia nodes)
     gpu_power: dict[str, list[tuple[float, float]]] | None = None
+    oversubscription: str | None = None  # the job's (CaseJob.oversubscription): its figures are flagged
 
     @property
     def log_path(self) -> str | None:
@@ -322,7 +329,9 @@ class Runtime(Protocol):
         """The folder holding dlperf's reference workload on the nodes."""
         ...
 
-    def cpu_threads_per_process(self, processes: int) -> int | None: ...
+    def host_cores(self, node: Node) -> HostCores | None:
+        """The host ``node`` runs on and its cores (:mod:`dlperf_core.cpu_placement`), None where not known."""
+        ...
 
     def execute(self, job: CaseJob) -> CaseOutcome: ...
 

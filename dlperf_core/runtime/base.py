@@ -160,4 +160,4 @@ def run_supervised(job: CaseJob, start: Callable[[int], NodeProcess], *, poll_s:
     full = log_disk_full(job.log_dir) if job.log_dir.is_dir() else None
     if full:  # the real cause of whatever the processes or the parser would report
         failure = full if not failure else f"{full}; {failure}"
-    return CaseOutcome(started, datetime.now(UTC), outcomes, failure)
+    return CaseOutcome(started, datetime.now(UTC), outcomes, failure, oversubscription=job.oversubscription)

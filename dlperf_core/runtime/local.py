@@ -15,7 +15,9 @@ from pathlib import Path
 
 import psutil
 
+from dlperf_core.cpu_placement import HostCores
 from dlperf_core.gpu_sampling import GpuSampler, GpuSamples, local_query
+from dlperf_core.inventory import Node
 from dlperf_core.launch_spec import NodeSpec, local_node
 from dlperf_core.model import CaseJob, CaseOutcome
 from dlperf_core.runtime.base import run_supervised, with_gpu_samples
@@ -99,8 +101,15 @@ class LocalRuntime:
     python = sys.executable
     workload_dir = str(WORKLOAD_DIR)
 
-    def cpu_threads_per_process(self, processes: int) -> int:
-        return max(1, (os.cpu_count() or 1) // max(1, processes))
+    def host_cores(self, node: Node) -> HostCores:  # noqa: ARG002 - every local node is this machine
+        """Every node is this machine, with the cores this process may use; not pinned: other work that dlperf
+        does not schedule (another run, a test beside it) shares them, and fixed cores would stack two runs on
+        one core while another idles."""
+        try:
+            cores = tuple(sorted(os.sched_getaffinity(0)))
+        except AttributeError:  # not on Linux
+            cores = tuple(range(os.cpu_count() or 1))
+        return HostCores(host="this machine", cores=cores, pin=False)
 
     def node_command(self, job: CaseJob, i: int) -> tuple[tuple[str, ...], dict[str, str]]:
         """The argv and the environment (on top of this process's) that launch ``i`` of ``job`` runs with."""

@@ -73,8 +73,8 @@ def run(args: argparse.Namespace, info: _train.DistInfo) -> None:
     cuda = device.type == "cuda"
     if args.min_bytes > args.max_bytes:
         raise ValueError(f"--min-bytes {args.min_bytes} is larger than --max-bytes {args.max_bytes}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if args.threads and not cuda:
+        _train.set_cpu_threads(args.threads, info)
     dtype, type_name, width = DTYPES[args.dtype]
     backend = "nccl" if cuda else "gloo"
     if info.world_size < 2:

@@ -194,6 +194,32 @@ def _cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
+CPUS_ENV = "DLPERF_CPUS"
+"""The cores dlperf gives this node's ranks (``0,1``; dlperf_core.cpu_placement.CPUS_ENV, the same name)."""
+
+
+def pin_rank(info: DistInfo, threads: int) -> list[int]:
+    """Pin this process to its own cores: the ``local_rank``-th slice of ``threads`` cores of ``$DLPERF_CPUS``
+    (dlperf's placement of a CPU stand-in node's ranks). Returns the cores, or [] when not pinned (no
+    ``$DLPERF_CPUS``, too few cores in it, or no ``sched_setaffinity`` on this system)."""
+    listed = [int(c) for c in os.environ.get(CPUS_ENV, "").split(",") if c.strip()]
+    mine = listed[info.local_rank * threads : (info.local_rank + 1) * threads]
+    if len(mine) != threads or not hasattr(os, "sched_setaffinity"):
+        return []
+    os.sched_setaffinity(0, mine)
+    return mine
+
+
+def set_cpu_threads(threads: int | None, info: DistInfo) -> list[int]:
+    """torch's intra-op threads on CPU: ``threads`` when given (dlperf gives one per rank), else this process's
+    cores shared between the node's local ranks; the rank is pinned to its own cores when dlperf placed it
+    (:func:`pin_rank`). Returns the cores it is pinned to ([]: not pinned)."""
+    count = threads if threads is not None else max(1, _cpu_cores() // info.local_world_size)
+    pinned = pin_rank(info, count)
+    torch.set_num_threads(count)
+    return pinned
+
+
 def resolve_device(choice: str, info: DistInfo) -> torch.device:
     if choice == "auto":
         choice = "cuda" if torch.cuda.is_available() else "cpu"
@@ -460,10 +486,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
         raise ValueError("--static-loss-scale needs --precision amp --amp-dtype fp16")
     if info.launched:
         dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    elif not cuda:
-        torch.set_num_threads(max(1, _cpu_cores() // info.local_world_size))
+    pinned = set_cpu_threads(args.threads, info) if not cuda else []
     set_precision_flags(args.precision)
     if not cuda and os.environ.get("DLPERF_DEVICE_MEMORY_MB"):
         # A CPU stand-in with a device memory limit (dlperf's local runtime): oneDNN reports a failed
@@ -524,6 +547,7 @@ def run(args: argparse.Namespace, info: DistInfo) -> None:
             "zero_init_residual": args.zero_init_residual,
             "seed": args.seed,
             "threads": torch.get_num_threads(),
+            "pinned_cores": ",".join(map(str, pinned)) or "none",
             "torch_version": torch.__version__,
         }
     )

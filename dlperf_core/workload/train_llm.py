@@ -64,10 +64,7 @@ def run(args: argparse.Namespace, info: _train.DistInfo) -> None:
     cuda = device.type == "cuda"
     if info.launched:
         dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    elif not cuda:
-        torch.set_num_threads(max(1, _train._cpu_cores() // info.local_world_size))
+    pinned = _train.set_cpu_threads(args.threads, info) if not cuda else []
     _train.set_precision_flags(args.precision)
     base = SIZES[args.size]
     cfg = base if args.seq_len is None else type(base)(**{**base.__dict__, "seq_len": args.seq_len})
@@ -128,6 +125,7 @@ def run(args: argparse.Namespace, info: _train.DistInfo) -> None:
             "lr": f"{args.lr:g}",
             "seed": args.seed,
             "threads": torch.get_num_threads(),
+            "pinned_cores": ",".join(map(str, pinned)) or "none",
             "torch_version": torch.__version__,
         }
     )

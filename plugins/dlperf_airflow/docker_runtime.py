@@ -27,6 +27,7 @@ from docker.errors import APIError, ImageNotFound, NotFound
 from docker.tls import TLSConfig
 from docker.types import DeviceRequest, Mount, Ulimit
 
+from dlperf_core.cpu_placement import HostCores
 from dlperf_core.errors import ConfigError
 from dlperf_core.gpu_sampling import QUERY_COMMAND, GpuSampler, GpuSamples
 from dlperf_core.inventory import DOCKER_CONN_PREFIX, Inventory, Node, insecure_docker_nodes
@@ -205,6 +206,7 @@ def host_config_for(client, spec: ContainerSpec) -> dict:
         or None,
         mem_limit=f"{spec.memory_limit_mb}m" if spec.memory_limit_mb else None,
         memswap_limit=f"{spec.memory_limit_mb}m" if spec.memory_limit_mb else None,  # no swap: a real limit
+        cpuset_cpus=spec.cpuset_cpus,
     )
 
 
@@ -447,6 +449,7 @@ class DockerRuntime:
         self.inventory = inventory
         self._endpoints: dict[str, DockerEndpoint] = {}
         self._ran: dict[tuple[str, int], tuple[ImageRef, str | None]] = {}  # (run label, launch): image, workdir
+        self._hosts: dict[str, HostCores] = {}  # docker_url: its engine's host and cores
 
     def endpoint(self, node: Node) -> DockerEndpoint:
         """The node's endpoint, its Airflow connection read once per runtime."""
@@ -454,10 +457,17 @@ class DockerRuntime:
             self._endpoints[node.name] = DockerEndpoint.for_node(node)
         return self._endpoints[node.name]
 
-    def cpu_threads_per_process(self, processes: int) -> int | None:
-        """CPU stand-in nodes share one engine's cores: split them between the processes."""
-        ncpu = self.endpoint(self.inventory.nodes[0]).client(login=False).info().get("NCPU", 1)
-        return max(1, int(ncpu) // max(1, processes))
+    def host_cores(self, node: Node) -> HostCores:
+        """The node's engine (its name, as ``docker info`` gives it: nodes on one engine share its cores) and its
+        cores, 0 .. NCPU - 1; pinned: the containers of a case get cores of their own (``cpuset_cpus``). Read
+        once per engine and runtime."""
+        url = node.docker_url
+        if url not in self._hosts:
+            info = self.endpoint(node).client(login=False).info()
+            self._hosts[url] = HostCores(
+                host=str(info.get("Name") or url), cores=tuple(range(int(info.get("NCPU", 1))))
+            )
+        return self._hosts[url]
 
     def start_node(self, job: CaseJob, i: int, files: tuple | None = None, samples: GpuSamples | None = None):
         """Start launch ``i`` of ``job`` as a container on its node's engine (``files``: replace the spec's ssh

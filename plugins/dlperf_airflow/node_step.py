@@ -194,6 +194,7 @@ def node_step(
         log=node_log,
         log_error=log_error,
         probe=probe,
+        oversubscription=job.oversubscription,
     )
 
 
@@ -232,7 +233,10 @@ def collect_step(planned: PlannedRun, reports: Mapping[str, NodeReport | None], 
         nodes.append(NodeOutcome(node=name, rank=rank, exit_code=share.exit_code if share else None, log_path=path))
     peaks = [r.gpu_memory_peak_mb for r in got.values() if r.gpu_memory_peak_mb]
     power = {n: list(r.gpu_power) for n, r in got.items() if r.gpu_power}
-    outcome = CaseOutcome(started, finished, nodes, failure, max(peaks) if peaks else None, power or None)
+    crowded = next((r.oversubscription for r in got.values() if r.oversubscription), None)
+    outcome = CaseOutcome(
+        started, finished, nodes, failure, max(peaks) if peaks else None, power or None, oversubscription=crowded
+    )
     environment_id = _environment(planned, names, got)
     return ExecutedRun(planned.with_environment(environment_id), outcome, merged_launch_spec(got))
 

@@ -238,7 +238,7 @@ def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, cluster):
     )
     assert board.states["node0"]["phase"] == "gave_up"  # node1's task stops waiting for it
     one = plan_suite(suite, load_inventory(cluster), PlanFilters(topologies=("1n1g",)))[0]
-    assert one.case.key.startswith("pytorch_reference/resnet50_v1.5/fp32/b8/1n1g+args=")
+    assert one.case.key.startswith("pytorch_reference/resnet50_v1.5/fp32/b32/1n1g+args=")
     assert node_step(replace(item, run=one), RunIds("d", "r"), "node1", None, board.view("node1")) == NodeReport(
         "node1", skipped=f"{one.case.key} runs on node0"
     )

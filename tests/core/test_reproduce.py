@@ -357,7 +357,7 @@ def test_reproduce_params_rebuild_the_stored_configuration_or_say_how_the_suite_
     suite = load_suite(REPO / "suites/smoke.yaml")
     case = plan_suite(suite, load_inventory(REPO / "inventories/local.yaml"))[0].case
     params = reproduce_params(suite, case.configuration, case.key)
-    assert params == {"case_keys": [case.key], "repeats": 1, "batch_size": 8, "compile": "eager"}
+    assert params == {"case_keys": [case.key], "repeats": 1, "batch_size": 32, "compile": "eager"}
     data = yaml.safe_load((REPO / "suites/smoke.yaml").read_text())
     data["benchmarks"][0]["extra_args"] = ["--image-size", "32", "--width", "16", "--device", "cpu"]
     changed = tmp_path / "smoke.yaml"
@@ -440,7 +440,7 @@ def test_reproduce_refuses_what_it_cannot_reproduce_and_prints_nothing(tmp_path,
         ("r1", key, "--repeat", "0"): "without a launch spec",  # failed, and stored by an older dlperf
         ("r1", key, "--repeat", "2"): "before migration 0010",
         ("imported", key): "imported from a log (dlperf import)",
-        ("r1", key, "--run"): "differs from the stored configuration in measured_iterations: stored 10, now 12",
+        ("r1", key, "--run"): "differs from the stored configuration in measured_iterations: stored 30, now 12",
         ("r2", key, "--run"): f"the suite file it was planned from ({tmp_path / 'gone.yaml'}) is not here",
     }
     for args, reason in refusals.items():

@@ -133,7 +133,7 @@ def test_trigger_form_run_and_results_page(stack: AirflowStack, browser, tmp_pat
         pytest.fail(f"run {run_id} ended {final['state']}: {states}\n{stack.logs()}")
 
     rows = ResultStore(pg_url).results(run_id=run_id)
-    assert [series_base(key) for key in rows["case_key"]] == ["pytorch_reference/resnet50_v1.5/fp32/b8/1n1g"]
+    assert [series_base(key) for key in rows["case_key"]] == ["pytorch_reference/resnet50_v1.5/fp32/b32/1n1g"]
     assert list(rows["status"]) == ["ok"]
 
     # the results page, as the UI's navigation shows it (an iframe in the UI)

@@ -35,10 +35,14 @@ def test_reference_launch_is_one_torchrun_per_node():
 
 
 class FakeRuntime:
+    """The docker runtime's facts without an engine: every node on one 8-core host it owns."""
+
     name, python, workload_dir = "docker", "python3", "/opt/dlperf/workload"
 
-    def cpu_threads_per_process(self, _processes):
-        return 1
+    def host_cores(self, _node):
+        from dlperf_core.cpu_placement import HostCores
+
+        return HostCores(host="engine0", cores=tuple(range(8)))
 
 
 def test_gpu_node_container_spec_has_gpus_infiniband_host_network_memlock(tmp_path):
