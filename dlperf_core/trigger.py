@@ -7,20 +7,26 @@ suite lacks, a Docker socket on TCP without TLS, ...) and applies the form's ove
 expands it into case runs and max batch size searches, refusing what node routing cannot run. Both raise
 :class:`~dlperf_core.errors.ConfigError` before any work starts. The trigger's form (``params``, JSON from
 Airflow) is read here and nowhere else.
+
+Airflow accepts any key in a trigger's ``conf`` (a key the DAG has no Param for becomes a Param without a schema)
+and checks each declared Param's value on its own, with JSON schema errors as its words: so a misspelt key
+(``topology`` for ``topologies``) and a suite or inventory file that is not there are refused here, in words,
+with what is known (:func:`check_keys`, :func:`named_file`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dlperf_core.defaults import SUITE_RUNTIME, DeploymentDefaults, fill_from_defaults
 from dlperf_core.errors import ConfigError
-from dlperf_core.form import apply_form
+from dlperf_core.form import FORM_SOURCE, apply_form
 from dlperf_core.handoff import Plan, PlannedRun, RunSettings
-from dlperf_core.home import resolve
+from dlperf_core.home import dlperf_home, resolve
 from dlperf_core.inventory import Inventory, check_docker_access, load_inventory
 from dlperf_core.model import CaseRun
 from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
@@ -29,6 +35,24 @@ from dlperf_core.suite import Suite, load_suite
 LOCAL_INVENTORY = "inventories/local.yaml"
 DOCKER_INVENTORY = "inventories/docker-local.yaml"
 """The inventory of a runtime when neither the trigger, the deployment's defaults nor the suite names one."""
+
+TRIGGER_KEYS = (
+    "suite",
+    "runtime",
+    "inventory",
+    "frameworks",
+    "models",
+    "precisions",
+    "topologies",
+    "case_keys",
+    "repeats",
+    "batch_size",
+    "compile",
+)
+"""The keys of a trigger's ``conf``: the Params of ``dags/dlperf_benchmark.py``, in the form's order (a test holds
+the two equal). Any other key is refused (:func:`check_keys`)."""
+
+YAML_SUFFIXES = (".yaml", ".yml")
 
 SEARCH_INDEX_BASE = 9000
 """Case-run index of the probes of search i is SEARCH_INDEX_BASE + i (their container names and rendezvous
@@ -60,16 +84,82 @@ def filters_of(params: Mapping[str, Any]) -> PlanFilters:
     )
 
 
+def _close(name: str, known: Mapping[str, str]) -> str | None:
+    """The known value closest to ``name`` (difflib), through ``known``'s aliases (alias: value), or None."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return known[close[0]] if close else None
+
+
+def unknown_keys(keys: Sequence[str], known: Sequence[str] = TRIGGER_KEYS) -> str | None:
+    """What is wrong with a trigger whose ``conf`` has the keys ``keys``: each key not in ``known`` named, with the
+    known key closest to it, and the known keys listed (one line); None when every key is known."""
+    unknown = [k for k in keys if k not in known]
+    if not unknown:
+        return None
+    named = []
+    for key in unknown:
+        close = _close(key, {k: k for k in known})
+        named.append(f"{key!r}" + (f" (did you mean {close!r}?)" if close else ""))
+    which = "key" if len(unknown) == 1 else "keys"
+    return f"unknown {which} {', '.join(named)}; the known keys are {', '.join(known)}"
+
+
+def check_keys(params: Mapping[str, Any], known: Sequence[str] = TRIGGER_KEYS) -> None:
+    """Refuse a trigger with a key the DAG has no Param for (:func:`unknown_keys`), before anything else is read:
+    Airflow itself accepts it, and the run would plan as if the key were not there."""
+    if (problem := unknown_keys(list(params), known)) is not None:
+        raise ConfigError(FORM_SOURCE, [problem])
+
+
+def unknown_file(what: str, plural: str, name: str, known: Sequence[str], home: Path) -> str:
+    """Why the trigger's ``what`` (``suite``, ``inventory``) ``name`` is refused when no YAML file is there: the
+    name, the known file closest to it (by path, file name or stem), the known files (``plural``: the folder under
+    the dlperf home ``home`` they are in) and what else may be named."""
+    aliases: dict[str, str] = {}
+    for path in known:
+        for alias in (Path(path).stem, Path(path).name, path):
+            aliases.setdefault(alias, path)
+    close = _close(name, aliases)
+    hint = f" (did you mean {close!r}?)" if close else ""
+    return (
+        f"{what}: unknown {what} {name!r}{hint}; known {plural}: {', '.join(known) or 'none'} "
+        f"(or a YAML file's path, relative to the dlperf home {home} or absolute)"
+    )
+
+
+def known_files(folder: str, home: Path | None = None) -> list[str]:
+    """The YAML files in ``folder`` of the dlperf home (``suites``, ``inventories``), relative to the home, sorted."""
+    home = home or dlperf_home()
+    try:
+        found = [p for p in (home / folder).iterdir() if p.suffix in YAML_SUFFIXES and p.is_file()]
+    except OSError:
+        return []
+    return sorted(str(p.relative_to(home)) for p in found)
+
+
+def named_file(what: str, plural: str, name: str) -> Path:
+    """The file a trigger's ``what`` names (relative to the dlperf home, or absolute); refused in words
+    (:func:`unknown_file`) when it is not a YAML file that is there."""
+    path = resolve(name)
+    if path.suffix in YAML_SUFFIXES and path.is_file():
+        return path
+    home = dlperf_home()
+    raise ConfigError(FORM_SOURCE, [unknown_file(what, plural, name, known_files(plural, home), home)])
+
+
 def resolve_trigger(params: Mapping[str, Any], defaults: DeploymentDefaults) -> ResolvedTrigger:
-    """Validate the trigger form against the suite; refuse anything wrong before work starts. What the trigger
-    leaves open (suite, runtime ``default``, inventory) comes from ``defaults``; a runtime other than the
-    suite's, without an inventory named, gets that runtime's usual inventory."""
+    """Validate the trigger form against the suite; refuse anything wrong before work starts: first a key the form
+    does not have (:func:`check_keys`), then a suite or inventory that is not there (:func:`named_file`), then
+    values the suite lacks. What the trigger leaves open (suite, runtime ``default``, inventory) comes from
+    ``defaults``; a runtime other than the suite's, without an inventory named, gets that runtime's usual
+    inventory."""
+    check_keys(params)
     chosen = fill_from_defaults(params.get("suite"), params.get("runtime"), params.get("inventory"), defaults)
-    suite = load_suite(resolve(chosen.suite))
+    suite = load_suite(named_file("suite", "suites", chosen.suite))
     runtime = suite.runtime if chosen.runtime == SUITE_RUNTIME else chosen.runtime  # fill_from_defaults checked it
     inv_path = suite.inventory_path() if runtime == suite.runtime else None  # the suite's own, if it names one
     if chosen.inventory:
-        inv_path = resolve(chosen.inventory)
+        inv_path = named_file("inventory", "inventories", chosen.inventory)
     elif inv_path is None:
         inv_path = resolve(DOCKER_INVENTORY if runtime == "docker" else LOCAL_INVENTORY)
     inventory = load_inventory(inv_path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -21,8 +21,9 @@ from dlperf_core.json_form import IsoDatetime, JsonForm
 from dlperf_core.storage import CONFIGURATION_COLUMNS, BenchmarkRun, ResultStore
 
 JsonRow = dict[str, Any]
-"""One row of a table as JSON (column -> value; NaN as None, times as ISO 8601): what the report JSON, the results
-page and its JSON endpoints show (a JSON edge: the columns are the query's)."""
+"""One row of a table as JSON (column -> value; NaN as None, times as ISO 8601, dates such as a night as
+``YYYY-MM-DD``): what the report JSON, the results page and its JSON endpoints show (a JSON edge: the columns are
+the query's)."""
 
 CONFIG_COLUMNS: tuple[str, ...] = CONFIGURATION_COLUMNS
 """Columns that name one configuration (a case without its run)."""
@@ -199,11 +200,27 @@ SUMMARY_COLUMNS = (
     "cv",
     "unreliable",
     "unreliable_reason",
+    "single_repeat",
+    "oversubscribed",
+    "baseline_of",
+    "baseline_night",
+    "baseline_dag_id",
+    "baseline_run_id",
     "gpu_memory_peak_mb",
     "mfu",
     "energy_per_sample_j",
 )
-HISTORY_COLUMNS = ("night", "case_key", "median_throughput", "n", "n_failed", "speedup", "run_status", "run_id")
+HISTORY_COLUMNS = (
+    "night",
+    "case_key",
+    "median_throughput",
+    "n",
+    "n_failed",
+    "speedup",
+    "unreliable_reason",
+    "run_status",
+    "run_id",
+)
 REGRESSION_COLUMNS = (
     "night",
     "case_key",
@@ -229,14 +246,32 @@ RESULT_COLUMNS = (
 )
 
 
+def _is_date(value: object) -> bool:
+    return isinstance(value, date) and not isinstance(value, datetime)
+
+
+def dates_as_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its date columns (a night: ``datetime.date`` values) as ``YYYY-MM-DD`` text, which pandas'
+    JSON would write as a midnight timestamp (``2026-11-28T00:00:00``)."""
+    dates = [
+        c
+        for c in frame.columns
+        if frame[c].dtype == object and frame[c].notna().any() and all(map(_is_date, frame[c].dropna()))
+    ]
+    if not dates:
+        return frame
+    return frame.assign(**{c: [v.isoformat() if _is_date(v) else v for v in frame[c]] for c in dates})
+
+
 def records(frame: pd.DataFrame | None, columns: tuple[str, ...] | None = None, date_unit: str = "ms") -> list[JsonRow]:
-    """JSON-ready rows of ``frame`` (NaN -> None, timestamps ISO 8601 to ``date_unit``), ``columns`` first
-    where present."""
+    """JSON-ready rows of ``frame`` (NaN -> None, timestamps ISO 8601 to ``date_unit``, dates ``YYYY-MM-DD``),
+    ``columns`` first where present."""
     if frame is None or not len(frame):
         return []
     if columns:
         keep = [c for c in columns if c in frame.columns]
         frame = frame[keep + [c for c in frame.columns if c not in keep]] if keep else frame
+    frame = dates_as_text(frame)
     rows: list[JsonRow] = json.loads(frame.to_json(orient="records", date_format="iso", date_unit=date_unit))
     return rows
 
@@ -247,7 +282,8 @@ def _rows(frame: pd.DataFrame, columns: tuple[str, ...] | None = None) -> list[J
 
 @dataclass(frozen=True)
 class Section:
-    """One part of the results page: its rows, where they came from, or why there are none."""
+    """One part of the results page: its rows, where they came from (in words: the page shows it), or why there are
+    none."""
 
     rows: list[JsonRow] = field(default_factory=list)
     source: str = ""
@@ -259,12 +295,13 @@ class ResultsOverview:
     """Everything the results page and its JSON endpoints show."""
 
     schema_ready: bool
-    summary: Section
+    summary: Section  # the latest nightly summary (load_summary)
     runs: Section
     results: Section
     history: Section
     regressions: Section
     mlperf: Section = field(default_factory=Section)  # the latest summary beside the imported MLPerf systems
+    latest_any: Section = field(default_factory=Section)  # the latest summary of any run (load_summary(nightly=False))
 
 
 NO_SCHEMA = Section(note="no results yet: the results database has no dlperf tables")
@@ -290,13 +327,28 @@ def _section(read: Any, what: str, source: str, empty: str, columns: tuple[str, 
     return Section(rows=rows, source=source, note="" if rows else empty)
 
 
-def load_summary(store: ResultStore) -> Section:
-    """The latest summary per framework and topology (``ResultStore.latest_summary()``)."""
+NIGHTLY_SOURCE = "latest nightly: each configuration as its latest scheduled run measured it"
+ANY_SOURCE = "latest of any run: each configuration as its latest run measured it, nightly or on demand"
+NO_NIGHTLY = (
+    "no nightly run yet: the DAG's schedule (02:00 UTC) makes one, unpausing it starts the latest interval at once; "
+    "until then the latest of any run is below"
+)
+
+
+def load_summary(store: ResultStore, nightly: bool = True) -> Section:
+    """The latest summary per configuration: of the latest nightly (scheduled) run (``nightly``, what the page
+    shows first: a one-repeat run on demand never replaces it), else of the latest run of any kind."""
     if not schema_ready(store):
         return NO_SCHEMA
-    return _section(
-        store.latest_summary, "the latest summary", "ResultStore.latest_summary()", "none yet", SUMMARY_COLUMNS
-    )
+    if nightly:
+        return _section(
+            lambda: store.latest_summary(nightly=True),
+            "the latest nightly summary",
+            NIGHTLY_SOURCE,
+            NO_NIGHTLY,
+            SUMMARY_COLUMNS,
+        )
+    return _section(store.latest_summary, "the latest summary of any run", ANY_SOURCE, "none yet", SUMMARY_COLUMNS)
 
 
 def _runs_frame(store: ResultStore, limit: int) -> pd.DataFrame:
@@ -311,7 +363,11 @@ def load_runs(store: ResultStore, limit: int = 20) -> Section:
     if not schema_ready(store):
         return NO_SCHEMA
     return _section(
-        lambda: _runs_frame(store, limit), "the benchmark runs", "benchmark_runs", "no runs yet", RUN_COLUMNS
+        lambda: _runs_frame(store, limit),
+        "the benchmark runs",
+        "benchmark runs, newest first",
+        "no runs yet",
+        RUN_COLUMNS,
     )
 
 
@@ -333,14 +389,14 @@ def load_history(store: ResultStore) -> Section:
     """Nightly history (``ResultStore.history()``)."""
     if not schema_ready(store):
         return NO_SCHEMA
-    return _section(store.history, "nightly history", "ResultStore.history()", "none yet")
+    return _section(store.history, "nightly history", "the last 30 nights of each configuration", "none yet")
 
 
 def load_regressions(store: ResultStore) -> Section:
     """Open regressions (``ResultStore.regressions()``)."""
     if not schema_ready(store):
         return NO_SCHEMA
-    return _section(store.regressions, "open regressions", "ResultStore.regressions()", "none yet")
+    return _section(store.regressions, "open regressions", "regressions still open", "none yet")
 
 
 NO_MLPERF = (
@@ -356,19 +412,20 @@ def load_mlperf(store: ResultStore) -> Section:
     return _section(
         lambda: mlperf_beside(store, store.latest_summary()),
         "the MLPerf comparison",
-        "latest_summary beside mlperf_scores",
+        "the latest summary beside the imported MLPerf systems",
         NO_MLPERF,
     )
 
 
 def load_overview(store: ResultStore, run_id: str | None = None, runs_limit: int = 20) -> ResultsOverview:
-    """Everything the results page shows: the latest summary, recent runs, the repeats of ``run_id``
+    """Everything the results page shows: the latest nightly summary and the latest of any run, recent runs, the repeats of ``run_id``
     (default: the latest run), nightly history, open regressions and the MLPerf comparison."""
     if not schema_ready(store):
-        return ResultsOverview(False, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA)
+        return ResultsOverview(False, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA)
     return ResultsOverview(
         schema_ready=True,
         summary=load_summary(store),
+        latest_any=load_summary(store, nightly=False),
         runs=load_runs(store, runs_limit),
         results=load_results(store, run_id),
         history=load_history(store),

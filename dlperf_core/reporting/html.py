@@ -19,6 +19,7 @@ from dlperf_core.reporting.tables import (
     UNRELIABLE_COLUMN,
     UNRELIABLE_MARK,
     SeedTable,
+    column_label,
     fabric_frame,
     figure_line,
     format_cell,
@@ -35,6 +36,8 @@ h1 { font-size: 1.6rem; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2
 h3 { font-size: 1.05rem; margin-bottom: .4rem; }
 table { border-collapse: collapse; margin: .3rem 0 1rem; font-size: .92rem; }
 th, td { border: 1px solid #ccc; padding: .25rem .6rem; }
+p, dd, figcaption { overflow-wrap: anywhere; }
+div.table { max-width: 100%; overflow-x: auto; } td.wrap { overflow-wrap: anywhere; min-width: 8rem; }
 th { background: #f3f5f7; text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 dl.run { display: grid; grid-template-columns: max-content auto; gap: .15rem 1rem; }
 dl.run dt { font-weight: 600; } dl.run dd { margin: 0; }
@@ -45,21 +48,31 @@ figcaption { font-size: .9rem; color: #555; } p.note { color: #555; font-style: 
 """
 
 
+LONG_WORD = 24
+"""A cell with a word longer than this (a case key, a log path, a run id) may break anywhere, so that its table
+fits the page rather than widening it."""
+
+
 def html_table(header: list[str], rows: list[list[str]]) -> str:
-    """A table; cells that read as numbers are right-aligned."""
+    """A table in a box that scrolls sideways when the table is wider than the page; cells that read as numbers
+    are right-aligned, cells with a long word wrap inside it."""
 
     def cell(value: str) -> str:
         numeric = value.replace(".", "", 1).replace("-", "", 1).replace("+", "", 1).isdigit()
-        return f'<td class="num">{escape(value)}</td>' if numeric else f"<td>{escape(value)}</td>"
+        if numeric:
+            return f'<td class="num">{escape(value)}</td>'
+        long_word = max(map(len, value.split()), default=0) > LONG_WORD
+        return f'<td class="wrap">{escape(value)}</td>' if long_word else f"<td>{escape(value)}</td>"
 
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "\n".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in rows)
-    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+    return f'<div class="table"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table></div>'
 
 
-def frame_html(frame: pd.DataFrame) -> str:
+def frame_html(frame: pd.DataFrame, labels: bool = False) -> str:
+    """``frame`` as a table; with ``labels`` its query columns under headers for people (:func:`column_label`)."""
     rows = [[format_cell(v) for v in row] for row in frame.astype(object).itertuples(index=False)]
-    return html_table([str(c) for c in frame.columns], rows)
+    return html_table([column_label(str(c)) if labels else str(c) for c in frame.columns], rows)
 
 
 def seed_table_html(table: SeedTable) -> str:
@@ -92,11 +105,12 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
     body.append("</dl>")
     failed = data.failed_repeats
     if len(failed):
-        body += ["<h2>Failed repeats</h2>", frame_html(failed)]
+        body += ["<h2>Failed repeats</h2>", frame_html(failed, labels=True)]
     body.append("<h2>Results</h2>")
     body.append(
         "<p>samples/s: median of the repeats that succeeded; speedup: that median over the median of "
-        "1 node x 1 GPU of the same framework, model, precision and batch in this run; "
+        "1 node x 1 GPU of the same framework, model, precision and batch, in this run or, where it has none, in "
+        "the latest nightly run (speedup_vs says which); "
         "n: repeats measured; failed: repeats that failed (left out, never counted as 0); "
         "cv(%): stdev / mean of the ok repeats, in percent.</p>"
     )
@@ -126,7 +140,7 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
         body += [image_html(p) for p in shown]
     regressions = run_regressions(data)
     body.append("<h2>Regressions found at this run</h2>")
-    body.append(frame_html(regressions) if len(regressions) else "<p>None.</p>")
+    body.append(frame_html(regressions, labels=True) if len(regressions) else "<p>None.</p>")
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlperf_core.noise import UNRELIABLE_RULE
+from dlperf_core.noise import BASELINE_RULE, UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData
 from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (
@@ -85,7 +85,8 @@ def render_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
     failed = data.failed_repeats
     if len(failed):
         parts += ["", "## Failed repeats", "", frame_markdown(failed)]
-    parts += ["", "## Results (samples/s: median of repeats; speedup: vs 1n1g of the same run)", ""]
+    parts += ["", "## Results (samples/s: median of repeats; speedup: vs the 1n1g that speedup_vs names)", ""]
+    parts += [f"speedup_vs: {BASELINE_RULE}", ""]
     parts += [f"cv(%): stdev / mean of the ok repeats, in percent. {UNRELIABLE_RULE}.", ""]
     tables = seed_table_frames(data.summary)
     parts += ["\n\n".join(table_markdown(t, table_note(t, data.results)) for t in tables) if tables else "(no results)"]

@@ -9,8 +9,10 @@ One function per plot; each takes the frames it shows and the file to write, and
 * :func:`speedup_figure` / :func:`speedup_png`: speedup of every configuration of a summary in one panel
   (the results page's plot, served as PNG bytes rather than written to a file).
 
-In the scaling and speedup panels an unreliable case (:mod:`dlperf_core.noise`: CV above the threshold, or a
-speedup above its device count) is crossed out with a red ``x``, under one legend entry.
+In the scaling and speedup panels each configuration has one line per topology family (:func:`topology_families`:
+1 node x N GPUs, N nodes x 1 GPU, N nodes x M GPUs), so 1n2g and 2n1g, both on 2 GPUs, are never joined; an
+unreliable case (:mod:`dlperf_core.noise`: CV above the threshold, or a speedup above its device count) is crossed
+out with a red ``x``, under one legend entry.
 """
 
 from __future__ import annotations
@@ -98,9 +100,35 @@ def _gpu_axis(ax: Axes, cases: pd.DataFrame) -> None:
     ax.grid(True, alpha=0.3)
 
 
+ONE_NODE, ONE_GPU = "1 node x N GPUs", "N nodes x 1 GPU"
+"""The two topology families every configuration may have; 1n1g is the start of both."""
+FAMILY_STYLES = {ONE_NODE: "-", ONE_GPU: "-."}
+"""Line style per family (the ideal line is dashed); any other family (N nodes x M GPUs) is dotted."""
+
+
+def topology_families(group: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The cases of one configuration (``nodes``, ``gpus_per_node`` and ``gpus`` columns) by topology family, each
+    ordered by GPU count: "1 node x N GPUs" (one node), "N nodes x 1 GPU" (one GPU per node), and per M > 1 "N nodes
+    x M GPUs" (M GPUs per node, from 1 node up). A case can be in two families: 1n1g starts the first two, 1nMg the
+    last ones. A family with nothing but such a start is left out (a lone 1n1g is still the one-node family)."""
+    nodes, per_node = group["nodes"], group["gpus_per_node"]
+    families: list[tuple[str, pd.Series]] = []
+    if ((nodes == 1) & (group["gpus"] > 1)).any() or not (nodes > 1).any():
+        families.append((ONE_NODE, nodes == 1))
+    if ((nodes > 1) & (per_node == 1)).any():
+        families.append((ONE_GPU, per_node == 1))
+    for m in sorted({int(g) for g in per_node[(nodes > 1) & (per_node > 1)]}):
+        families.append((f"N nodes x {m} GPUs", per_node == m))
+    return [(name, group[mine].sort_values(["gpus", "nodes"])) for name, mine in families if mine.any()]
+
+
 def _points(ax: Axes, group: pd.DataFrame, y: str, color: str, label: str) -> None:
-    """One framework's line through its cases, circles on one node and squares on several."""
-    ax.plot(group["gpus"], group[y], "-", color=color, label=label)
+    """One configuration's lines, one per topology family (:func:`topology_families`, each its own line style and
+    legend entry ``label: family``), never a line from one shape to another; circles on one node, squares on
+    several."""
+    for family, cases in topology_families(group):
+        style = FAMILY_STYLES.get(family, ":")
+        ax.plot(cases["gpus"], cases[y], style, color=color, label=f"{label}: {family}")
     one = group["nodes"] == 1
     ax.plot(group[one]["gpus"], group[one][y], "o", color=color)
     ax.plot(group[~one]["gpus"], group[~one][y], "s", color=color)
@@ -116,9 +144,9 @@ def _speedup_axes(ax: Axes, cases: pd.DataFrame) -> None:
 
 
 def plot_scaling(summary: pd.DataFrame, title: str, path: Path) -> Plot | None:
-    """Two panels for one model, precision and batch: samples/s and speedup against GPU count, one line
-    per framework through its topologies, and the ideal linear scaling from the framework's 1n1g
-    median (dashed). None when no case has a figure."""
+    """Two panels for one model, precision and batch: samples/s and speedup against GPU count, per framework
+    one line per topology family (:func:`topology_families`), and the ideal linear scaling from the framework's
+    1n1g median (dashed). None when no case has a figure."""
     cases = _ok_cases(summary)
     if cases.empty:
         return None
@@ -264,9 +292,9 @@ def has_speedup(summary: pd.DataFrame) -> bool:
 
 
 def speedup_figure(summary: pd.DataFrame) -> Figure | None:
-    """Speedup against GPU count of every configuration in ``summary`` (one line per framework, model,
-    precision, batch and variant, through its topologies), with the ideal (linear) line and the unreliable
-    cases crossed out. None when no case on more than one device has a speedup."""
+    """Speedup against GPU count of every configuration in ``summary`` (one colour per framework, model,
+    precision, batch and variant; per configuration one line and legend entry per topology family), with the ideal
+    (linear) line and the unreliable cases crossed out. None when no case on more than one device has a speedup."""
     if not has_speedup(summary):
         return None
     cases = _ok_cases(summary[summary["speedup"].notna()])

@@ -1,10 +1,12 @@
 """Tables shaped like the seed reports: one per framework, model, precision and batch size per device.
 
-    | node_num | gpu_num_per_node | batch_size_per_device | samples/s(pytorch_reference) | speedup | n | failed |
-    | cv(%) | unreliable |
+    | node_num | gpu_num_per_node | batch_size_per_device | samples/s(pytorch_reference) | speedup | speedup_vs |
+    | n | failed | cv(%) | unreliable |
 
-``cv(%)`` is the spread of the ok repeats (stdev / mean, in percent); ``unreliable`` says why a row is too noisy
-to read (:mod:`dlperf_core.noise`: ``CV 0.71 > 0.10``, ``speedup 4.40 > 2 devices``), empty when it is not.
+``speedup_vs`` names the 1n1g the speedup is against (``this run``, or ``latest nightly <night> (<run>)``;
+:mod:`dlperf_core.noise`). ``cv(%)`` is the spread of the ok repeats (stdev / mean, in percent); ``unreliable`` says why a row is too noisy
+to read (:mod:`dlperf_core.noise`: ``CV 0.71 > 0.10``, ``speedup 4.40 > 2 devices``, ``single repeat``,
+the oversubscription), empty when it is not.
 
 Built as pandas frames from the ``case_summary`` view (one row per case of a run), then rendered as
 markdown here or as HTML by :mod:`dlperf_core.reporting.html`.
@@ -24,7 +26,7 @@ import pandas as pd
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.model import ARGS_MARK, UNKNOWN_ARGS, fingerprint_of
-from dlperf_core.noise import UNRELIABLE_RULE, unreliable_reason
+from dlperf_core.noise import BASELINE_OF, UNRELIABLE_RULE, unreliable_reason
 from dlperf_core.origin import origin_words
 
 GROUP_KEYS: tuple[str, ...] = ("framework", "model", "precision", "batch_size_per_device", "variant")
@@ -97,6 +99,9 @@ def throughput_column(framework: str, unit: str = "samples/s") -> str:
 
 CV_COLUMN = "cv(%)"
 """Header of a seed table's CV column: stdev / mean of the ok repeats, in percent."""
+BASELINE_COLUMN = "speedup_vs"
+"""Header of the seed table's column that names what the speedup is against (:func:`baseline_label`)."""
+
 UNRELIABLE_COLUMN = "unreliable"
 """Header of a seed table's last column: why the row is unreliable (:mod:`dlperf_core.noise`), '' when not."""
 UNRELIABLE_MARK = "\u26a0"
@@ -112,10 +117,38 @@ def seed_columns(framework: str) -> list[str]:
         "batch_size_per_device",
         throughput_column(framework),
         "speedup",
+        BASELINE_COLUMN,
         "n",
         "failed",
         CV_COLUMN,
         UNRELIABLE_COLUMN,
+    ]
+
+
+def _text(value: object) -> str | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value) else str(value)
+
+
+def baseline_label(of: object, run_id: object = None, night: object = None) -> str:
+    """What a speedup is against, in words (``case_summary.baseline_of``, ``baseline_run_id``,
+    ``baseline_night``): ``this run`` (its own 1n1g), ``latest nightly 2026-11-28 (scheduled__...)`` (the run had
+    no 1n1g), '' (no baseline)."""
+    of_, run_, night_ = _text(of), _text(run_id), _text(night)
+    if of_ is None:
+        return ""
+    if of_ == BASELINE_OF[0]:
+        return of_
+    return f"{of_} {night_[:10] if night_ else ''} ({run_})".replace("  ", " ")
+
+
+def baseline_labels(summary: pd.DataFrame) -> list[str]:
+    """:func:`baseline_label` of every row of a case summary ('' where the frame does not say: stored before
+    migration 0012, or a frame made elsewhere)."""
+    if "baseline_of" not in summary:
+        return [""] * len(summary)
+    return [
+        baseline_label(o, r, n)
+        for o, r, n in zip(summary["baseline_of"], summary.get("baseline_run_id"), summary.get("baseline_night"))
     ]
 
 
@@ -153,7 +186,8 @@ def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
     """The case summary of one run as seed tables, topologies ordered by nodes, then GPUs per node.
 
     ``samples/s`` is the median of the ok repeats (NaN when every repeat failed), ``speedup`` the median
-    over the median of the same configuration's 1 node x 1 GPU case (NaN without one), ``cv(%)`` the stdev over
+    over the median of the same configuration's 1 node x 1 GPU case, of the same run or else of the latest nightly
+    run (NaN without one, or when oversubscribed), ``speedup_vs`` which (:func:`baseline_label`), ``cv(%)`` the stdev over
     the mean of the ok repeats in percent (NaN with fewer than two), ``unreliable`` why the row is too noisy to
     read ('' when it is not)."""
     if summary is None or summary.empty:
@@ -173,6 +207,7 @@ def seed_table_frames(summary: pd.DataFrame) -> list[SeedTable]:
                 .astype(float)
                 .to_numpy(),
                 "speedup": group["speedup"].astype(float).to_numpy(),
+                BASELINE_COLUMN: baseline_labels(group),
                 "n": group["n"].astype(int).to_numpy(),
                 "failed": group["n_failed"].astype(int).to_numpy(),
                 CV_COLUMN: (group["cv"].astype(float) * 100).to_numpy() if "cv" in group else math.nan,
@@ -226,6 +261,25 @@ def figure_line(table: SeedTable, results: pd.DataFrame | None) -> str:
 def table_note(table: SeedTable, results: pd.DataFrame | None) -> str:
     """What a report says under a seed table: its :func:`figure_line`, then its :func:`identity_line`."""
     return "\n\n".join(line for line in (figure_line(table, results), identity_line(table, results)) if line)
+
+
+COLUMN_LABELS: dict[str, str] = {
+    "case_key": "case",
+    "median_throughput": "median samples/s",
+    "baseline_median": "baseline median samples/s",
+    "change_pct": "change (%)",
+    "n": "repeats",
+    "n_failed": "failed",
+    "run_id": "DAG run",
+    "dag_id": "DAG",
+    "log_path": "log",
+}
+"""Headers for people of the query columns a page shows as they come (history, regressions, failed repeats)."""
+
+
+def column_label(column: str) -> str:
+    """A query column as a table header: :data:`COLUMN_LABELS`, else its words (``run_status`` -> ``run status``)."""
+    return COLUMN_LABELS.get(column, column.replace("_", " "))
 
 
 def format_cell(value: object, digits: int = 2, *, missing: str = "-", grouped: bool = False) -> str:

@@ -14,7 +14,8 @@ Five tables and four views (docs/schema.md has the diagram):
 * ``mlperf_systems`` / ``mlperf_runs`` / ``mlperf_official_scores``: imported MLPerf Training submissions and
   their official scores (migration 0011), read through the view ``mlperf_scores``.
 * views (created by the Alembic migrations, never by ``create_all``): ``case_summary``,
-  ``latest_summary``, ``nightly_history``, ``open_regressions``; the ``Table`` objects below
+  ``latest_summary`` (latest of any run), ``latest_nightly_summary`` (latest scheduled run),
+  ``nightly_history``, ``open_regressions``; the ``Table`` objects below
   describe their columns for typed reads.
 
 The schema itself is owned by the Alembic migrations in ``migrations/versions``; these models must
@@ -235,6 +236,8 @@ class Result(Base):
     # per node (dlperf reproduce), migration 0010; NULL: stored before, unknown (case_key ends +args=unknown)
     configuration: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     launch_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # why the case's ranks had no cores of their own (dlperf_core.cpu_placement); NULL: they had (migration 0012)
+    oversubscription: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )
@@ -495,19 +498,34 @@ case_summary = Table(
     # too noisy to read (migration 0008; the rule: dlperf_core.noise): CV > MAX_RELIABLE_CV or speedup > devices
     Column("unreliable", Boolean),
     Column("unreliable_reason", Text),  # e.g. "CV 0.71 > 0.10", "speedup 4.40 > 2 devices"; NULL when reliable
+    # migration 0012: the flags of one ok repeat and of ranks without cores of their own, and the 1n1g the
+    # speedup is against: this run's, else the latest nightly's (baseline_of says which; its night, if nightly)
+    Column("single_repeat", Boolean),
+    Column("oversubscribed", Boolean),
+    Column("baseline_dag_id", String(250)),
+    Column("baseline_run_id", String(250)),
+    Column("baseline_of", Text),  # "this run" | "latest nightly"; NULL: no baseline
+    Column("baseline_night", Date),
 )
 
 CASE_SUMMARY_COLUMNS: tuple[str, ...] = tuple(c.name for c in case_summary.columns)
 """Column names of the ``case_summary`` view, in order."""
 
 #: ``latest_summary`` (migration 0002): per configuration, the case_summary row of the run that
-#: measured it last, with that run's start and trigger.
+#: measured it last (of any run: scheduled or not), with that run's start and trigger.
 latest_summary = Table(
     "latest_summary",
     view_metadata,
     *(Column(c.name, c.type) for c in case_summary.columns),
     Column("started_at", DateTime(timezone=True)),
     Column("trigger", Text),
+)
+
+#: ``latest_nightly_summary`` (migration 0012): the same, of the latest scheduled run per configuration.
+latest_nightly_summary = Table(
+    "latest_nightly_summary",
+    view_metadata,
+    *(Column(c.name, c.type) for c in latest_summary.columns),
 )
 
 #: ``nightly_history`` (migration 0002): per configuration and scheduled run, the night's figures.
@@ -536,6 +554,10 @@ nightly_history = Table(
     Column("mfu", Float),
     Column("energy_per_sample_j", Float),
     Column("environment_id", Integer),
+    Column("unreliable_reason", Text),  # migration 0012: the flags and the baseline, as case_summary's
+    Column("baseline_run_id", String(250)),
+    Column("baseline_of", Text),
+    Column("baseline_night", Date),
 )
 
 #: ``open_regressions`` (migration 0002): the regressions still open, with their run's start.

@@ -100,6 +100,9 @@ class ResultRecord:
     configuration: dict[str, Any] | None = None
     # what was launched on each node (dlperf_core.launch_spec, for dlperf reproduce); None: unknown
     launch_spec: dict[str, Any] | None = None
+    # why the case's ranks had no cores of their own (dlperf_core.cpu_placement): its figures are flagged and its
+    # speedup is not reported; None: each rank had its own cores, or not a CPU stand-in
+    oversubscription: str | None = None
     benchmark_run: BenchmarkRunRecord | None = None
 
     def __post_init__(self) -> None:
@@ -157,6 +160,7 @@ class ResultRecord:
             finished_at=outcome.finished_at,
             environment_id=environment_id,
             gpu_memory_peak_mb=outcome.gpu_memory_peak_mb,
+            oversubscription=outcome.oversubscription,
             figure_origin=figure_origin,
             launch_spec=launch_spec,
             benchmark_run=benchmark_run,

@@ -182,6 +182,7 @@ class ResultRow(Configuration):
     figure_origin: str | None
     configuration: dict[str, Any] | None  # the JSON column (Case.configuration); None: not known
     launch_spec: dict[str, Any] | None  # the JSON column (LaunchSpec.to_json); None: not known
+    oversubscription: str | None  # why its ranks had no cores of their own (dlperf_core.cpu_placement); None: they had
     created_at: datetime
     updated_at: datetime
 
@@ -316,7 +317,7 @@ class CaseSummaryRow(_Configured):
     mean_throughput: float | None
     min_throughput: float | None
     max_throughput: float | None
-    speedup: float | None  # against the run's 1n1g of the same configuration
+    speedup: float | None  # against the 1n1g named by baseline_* (None: no baseline, or oversubscribed)
     scaling_efficiency: float | None
     stdev_throughput: float | None
     cv: float | None
@@ -326,6 +327,12 @@ class CaseSummaryRow(_Configured):
     environment_id: int | None
     unreliable: bool
     unreliable_reason: str | None
+    single_repeat: bool  # one ok repeat: no CV to judge it by
+    oversubscribed: bool  # its ranks had no cores of their own: no speedup
+    baseline_dag_id: str | None  # the run whose 1n1g the speedup is against (None: none)
+    baseline_run_id: str | None
+    baseline_of: str | None  # "this run" | "latest nightly"
+    baseline_night: date | None  # that run's night, when it is a scheduled run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -347,6 +354,10 @@ class HistoryRow(_Configured):
     mfu: float | None
     energy_per_sample_j: float | None
     environment_id: int | None
+    unreliable_reason: str | None
+    baseline_run_id: str | None
+    baseline_of: str | None
+    baseline_night: date | None
 
 
 @dataclass(frozen=True, kw_only=True)

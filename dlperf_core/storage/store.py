@@ -45,6 +45,7 @@ from dlperf_core.storage.models import (
     case_summary,
     fabric_history,
     fabric_summary,
+    latest_nightly_summary,
     latest_summary,
     mlperf_scores,
     nightly_history,
@@ -686,10 +687,12 @@ class ResultStore:
             stmt = stmt.where(table.c.id.in_(sorted(set(ids))))
         return self._frame(stmt)
 
-    def latest_summary(self) -> pd.DataFrame:
-        """``latest_summary``: per configuration, the summary of the run that measured it last."""
-        view = latest_summary.c
-        stmt = select(latest_summary).order_by(*(view[c] for c in CONFIGURATION_COLUMNS), view.case_key)
+    def latest_summary(self, nightly: bool = False) -> pd.DataFrame:
+        """``latest_summary``: per configuration, the summary of the run that measured it last (any run); with
+        ``nightly``, ``latest_nightly_summary``: of the latest scheduled run."""
+        source = latest_nightly_summary if nightly else latest_summary
+        view = source.c
+        stmt = select(source).order_by(*(view[c] for c in CONFIGURATION_COLUMNS), view.case_key)
         frame = self._frame(stmt)
         for column in _SUMMARY_FLOATS:
             frame[column] = frame[column].astype("float64")

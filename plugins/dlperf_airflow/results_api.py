@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 from html import escape
+from typing import Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from dlperf_airflow.results_page import render_page, speedup_png
+from dlperf_airflow.results_page import plotted_summary, render_page, speedup_png
 from dlperf_airflow.run_page import link_bar, report_file, with_link_bar
 from dlperf_core.reporting.data import (
     Section,
@@ -116,13 +117,16 @@ def create_app(auth: Callable = require_dag_run_read) -> FastAPI:
     def run_page(request: Request, dag_id: str, run_id: str, store: ResultStore = Depends(results_store)) -> str:
         from dlperf_core.reporting import ReportError
         from dlperf_core.reporting.build import run_page_html
+        from dlperf_core.reporting.paths import read_refusal
 
+        refused = read_refusal(dag_id, run_id)  # planning refused it: no row, no report, but the reason
         try:
             page = run_page_html(store, run_id, dag_id=dag_id)
         except ReportError as exc:
-            page = f"<!doctype html><html><body><p>{escape(str(exc))}</p></body></html>"
+            said = "" if refused is not None else f"<p>{escape(str(exc))}</p>"
+            page = f"<!doctype html><html><body>{said}</body></html>"
         root = request.scope.get("root_path", "") + "/"
-        return with_link_bar(page, link_bar(dag_id, run_id, root))
+        return with_link_bar(page, link_bar(dag_id, run_id, root, refused))
 
     @app.get("/reports/{dag_id}/{run_id}/{name:path}", summary="A file of a run's report (HTML, md, JSON, plots)")
     def report(dag_id: str, run_id: str, name: str) -> FileResponse:
@@ -131,9 +135,12 @@ def create_app(auth: Callable = require_dag_run_read) -> FastAPI:
             raise HTTPException(status_code=404, detail=f"no report file {name!r} for run {run_id!r}")
         return FileResponse(path)
 
-    @app.get("/api/summary", summary="Latest summary per framework and topology")
-    def summary(store: ResultStore = Depends(results_store)) -> dict:
-        return _json(load_summary(store))
+    @app.get("/api/summary", summary="Latest summary per configuration: of the latest nightly run, or of any run")
+    def summary(
+        of: Literal["nightly", "any"] = Query("nightly", description="nightly: the latest scheduled run; any: any run"),
+        store: ResultStore = Depends(results_store),
+    ) -> dict:
+        return _json(load_summary(store, nightly=of == "nightly"))
 
     @app.get("/api/runs", summary="Recent benchmark runs, newest first")
     def runs(limit: int = Query(20, ge=1, le=500), store: ResultStore = Depends(results_store)) -> dict:
@@ -158,9 +165,13 @@ def create_app(auth: Callable = require_dag_run_read) -> FastAPI:
     def mlperf(store: ResultStore = Depends(results_store)) -> dict:
         return _json(load_mlperf(store))
 
-    @app.get("/api/plots/speedup.png", summary="Speedup against devices, latest summary", response_class=Response)
+    @app.get(
+        "/api/plots/speedup.png",
+        summary="Speedup against devices, latest nightly summary (latest of any run before the first night)",
+        response_class=Response,
+    )
     def speedup_plot(store: ResultStore = Depends(results_store)) -> Response:
-        png = speedup_png(load_summary(store).rows)
+        png = speedup_png(plotted_summary(load_summary(store), load_summary(store, nightly=False)).rows)
         if png is None:
             raise HTTPException(status_code=404, detail="no case with a speedup yet")
         return Response(content=png, media_type="image/png")

@@ -20,12 +20,15 @@ import pandas as pd
 
 from dlperf_airflow.run_page import report_links, run_href
 from dlperf_airflow.task_ids import PLAN_CASES, case_runs_task_id, node_routing
-from dlperf_core.noise import UNRELIABLE_RULE
-from dlperf_core.reporting.data import HISTORY_COLUMNS, REGRESSION_COLUMNS, JsonRow, ResultsOverview
-from dlperf_core.reporting.tables import format_cell
+from dlperf_core.noise import BASELINE_RULE, UNRELIABLE_RULE
+from dlperf_core.reporting.data import HISTORY_COLUMNS, REGRESSION_COLUMNS, JsonRow, ResultsOverview, Section
+from dlperf_core.reporting.tables import baseline_label, column_label, format_cell
 
 TEMPLATES = Path(__file__).parent / "templates"
 TEMPLATE = "results.html"
+WRAP_COLUMNS = ("case_key", "run_id", "variant", "reason", "mlperf system")
+"""Columns of the page's generic tables whose cells may break anywhere (long keys and names without spaces), so
+that the tables fit a 1,280 px wide page."""
 
 
 def run_url(ui_base: str, dag_id: str, run_id: str) -> str:
@@ -65,6 +68,12 @@ def display_columns(rows: list[JsonRow], preferred: tuple[str, ...], limit: int 
     return chosen or present[:limit]
 
 
+def plotted_summary(nightly: Section, any_run: Section) -> Section:
+    """The summary the speedup plot draws: the latest nightly one, or before the first night the latest of any
+    run (the page says which above the plot)."""
+    return nightly if nightly.rows else any_run
+
+
 def speedup_png(summary_rows: list[JsonRow]) -> bytes | None:
     """The page's speedup plot of the latest summary's rows (None when there is no speedup to plot)."""
     from dlperf_core.reporting.plots import speedup_png as plot
@@ -86,12 +95,18 @@ def render_page(view: ResultsOverview, ui_base: str, db: str, routed: bool | Non
     from dlperf_core.reporting.plots import has_speedup
 
     routed = node_routing() if routed is None else routed
+    plotted = plotted_summary(view.summary, view.latest_any)
     return _template().render(
         view=view,
         db=db,
         cell=cell,
-        has_plot=has_speedup(pd.DataFrame(view.summary.rows)),
+        has_plot=has_speedup(pd.DataFrame(plotted.rows)),
+        plot_source=plotted.source,
+        baseline_rule=BASELINE_RULE,
+        baseline_label=baseline_label,
         display_columns=display_columns,
+        label=column_label,
+        wrap_columns=WRAP_COLUMNS,
         unreliable_rule=UNRELIABLE_RULE,
         history_cols=HISTORY_COLUMNS,
         regression_cols=REGRESSION_COLUMNS,

@@ -54,17 +54,35 @@ def report_links(dag_id: str, run_id: str) -> list[ReportLink]:
     return links
 
 
-def link_bar(dag_id: str, run_id: str, root: str) -> str:
+def link_bar(dag_id: str, run_id: str, root: str, refused: str | None = None) -> str:
     """The bar on top of a run's page: the results page, and the run's report files (``root``: the results
-    app's own path, e.g. ``/dlperf/``)."""
+    app's own path, e.g. ``/dlperf/``); for a run that planning refused (``refused``: why,
+    :func:`dlperf_core.reporting.paths.read_refusal`), that reason below it (:func:`refusal_html`)."""
     root = root.rstrip("/") + "/"
     files = report_links(dag_id, run_id)
     shown = " · ".join(f'<a href="{escape(root + link.href)}">{escape(link.label)}</a>' for link in files)
+    none = (
+        "<i>none yet (the run writes them when it ends)</i>"
+        if refused is None
+        else "<i>none (planning refused the run: no case ran)</i>"
+    )
     return (
         '<nav id="dlperf-run-links" style="font: .9rem system-ui, sans-serif; margin-bottom: 1rem">'
         f'<a href="{escape(root)}" target="_top">all results</a> · report files: '
-        + (shown or "<i>none yet (make_report writes them when the run ends)</i>")
+        + (shown or none)
         + "</nav>"
+        + (refusal_html(refused) if refused is not None else "")
+    )
+
+
+def refusal_html(reason: str) -> str:
+    """Why planning refused a run, as its page shows it (such a run has no report and no row to show)."""
+    return (
+        '<section id="dlperf-refused" style="font: 1rem system-ui, sans-serif">'
+        "<h2>Refused at planning: no case ran</h2>"
+        f'<pre style="white-space: pre-wrap">{escape(reason)}</pre>'
+        "<p>Fix what it names, then trigger a new run.</p>"
+        "</section>"
     )
 
 

@@ -18,6 +18,7 @@ from dlperf_airflow.node_step import routing_inventory
 from dlperf_airflow.runtimes import make_runtime, runtime_error
 from dlperf_core.defaults import DeploymentDefaults
 from dlperf_core.efficiency import throughput_unit
+from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
 from dlperf_core.home import dlperf_home
@@ -43,16 +44,25 @@ log = logging.getLogger("dlperf")
 
 def plan_step(params: Mapping[str, Any], ids: RunIds, trigger: str, triggered_by: str | None = None) -> Plan:
     """Validate the trigger form (``params``, the JSON edge) and plan, once for the whole DAG run
-    (:mod:`dlperf_core.trigger`); record the benchmark run."""
-    defaults = DeploymentDefaults.from_env()  # read now, not at parse time: .env changes reach the next run
-    resolved = resolve_trigger(params, defaults)
-    if resolved.from_defaults:
-        log.info(
-            "the deployment's defaults (%s) give this run its %s",
-            defaults.describe(),
-            ", ".join(resolved.from_defaults),
-        )
-    plan = plan_trigger(resolved, routing_inventory(dlperf_home()), max_map_length())
+    (:mod:`dlperf_core.trigger`); record the benchmark run. A refused trigger (ConfigError) fails the task with the
+    refusal's text, which is also kept in the run's report folder for its "dlperf results" tab: such a run has no
+    row and no report."""
+    from dlperf_core.reporting.paths import clear_refusal, write_refusal  # not at DAG parse time
+
+    try:
+        defaults = DeploymentDefaults.from_env()  # read now, not at parse time: .env changes reach the next run
+        resolved = resolve_trigger(params, defaults)
+        if resolved.from_defaults:
+            log.info(
+                "the deployment's defaults (%s) give this run its %s",
+                defaults.describe(),
+                ", ".join(resolved.from_defaults),
+            )
+        plan = plan_trigger(resolved, routing_inventory(dlperf_home()), max_map_length())
+    except ConfigError as exc:
+        write_refusal(ids.dag_id, ids.run_id, str(exc))
+        raise
+    clear_refusal(ids.dag_id, ids.run_id)  # a later try planned it: an earlier refusal no longer holds
     record = BenchmarkRunRecord(
         dag_id=ids.dag_id,
         run_id=ids.run_id,

@@ -154,3 +154,83 @@ def test_the_embedded_run_ignores_node_routing_and_says_so(tmp_path):
         assert shape["warned"] == []  # the old variable is gone before the DAG is parsed: said once, here
     shape, stderr = dag_shape(tmp_path, "embedded", "")
     assert "run_case" in shape["tasks"] and "ignored" not in stderr
+
+
+REFUSED = r"""
+import json, sys
+from urllib.parse import quote
+from dlperf_cli.embedded import run_dag
+from fastapi.testclient import TestClient
+from dlperf_airflow.results_api import create_app
+from dlperf_core.reporting.paths import read_refusal
+from dlperf_core.storage import ResultStore, default_db_url
+
+ResultStore(default_db_url()).ensure_schema()  # a deployment's results database has its schema (airflow-init)
+async def anyone():  # the page's own route, without the api-server's login (tested in test_results_api.py)
+    return None
+client = TestClient(create_app(auth=anyone))
+out = {}
+for name, conf in json.loads(sys.argv[1]).items():
+    run = run_dag(conf)
+    tab = client.get(f"/runs/{run.dag_id}/{quote(run.run_id, safe='')}")
+    out[name] = {
+        "state": str(run.state),
+        "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()},
+        "kept": read_refusal(run.dag_id, run.run_id),
+        "tab": [tab.status_code, tab.text],
+    }
+print("PROBE:" + json.dumps(out))
+"""
+
+
+def test_a_refused_trigger_fails_at_planning_and_its_tab_says_why(tmp_path):
+    """Through Airflow (dag.test(), whose run is made as the REST trigger makes one: conf merged into the DAG's
+    Params, each checked by its JSON schema): Airflow accepts a misspelt key and a suite name that is no file, and
+    plan_cases refuses both in words before any case runs; the run's "dlperf results" tab shows that reason
+    instead of an empty report and "no run ... in the results database"."""
+    import os
+    from html import unescape
+
+    from dlperf_core.trigger import TRIGGER_KEYS
+
+    confs = {
+        "key": {"suite": "suites/smoke.yaml", "runtime": "local", "topology": ["1n1g"], "repeats": 1},
+        "suite": {"suite": "smoke", "runtime": "local"},
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")} | {
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "DLPERF_HOME": str(REPO),
+        "DLPERF_DB_URL": f"sqlite:///{tmp_path / 'dlperf.db'}",
+        "DLPERF_REPORT_DIR": str(tmp_path / "reports"),
+        "DLPERF_LOG_DIR": str(tmp_path / "logs"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", REFUSED, json.dumps(confs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("PROBE:")]
+    assert out.returncode == 0 and lines, (out.stdout[-3000:], out.stderr[-5000:])
+    got = json.loads(lines[-1].removeprefix("PROBE:"))
+    said = {
+        "key": "trigger form: unknown key 'topology' (did you mean 'topologies'?); the known keys are "
+        + ", ".join(TRIGGER_KEYS),
+        "suite": "trigger form: suite: unknown suite 'smoke' (did you mean 'suites/smoke.yaml'?); known suites: ",
+    }
+    for name, run in got.items():
+        assert run["state"].endswith("failed"), run
+        assert run["tasks"]["plan_cases"].endswith("failed"), run["tasks"]
+        # nothing ran after the refused plan: no case, no search, no report
+        for task in ("preflight", "capture_environment", "run_case", "store_result", "make_report"):
+            assert not run["tasks"].get(task, "").endswith("success"), (task, run["tasks"])
+        assert run["kept"].startswith("invalid trigger form (1 problem(s)):\n  " + said[name]), run["kept"]
+        status, tab = run["tab"]
+        text = unescape(tab)
+        assert status == 200 and 'id="dlperf-refused"' in tab, tab[-3000:]
+        assert said[name] in text and "Refused at planning: no case ran" in text, text[-3000:]
+        assert "report files: <i>none (planning refused the run: no case ran)</i>" in tab
+        assert "in the results database" not in text and "none yet" not in text, text[-3000:]
+    assert said["key"] in out.stdout + out.stderr  # the task's log says it too

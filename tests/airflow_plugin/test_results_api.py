@@ -86,15 +86,16 @@ def test_view_of_an_empty_database_says_so(sqlite_url):
 def test_view_summary_plot_and_page(pg_url):
     store = seed(pg_url)
     view = load_overview(store)
-    by_topo = {f"{r['nodes']}n{r['gpus_per_node']}g": r for r in view.summary.rows}
+    assert view.summary.rows == [] and "no nightly run yet" in view.summary.note  # a manual run: not a night
+    by_topo = {f"{r['nodes']}n{r['gpus_per_node']}g": r for r in view.latest_any.rows}
     assert set(by_topo) == set(SEEDED)
     for topo, figures in SEEDED.items():
         assert by_topo[topo]["median_throughput"] == pytest.approx(sum(figures) / 2)
     assert by_topo["1n2g"]["speedup"] == pytest.approx(192.0 / 101.0)
     assert by_topo["2n1g"]["n_failed"] == 1
-    assert [r["run_id"] for r in view.runs.rows] == [view.summary.rows[0]["run_id"]]
+    assert [r["run_id"] for r in view.runs.rows] == [view.latest_any.rows[0]["run_id"]]
     assert len(view.results.rows) == 7
-    png = speedup_png(view.summary.rows)
+    png = speedup_png(view.latest_any.rows)
     assert png is not None and png.startswith(b"\x89PNG")
     page = render_page(view, ui_base="/", db="postgresql://…", routed=False)
     run_link = "/dags/dlperf_benchmark/runs/manual__2026-11-20T02%3A00%3A00%2B00%3A00"
@@ -104,7 +105,7 @@ def test_view_summary_plot_and_page(pg_url):
     # history and regressions: read from the store; a manual run makes no night and no regression
     for section in (view.history, view.regressions):
         assert section.rows == [] and section.note == "none yet", section
-    assert view.summary.source == "ResultStore.latest_summary()"
+    assert "ResultStore" not in view.summary.source and "()" not in view.summary.source  # words, not a method
 
 
 MLPERF_V1 = SHARED / "mlperf" / "training_v1.0"
@@ -233,8 +234,8 @@ def test_every_task_link_names_a_task_of_the_dag_in_its_shape(routed, routed_clu
     hrefs = re.findall(r'href="([^"]*)"', got["page"])
     ui = [unescape(h).removeprefix("/ui/") for h in hrefs if h.startswith("/ui/")]
     # all but the page's own JSON link and each run's own page (served by this app) go into Airflow's UI
-    own = [h for h in hrefs if h == "api/summary" or h.startswith("runs/")]
-    assert len(own) == 2 and len(ui) == len(hrefs) - len(own), hrefs
+    own = [h for h in hrefs if h in ("api/summary", "api/summary?of=any") or h.startswith("runs/")]
+    assert len(own) == 3 and len(ui) == len(hrefs) - len(own), hrefs
     named = set()
     for path in ui:
         hit = route_of(path, routes)
@@ -315,6 +316,8 @@ token = login.json()["access_token"]
 bearer = {"Authorization": f"Bearer {token}"}
 for name in ("summary", "runs", "results", "history", "regressions"):
     grab(name, client.get(f"/dlperf/api/{name}", headers=bearer))
+grab("summary_any", client.get("/dlperf/api/summary", params={"of": "any"}, headers=bearer))
+grab("summary_bad", client.get("/dlperf/api/summary", params={"of": "nope"}, headers=bearer))
 grab("results_unknown_run", client.get("/dlperf/api/results", params={"run_id": "nope"}, headers=bearer))
 grab("report_json", client.get(f"/dlperf/reports/dlperf_benchmark/{run}/report.json", headers=bearer))
 out["report_escape"] = client.get(f"/dlperf/reports/dlperf_benchmark/{run}/..%2F..%2F..%2Fpasswords.json", headers=bearer).status_code
@@ -389,7 +392,10 @@ def test_plugin_app_behind_airflow_auth(tmp_path, pg_url):
     assert got["wrong_password"]["status"] == 401
     assert got["login_status"] == 201
 
-    summary = got["summary"]
+    nightly = got["summary"]  # the default: the latest nightly summary, empty (the seeded run is a manual one)
+    assert nightly["status"] == 200 and nightly["json"]["rows"] == [], nightly
+    assert got["summary_bad"]["status"] == 422
+    summary = got["summary_any"]
     assert summary["status"] == 200, summary
     topologies = {f"{r['nodes']}n{r['gpus_per_node']}g": r for r in summary["json"]["rows"]}
     assert set(topologies) == set(SEEDED)
@@ -430,3 +436,48 @@ def test_plugin_app_behind_airflow_auth(tmp_path, pg_url):
     assert ours["external_views"][0]["url_route"] == "dlperf-results"
     run_view = ours["external_views"][1]
     assert run_view["destination"] == "dag_run" and run_view["href"] == "dlperf/runs/{DAG_ID}/{RUN_ID}"
+
+
+# ------------------------------------------------------------------- a run that planning refused
+
+
+def test_a_run_refused_at_planning_shows_why_on_its_page(sqlite_url, tmp_path, monkeypatch):
+    """plan_cases keeps its refusal in the run's report folder (dlperf_core.reporting.paths); the run's page (its
+    "dlperf results" tab) shows it, escaped, instead of "no run ... in the results database" and "none yet"; a
+    later try of plan_cases that plans the run forgets it. (Through Airflow: tests/airflow_plugin/test_dag.py.)"""
+    from urllib.parse import quote
+
+    from fastapi.testclient import TestClient
+
+    from dlperf_airflow import steps
+    from dlperf_airflow.results_api import create_app
+    from dlperf_core.errors import ConfigError
+    from dlperf_core.model import RunIds
+    from dlperf_core.reporting.paths import read_refusal
+
+    monkeypatch.setenv("DLPERF_HOME", str(REPO))
+    monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
+    monkeypatch.setenv("DLPERF_REPORT_DIR", str(tmp_path / "reports"))
+    ResultStore(sqlite_url).ensure_schema()
+    ids = RunIds(DAG_ID, "manual__2026-11-28T23:00:00+00:00")
+    smoke = {"suite": "suites/smoke.yaml", "runtime": "local"}
+    with pytest.raises(ConfigError) as refused:
+        steps.plan_step({**smoke, "topology": ["1n1g"], "repeats": 1}, ids, "manual")
+    assert read_refusal(ids.dag_id, ids.run_id) == str(refused.value)
+
+    async def anyone() -> None:  # the route alone; its login is test_plugin_app_behind_airflow_auth's
+        return None
+
+    client = TestClient(create_app(auth=anyone))
+    url = f"/runs/{DAG_ID}/{quote(ids.run_id, safe='')}"
+    page = client.get(url)
+    assert page.status_code == 200
+    assert "<h2>Refused at planning: no case ran</h2>" in page.text
+    assert "unknown key &#x27;topology&#x27; (did you mean &#x27;topologies&#x27;?)" in page.text  # escaped
+    assert "report files: <i>none (planning refused the run: no case ran)</i>" in page.text
+    assert "in the results database" not in page.text and "none yet" not in page.text
+
+    steps.plan_step({**smoke, "topologies": ["1n1g"], "repeats": 1}, ids, "manual")  # a later try plans it
+    assert read_refusal(ids.dag_id, ids.run_id) is None
+    page = client.get(url)
+    assert page.status_code == 200 and "dlperf-refused" not in page.text and "none yet" in page.text

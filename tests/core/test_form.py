@@ -334,6 +334,77 @@ def test_a_plan_over_the_deployments_map_length_is_refused_before_any_case_runs(
     assert airflow_settings(Path("/tmp"))["AIRFLOW__CORE__MAX_MAP_LENGTH"] == str(MAX_CASE_RUNS)
 
 
+def test_an_unknown_trigger_key_is_refused_first_naming_it_the_closest_key_and_the_known_ones(monkeypatch):
+    """Airflow accepts any key in a trigger's conf: a misspelt ``topology`` planned every topology of the suite.
+    plan_cases refuses it (dlperf_core.trigger.check_keys) before it reads anything else, in words."""
+    from dlperf_core.defaults import DeploymentDefaults
+    from dlperf_core.trigger import TRIGGER_KEYS, resolve_trigger, unknown_keys
+
+    known = ", ".join(TRIGGER_KEYS)
+    assert unknown_keys(["suite", "topologies", "repeats"]) is None
+    assert unknown_keys(["topology", "repeats"]) == (
+        f"unknown key 'topology' (did you mean 'topologies'?); the known keys are {known}"
+    )
+    assert unknown_keys(["suit", "repeats", "fast"]) == (
+        f"unknown keys 'suit' (did you mean 'suite'?), 'fast'; the known keys are {known}"
+    )
+    assert unknown_keys(["batch"], ("batch_size", "compile")) == (
+        "unknown key 'batch' (did you mean 'batch_size'?); the known keys are batch_size, compile"
+    )
+    monkeypatch.setenv("DLPERF_HOME", str(REPO))
+    with pytest.raises(ConfigError) as refused:  # the key first: the suite named is not even looked for
+        resolve_trigger({"suite": "nope.yaml", "topology": ["1n1g"], "repeats": 1}, DeploymentDefaults())
+    assert str(refused.value) == (
+        "invalid trigger form (1 problem(s)):\n"
+        f"  trigger form: unknown key 'topology' (did you mean 'topologies'?); the known keys are {known}"
+    )
+
+
+def test_a_suite_or_inventory_that_is_not_there_is_refused_in_words(monkeypatch, tmp_path):
+    """The form's suite and inventory are free text without a JSON schema pattern (Airflow would answer a bad one
+    with the schema's text); plan_cases refuses a name that is no YAML file there, with the known files and the
+    closest of them."""
+    from dlperf_core.defaults import DeploymentDefaults
+    from dlperf_core.trigger import known_files, resolve_trigger, unknown_file
+
+    known = ["suites/seeds.yaml", "suites/smoke.yaml"]
+    home = Path("/opt/dlperf")
+    tail = "(or a YAML file's path, relative to the dlperf home /opt/dlperf or absolute)"
+    assert unknown_file("suite", "suites", "x", known, home) == (
+        f"suite: unknown suite 'x'; known suites: suites/seeds.yaml, suites/smoke.yaml {tail}"
+    )
+    for near in ("smoke", "smoke.yml", "suites/smok.yaml"):  # by stem, file name or path
+        said = unknown_file("suite", "suites", near, known, home)
+        assert f"unknown suite {near!r} (did you mean 'suites/smoke.yaml'?); known suites: " in said
+    assert unknown_file("inventory", "inventories", "x.yaml", [], home).startswith(
+        "inventory: unknown inventory 'x.yaml'; known inventories: none "
+    )
+
+    monkeypatch.setenv("DLPERF_HOME", str(REPO))
+    suites = known_files("suites")
+    assert "suites/smoke.yaml" in suites and suites == sorted(suites)
+
+    def refusal(params):
+        with pytest.raises(ConfigError) as refused:
+            resolve_trigger(params, DeploymentDefaults())
+        assert len(refused.value.problems) == 1, refused.value.problems
+        return refused.value.problems[0]
+
+    assert refusal({"suite": "x", "runtime": "local"}) == (
+        f"suite: unknown suite 'x'; known suites: {', '.join(suites)} "
+        f"(or a YAML file's path, relative to the dlperf home {REPO} or absolute)"
+    )
+    assert refusal({"suite": "README.md"}).startswith("suite: unknown suite 'README.md'; known suites: ")  # no YAML
+    assert refusal({"suite": str(tmp_path / "gone.yaml")}).startswith(f"suite: unknown suite '{tmp_path}/gone.yaml'")
+    said = refusal({"suite": "suites/smoke.yaml", "runtime": "local", "inventory": "inventories/locl.yaml"})
+    assert said.startswith(
+        "inventory: unknown inventory 'inventories/locl.yaml' (did you mean 'inventories/local.yaml'?); "
+        "known inventories: inventories/docker-local.yaml, "
+    )
+    # a file that is there is read as before, relative to the dlperf home or absolute
+    assert resolve_trigger({"suite": str(REPO / "suites/smoke.yaml"), "runtime": "local"}, DeploymentDefaults())
+
+
 PROBE = r"""
 import copy, json
 from dlperf_cli.embedded import prepare_environment
@@ -352,7 +423,8 @@ trials = [("topologies", ["2n1g"]), ("topologies", ["3n3g"]), ("topologies", ["1
           ("topologies", None), ("models", ["resnet50_v1.5"]), ("models", ["bert"]),
           ("batch_size", 64), ("batch_size", 0), ("batch_size", None), ("batch_size", 5000), ("batch_size", -1),
           ("repeats", 1), ("repeats", 101), ("suite", "suites/resnet50-gpu.yaml"), ("suite", "suites/x.txt"),
-          ("inventory", ""), ("inventory", None), ("inventory", "inventories/local.yaml"), ("inventory", "a b")]
+          ("suite", "x"), ("inventory", ""), ("inventory", None), ("inventory", "inventories/local.yaml"),
+          ("inventory", "a b")]
 schema = {k: dag.params.get_param(k).schema for k in dag.params}
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},
                   "accepted": [[k, v, accepted(k, v)] for k, v in trials], "schema": schema}))
@@ -378,12 +450,17 @@ def test_dag_params_are_the_form_choices(tmp_path):
             ("batch_size", "5000"),
             ("batch_size", "-1"),
             ("repeats", "101"),
-            ("suite", '"suites/x.txt"'),
-            ("inventory", '"a b"'),
         ]
     )
+    # a suite or inventory name is free text: plan_cases refuses one that is not there, in words (Airflow's answer
+    # to a JSON schema pattern was the schema itself; test_a_suite_or_inventory_that_is_not_there_is_refused_...)
+    assert accepted[("suite", '"x"')] and accepted[("inventory", '"a b"')]
     expected = discover_choices(REPO)
     schema = info["schema"]
+    # the form's fields are the trigger's keys: any other key is refused at planning (dlperf_core.trigger)
+    from dlperf_core.trigger import TRIGGER_KEYS
+
+    assert list(schema) == list(TRIGGER_KEYS)
     assert schema["topologies"]["items"]["enum"] == list(expected.topologies)
     assert schema["topologies"]["examples"] == list(expected.topologies)
     # each topology names the suites that have it, so a pick the chosen suite lacks is visible in the form

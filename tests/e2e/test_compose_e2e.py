@@ -5,8 +5,8 @@ the guide's ``bash`` blocks of steps 1 to 6 in order and runs them as one script
 images (``--compose``), ``.env`` with new secrets, ``docker compose up``, wait until healthy, sign in to the REST
 API, unpause the DAG so that Airflow itself starts a ``scheduled`` run (the first night, with the deployment's
 defaults), trigger a run on demand, wait for both to succeed, query the results database with the guide's SQL.
-Then it opens the results page and the DAG run's "dlperf results" tab in Chromium (the screenshot goes into the
-docs), follows a report link, checks that a browser without a session is sent to the login page, and runs
+Then it opens the results page (1,280 px wide: it must fit) and the DAG run's "dlperf results" tab in Chromium
+(both screenshots go into the docs: docs/img/compose-results-page.png and compose-run-results.png), follows a report link, checks that a browser without a session is sent to the login page, and runs
 step 7 (``down -v``): nothing of the project is left, and no framework container either.
 
 The stack publishes on its own loopback address (127.0.0.2 unless DLPERF_E2E_PUBLISH_ADDR says otherwise),
@@ -33,6 +33,8 @@ GUIDE = REPO / "docs" / "deploy.md"
 SECTION = "## On one host, step by step"
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT = REPO / "docs" / "img" / "compose-run-results.png"
+PAGE_SCREENSHOT = REPO / "docs" / "img" / "compose-results-page.png"
+PAGE_WIDTH = 1280  # the results page fits it: no horizontal scrolling of the page itself
 PUBLISH_ADDR = os.environ.get("DLPERF_E2E_PUBLISH_ADDR", "127.0.0.2")
 GUIDE_TIMEOUT_S = 1500
 
@@ -165,6 +167,7 @@ def test_deploy_guide_on_one_host(tmp_path, compose_command):
         assert runs.returncode == 0, runs.stderr
         assert f"{night}|scheduled|docker|success" in runs.stdout.splitlines()
         assert "on-demand-1|manual|docker|success" in runs.stdout.splitlines()
+        check_refused_trigger(ui, said["TOKEN"])
         check_pages(ui, said["TOKEN"], night, home / ".env", tmp_path)
     finally:
         down = run_bash("\n".join(steps[-1][1]), home, env, 600)
@@ -173,6 +176,45 @@ def test_deploy_guide_on_one_host(tmp_path, compose_command):
     assert down.returncode == 0, down.stderr[-3000:]
     assert leftovers == [], leftovers
     assert framework == [], f"framework containers left behind: {framework}"
+
+
+def check_refused_trigger(ui: str, token: str) -> None:
+    """A misspelt key through the REST API, as the guide's step 5 sends one: Airflow creates the run (it accepts
+    any key), plan_cases refuses it before any case runs, and the run's dlperf results page says why."""
+    import json
+    import time
+    import urllib.request
+
+    def call(method: str, path: str, body: dict | None = None) -> dict:
+        request = urllib.request.Request(
+            f"{ui}{path}",
+            method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.loads(answer.read() or b"{}")
+
+    run_id = "misspelt-key"
+    conf = {"topology": ["1n1g"], "repeats": 1}
+    call("POST", "/api/v2/dags/dlperf_benchmark/dagRuns", {"dag_run_id": run_id, "logical_date": None, "conf": conf})
+    deadline = time.monotonic() + 300
+    state = "queued"
+    while state in ("queued", "running") and time.monotonic() < deadline:
+        time.sleep(3)
+        state = call("GET", f"/api/v2/dags/dlperf_benchmark/dagRuns/{run_id}")["state"]
+    assert state == "failed", state
+    tis = call("GET", f"/api/v2/dags/dlperf_benchmark/dagRuns/{run_id}/taskInstances")["task_instances"]
+    states = {t["task_id"]: t["state"] for t in tis}
+    assert states["plan_cases"] == "failed" and "run_case" not in {k for k, v in states.items() if v == "success"}
+    request = urllib.request.Request(
+        f"{ui}/dlperf/runs/dlperf_benchmark/{run_id}", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        page = answer.read().decode()
+    from html import unescape
+
+    assert "unknown key 'topology' (did you mean 'topologies'?)" in unescape(page), page[-3000:]
 
 
 def check_pages(ui: str, token: str, night: str, env_file: Path, tmp_path: Path) -> None:
@@ -210,7 +252,7 @@ def check_pages(ui: str, token: str, night: str, env_file: Path, tmp_path: Path)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page = browser.new_page(viewport={"width": PAGE_WIDTH, "height": 1100})
             page.goto(f"{ui}/dlperf/")  # no session: the login page, which comes back here
             page.wait_for_url("**/auth/login**")
             page.fill('input[name="username"]', "admin")
@@ -220,7 +262,13 @@ def check_pages(ui: str, token: str, night: str, env_file: Path, tmp_path: Path)
             page.locator("#summary").wait_for(timeout=30_000)
             summary = page.locator("#summary").inner_text()
             assert "CV" in summary and "2n1g" in summary, summary
+            assert night in summary and "on-demand-1" not in summary  # the latest nightly, not the 1-repeat run
+            assert "latest nightly" in page.locator("#summary-source").inner_text()
+            assert "on-demand-1" in page.locator("#latest-any").inner_text()  # there, flagged as one repeat
+            assert "single repeat" in page.locator("#latest-any").inner_text()
             assert night in page.locator("#runs").inner_text()
+            assert page.evaluate("document.documentElement.scrollWidth") <= PAGE_WIDTH
+            page.screenshot(path=str(tmp_path / "results-page.png"), full_page=True)
             page.goto(f"{ui}/dags/dlperf_benchmark/runs/{quoted}/plugin/dlperf-run-results")
             frame = page.frame_locator("iframe").first
             frame.locator("#dlperf-run-links").wait_for(timeout=60_000)
@@ -232,3 +280,4 @@ def check_pages(ui: str, token: str, night: str, env_file: Path, tmp_path: Path)
             browser.close()
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tmp_path / "run-tab.png", SCREENSHOT)
+    shutil.copyfile(tmp_path / "results-page.png", PAGE_SCREENSHOT)

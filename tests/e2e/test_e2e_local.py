@@ -25,7 +25,8 @@ def test_local_runtime_smoke_suite_lands_in_postgres(tmp_path, pg_url):
     assert sorted(zip(summary["nodes"], summary["gpus_per_node"])) == [(1, 1), (1, 2), (2, 1)]
     one = summary[(summary["nodes"] == 1) & (summary["gpus_per_node"] == 1)].iloc[0]
     assert one["speedup"] == pytest.approx(1.0)
-    assert summary["speedup"].notna().all()
+    assert summary["speedup"].notna().all() and set(summary["baseline_of"]) == {"this run"}
+    assert set(summary["unreliable_reason"]) == {"single repeat"}  # --repeats 1: every row says so
     # the figures in the printed table are the ones stored
     assert f"{one['median_throughput']:.2f}" in run.stdout
     # each table names its configuration's fingerprint, the one stored, as README.md shows it
@@ -34,13 +35,13 @@ def test_local_runtime_smoke_suite_lands_in_postgres(tmp_path, pg_url):
     assert f"configuration args={fingerprint}\n" in (REPO / "README.md").read_text()
     stored = rows.iloc[0]["configuration"]
     assert stored["extra_args"] == ["--image-size", "64", "--width", "16", "--device", "cpu"]
-    assert (stored["warmup_iterations"], stored["measured_iterations"]) == (3, 10)
+    assert (stored["warmup_iterations"], stored["measured_iterations"]) == (5, 30)
     # node 0's log also holds MLPerf's MLLOG events: read as MLLOG and as the seed format (DLLogger), it gives
     # the same throughput, the one stored
     for log, throughput in zip(rows["log_path"], rows["throughput"]):
         text = Path(log).read_text()
         (mllog,) = parse_log(text, format="mlperf_mllog")
-        (seed,) = parse_log(text, format="ngc_pytorch_dllogger", warmup=3, measured=10)
+        (seed,) = parse_log(text, format="ngc_pytorch_dllogger", warmup=5, measured=30)
         assert detect_format(text) == "mlperf_mllog" and mllog.status == seed.status == "ok", (mllog, seed)
         assert mllog.throughput == pytest.approx(seed.throughput, rel=1e-4)  # float seconds vs whole ms
         assert seed.throughput == pytest.approx(throughput)

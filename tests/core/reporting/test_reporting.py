@@ -189,12 +189,13 @@ def test_seed_tables_have_the_seed_columns_and_the_right_speedups(filled):
             assert row.speedup == pytest.approx(statistics.median(values) / base)
             assert row.n == len(values)
             assert row.failed == (1 if (*key, (row.node_num, row.gpu_num_per_node), 3) == FAILED else 0)
-            assert row[7] == pytest.approx(statistics.stdev(values) / statistics.fmean(values) * 100)  # cv(%)
+            assert row.speedup_vs == "this run"
+            assert row[8] == pytest.approx(statistics.stdev(values) / statistics.fmean(values) * 100)  # cv(%)
             assert row.unreliable == ""  # +-1 % noise and sub-linear scaling: nothing flagged
     text = seed_tables(store.summary(run_id=LATEST, dag_id=DAG))
     assert (
-        "| node_num | gpu_num_per_node | batch_size_per_device | samples/s(ngc_mxnet) | speedup | n | failed | cv(%) "
-        "| unreliable |" in text
+        "| node_num | gpu_num_per_node | batch_size_per_device | samples/s(ngc_mxnet) | speedup | speedup_vs | n | failed "
+        "| cv(%) | unreliable |" in text
     )
     assert "unreliable: CV" not in text  # the rule is spelled out only under tables that flag a row
     assert "### pytorch_reference resnet50_v1.5 amp batch 256 (median of repeats)" in text

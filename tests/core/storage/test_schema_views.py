@@ -70,9 +70,10 @@ def frame_of(records) -> pd.DataFrame:
 
 
 def test_case_summary_with_stdev_cv_memory_and_environment(store):
-    records, _ = runs_and_records(store)
+    records, starts = runs_and_records(store)
+    runs = {run: (T0 + timedelta(days=day), trigger) for run, (day, trigger) in starts.items()}
     got = store.summary().sort_values(CASE_KEYS).reset_index(drop=True)
-    want = expected_summary(records).sort_values(CASE_KEYS).reset_index(drop=True)
+    want = expected_summary(records, runs).sort_values(CASE_KEYS).reset_index(drop=True)
     assert list(got.columns) == list(CASE_SUMMARY_COLUMNS)
     pd.testing.assert_frame_equal(got, want, check_dtype=False, check_exact=False, rtol=1e-9)
     assert got["stdev_throughput"].notna().sum() > 10 and got["environment_id"].notna().all()
@@ -84,7 +85,8 @@ def test_latest_summary_is_the_newest_run_per_configuration(store):
     newest = (
         frame.sort_values(["started_at"]).groupby(list(CONFIGURATION_COLUMNS)).tail(1)[["dag_id", "run_id", "case_key"]]
     )
-    want = expected_summary(records).merge(newest, on=["dag_id", "run_id", "case_key"])
+    runs = {run: (T0 + timedelta(days=day), trigger) for run, (day, trigger) in starts.items()}
+    want = expected_summary(records, runs).merge(newest, on=["dag_id", "run_id", "case_key"])
     want["started_at"] = [T0 + timedelta(days=starts[(d, r)][0]) for d, r in zip(want["dag_id"], want["run_id"])]
     want["trigger"] = [starts[(d, r)][1] for d, r in zip(want["dag_id"], want["run_id"])]
     got = store.latest_summary()
@@ -96,6 +98,13 @@ def test_latest_summary_is_the_newest_run_per_configuration(store):
     only = got[got["model"] == "only"].iloc[0]
     assert (only["dag_id"], only["run_id"]) == ("dag", "r1")  # measured once, long ago: still shown
     assert set(got[got["model"] != "only"]["run_id"]) == {"r1"} and set(got["dag_id"]) >= {"other"}
+    # the latest nightly: the newest scheduled run of each configuration ("other"/r1 is a manual run)
+    nightly = store.latest_summary(nightly=True)
+    assert set(nightly["trigger"]) == {"scheduled"} and set(zip(nightly["dag_id"], nightly["run_id"])) <= {
+        ("dag", "r1"),
+        ("dag", "r2"),
+    }
+    assert len(nightly) == frame[frame["dag_id"] == "dag"].groupby(list(CONFIGURATION_COLUMNS)).ngroups
 
 
 def test_nightly_history_has_scheduled_runs_only(store):

@@ -54,6 +54,7 @@ VIEWS = (
     "fabric_summary",
     "open_regressions",
     "nightly_history",
+    "latest_nightly_summary",
     "latest_summary",
     "case_summary",
 )
@@ -112,7 +113,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert current_revision(engine) is None
         upgrade(db_url)
         upgrade(db_url)  # idempotent
-        assert current_revision(db_url) == head_revision() == "0011"
+        assert current_revision(db_url) == head_revision() == "0012"
         inspector = sa.inspect(engine)
         assert {"benchmark_runs", "results"} <= set(inspector.get_table_names())
         assert "case_summary" in inspector.get_view_names()
@@ -125,7 +126,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert "case_summary" not in inspector.get_view_names()
 
         upgrade(engine)  # and back up again, through an Engine
-        assert current_revision(engine) == "0011"
+        assert current_revision(engine) == "0012"
     finally:
         engine.dispose()
 
@@ -302,8 +303,11 @@ def synthetic_results(seed: int = 7) -> list[ResultRecord]:
     return records
 
 
-def expected_summary(records: list[ResultRecord]) -> pd.DataFrame:
-    """The case_summary figures computed with pandas."""
+def expected_summary(
+    records: list[ResultRecord], runs: dict[tuple[str, str], tuple[datetime, str]] | None = None
+) -> pd.DataFrame:
+    """The case_summary figures computed with pandas; ``runs``: each run's start and trigger (default: none is
+    scheduled), for the baselines of runs without their own 1n1g (the latest nightly one) and their nights."""
     frame = pd.DataFrame([{k: v for k, v in asdict(r).items() if k != "benchmark_run"} for r in records])
     cases = frame.groupby(CASE_KEYS, as_index=False).agg(
         n=("status", lambda s: int((s == "ok").sum())),
@@ -337,9 +341,47 @@ def expected_summary(records: list[ResultRecord]) -> pd.DataFrame:
     out["speedup"] = out["median_throughput"] / out["baseline"]
     out["scaling_efficiency"] = out["speedup"] / out["total_gpus"]
     out["unreliable_reason"] = [
-        unreliable_reason(cv, speedup, gpus) for cv, speedup, gpus in zip(out["cv"], out["speedup"], out["total_gpus"])
+        unreliable_reason(cv, speedup, gpus, ok_repeats=n)
+        for cv, speedup, gpus, n in zip(out["cv"], out["speedup"], out["total_gpus"], out["n"])
     ]
     out["unreliable"] = out["unreliable_reason"].notna()
+    out["single_repeat"] = out["n"] == 1
+    out["oversubscribed"] = False
+    runs = runs or {}
+    nights = single.assign(start=[runs.get((d, r), (None, ""))[0] for d, r in zip(single["dag_id"], single["run_id"])])
+    nights = nights[
+        [runs.get((d, r), (None, ""))[1] == "scheduled" for d, r in zip(nights["dag_id"], nights["run_id"])]
+    ]
+    nights = nights[nights["median_throughput"].notna()]
+    same = [c for c in BASELINE_KEYS if c not in ("dag_id", "run_id")]
+    baseline_of, baseline_dag, baseline_run, baseline_night = [], [], [], []
+    for i, row in out.iterrows():
+        start = runs.get((row["dag_id"], row["run_id"]), (None, ""))[0]
+        if pd.notna(row["baseline"]):
+            found = (row["dag_id"], row["run_id"], "this run")
+        else:
+            mine = nights[(nights[same] == row[same]).all(axis=1)] if start is not None else nights.iloc[0:0]
+            mine = mine[mine["start"] <= start] if len(mine) else mine
+            if len(mine):
+                latest = mine.sort_values("start").iloc[-1]
+                found = (latest["dag_id"], latest["run_id"], "latest nightly")
+                out.loc[i, "speedup"] = row["median_throughput"] / latest["median_throughput"]
+            else:
+                found = (None, None, None)
+        baseline_dag.append(found[0])
+        baseline_run.append(found[1])
+        baseline_of.append(found[2])
+        trigger_start = runs.get((found[0], found[1])) if found[0] else None
+        scheduled = trigger_start is not None and trigger_start[1] == "scheduled"
+        baseline_night.append(trigger_start[0].astimezone(UTC).date() if scheduled else None)
+    out["scaling_efficiency"] = out["speedup"] / out["total_gpus"]
+    out["unreliable_reason"] = [
+        unreliable_reason(cv, speedup, gpus, ok_repeats=n)
+        for cv, speedup, gpus, n in zip(out["cv"], out["speedup"], out["total_gpus"], out["n"])
+    ]
+    out["unreliable"] = out["unreliable_reason"].notna()
+    out["baseline_dag_id"], out["baseline_run_id"] = baseline_dag, baseline_run
+    out["baseline_of"], out["baseline_night"] = baseline_of, baseline_night
     return out[list(CASE_SUMMARY_COLUMNS)]
 
 
