@@ -327,12 +327,13 @@ class CaseSummaryRow(_Configured):
     environment_id: int | None
     unreliable: bool
     unreliable_reason: str | None
-    single_repeat: bool  # one ok repeat: no CV to judge it by
-    oversubscribed: bool  # its ranks had no cores of their own: no speedup
-    baseline_dag_id: str | None  # the run whose 1n1g the speedup is against (None: none)
-    baseline_run_id: str | None
-    baseline_of: str | None  # "this run" | "latest nightly"
-    baseline_night: date | None  # that run's night, when it is a scheduled run
+    # migration 0012 (defaults: a row made without them, as by a caller that predates them)
+    single_repeat: bool = False  # one ok repeat: no CV to judge it by
+    oversubscribed: bool = False  # its ranks had no cores of their own: no speedup
+    baseline_dag_id: str | None = None  # the run whose 1n1g the speedup is against (None: none)
+    baseline_run_id: str | None = None
+    baseline_of: str | None = None  # "this run" | "latest nightly"
+    baseline_night: date | None = None  # that run's night, when it is a scheduled run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -354,10 +355,11 @@ class HistoryRow(_Configured):
     mfu: float | None
     energy_per_sample_j: float | None
     environment_id: int | None
-    unreliable_reason: str | None
-    baseline_run_id: str | None
-    baseline_of: str | None
-    baseline_night: date | None
+    # migration 0012, as case_summary's (defaults: a row made without them)
+    unreliable_reason: str | None = None
+    baseline_run_id: str | None = None
+    baseline_of: str | None = None
+    baseline_night: date | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
