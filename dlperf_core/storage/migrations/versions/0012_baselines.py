@@ -62,6 +62,7 @@ def _frozen(name: str):
 
 
 m0006 = _frozen("0006_variants_efficiency.py")
+m0008 = _frozen("0008_unreliable_configurations.py")
 m0010 = _frozen("0010_configuration_identity.py")
 
 #: The columns that make two cases share a 1n1g baseline (the configuration without the topology).
@@ -87,10 +88,7 @@ DEVICES = "s.nodes * s.gpus_per_node"
 NOISY = f"{CV} > {MAX_RELIABLE_CV!r}"
 SUPERLINEAR = f"{SPEEDUP} > {DEVICES}"
 
-TWO_DECIMALS = {
-    "postgresql": "CAST(ROUND(CAST({x} AS numeric), 2) AS text)",
-    "sqlite": "printf('%.2f', {x})",
-}
+TWO_DECIMALS = m0008.TWO_DECIMALS  # a number as text with two decimals, per dialect
 
 
 def unreliable_reason(dialect: str) -> str:
@@ -195,22 +193,7 @@ summary AS NOT MATERIALIZED (
 # ---------------------------------------------------------------------------- case_summary, SQLite
 
 
-def _sqlite_median(name: str, column: str) -> str:
-    """Two CTEs giving the median of ``column`` over a case's ok repeats (NULLs left out), as 0006's."""
-    return f"""
-ranked_{name} AS (
-    SELECT dag_id, run_id, case_key, {column} AS v,
-           ROW_NUMBER() OVER (PARTITION BY dag_id, run_id, case_key ORDER BY {column}) AS rn,
-           COUNT(*) OVER (PARTITION BY dag_id, run_id, case_key) AS cnt
-    FROM results
-    WHERE status = 'ok' AND {column} IS NOT NULL
-),
-median_{name} AS (
-    SELECT dag_id, run_id, case_key, AVG(v) AS {name}
-    FROM ranked_{name}
-    WHERE rn IN ((cnt + 1) / 2, (cnt + 2) / 2)
-    GROUP BY dag_id, run_id, case_key
-),"""
+_sqlite_median = m0006._sqlite_median  # a case's median over its ok repeats, as 0006's CTEs
 
 
 CASE_SUMMARY_SQLITE = f"""
