@@ -10,7 +10,7 @@ and the task that reads it gets a ``PlannedRun`` back, provided Airflow's
 embedded runtime of ``dlperf run``, the tests' stacks: :data:`ALLOWED_DESERIALIZATION_CLASSES`).
 
 The same generated form is what the results database stores where a column holds JSON (a result's launch
-spec, an environment, a search's probes) and what the gang board posts on XCom: there the type's field order is
+spec, an environment, a search's trials) and what the gang board posts on XCom: there the type's field order is
 the stored key order, and a field whose stored text must not change (a datetime written as Python's
 ``isoformat``, ``+00:00`` rather than pydantic's ``Z``) says so in its type (:data:`IsoDatetime`), so a form
 written by an older dlperf reads back and is written again unchanged.

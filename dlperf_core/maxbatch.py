@@ -8,17 +8,19 @@ batch that did not run out of memory). A benchmark asks for the same search with
 and the DAG runs short trainings at ``start``, ``start + step``, ... up to ``limit`` on that topology,
 one after the other, and stops at the first that fails with "out of memory" (the parsers' and runtimes'
 reason, ``dlperf_core.parsing.failures.OUT_OF_MEMORY``). The search is linear, as the seeds stepped,
-because one probe is a short run and a bisection would spend its first probes on the batches most likely
+because one trial is a short run and a bisection would spend its first trials on the batches most likely
 to fail slowly.
 
-Everything here is pure: the search is a state machine over the probes seen so far (:func:`next_batch`,
-:func:`conclude`); running a probe belongs to the DAG step (``dlperf_airflow.maxbatch_step``).
+Everything here is pure: the search is a state machine over the trials seen so far (:func:`next_batch`,
+:func:`conclude`); running a trial belongs to the DAG step (``dlperf_airflow.maxbatch_step``). A trial is one
+short training at one batch size (:class:`Trial`); the results database keeps a search's trials in its
+``max_batch_searches.probes`` column (the column's name is older than the word).
 
 Verdicts (``status``):
   * ``found``: ``max_batch`` trained, ``max_batch + step`` ran out of memory;
   * ``limit_reached``: every batch up to ``limit`` trained (``max_batch`` is a lower bound);
   * ``none_fit``: already ``start`` ran out of memory (``max_batch`` is None);
-  * ``failed``: a probe failed for another reason (it says which); nothing is concluded beyond the
+  * ``failed``: a trial failed for another reason (it says which); nothing is concluded beyond the
     batches that trained (``max_batch`` is the largest of those, or None).
 """
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -45,10 +47,10 @@ class MaxBatchSearch(BaseModel):
     step: int = Field(32, ge=1, description="increment between tries (the seeds stepped by 32)")
     limit: int = Field(1024, ge=1, description="largest batch per device tried")
     topology: Topology = Field(
-        Topology(nodes=1, gpus_per_node=1), description="where the probes run, as 1n1g (the seeds searched on 1 GPU)"
+        Topology(nodes=1, gpus_per_node=1), description="where the trials run, as 1n1g (the seeds searched on 1 GPU)"
     )
-    warmup_iterations: int = Field(2, ge=0, description="iterations before the measured ones in each probe")
-    measured_iterations: int = Field(5, ge=1, description="measured iterations in each probe")
+    warmup_iterations: int = Field(2, ge=0, description="iterations before the measured ones in each trial")
+    measured_iterations: int = Field(5, ge=1, description="measured iterations in each trial")
     only: bool = Field(False, description="search only: plan no measured cases for this benchmark")
 
     @model_validator(mode="after")
@@ -63,9 +65,9 @@ class MaxBatchSearch(BaseModel):
 
 
 @dataclass(frozen=True)
-class Probe(JsonForm):
-    """One short training at one batch size: how it ended. Its JSON form (:meth:`to_json`) is an item of the
-    ``max_batch_searches.probes`` column."""
+class Trial(JsonForm):
+    """One trial of a search: a short training at one batch size, and how it ended. Its JSON form
+    (:meth:`to_json`) is an item of the ``max_batch_searches.probes`` column (unchanged by the rename)."""
 
     batch: int
     status: str  # "ok" | "failed"
@@ -79,19 +81,33 @@ class Probe(JsonForm):
 
 @dataclass(frozen=True)
 class SearchResult(JsonForm):
-    """What a finished search concluded (see the module docstring for the statuses)."""
+    """What a finished search concluded (see the module docstring for the statuses). Version 2 renamed the
+    field ``probes`` to ``trials`` (:meth:`deserialize` reads a version-1 form)."""
+
+    __version__: ClassVar[int] = 2
 
     status: SearchStatus
     max_batch: int | None
     first_oom_batch: int | None
     reason: str | None
-    probes: tuple[Probe, ...]
+    trials: tuple[Trial, ...]
+
+    @property
+    def probes(self) -> tuple[Trial, ...]:
+        """The old name of :attr:`trials`, kept while ``dlperf_core/storage/records.py`` reads it."""
+        return self.trials
+
+    @classmethod
+    def deserialize(cls, data: object, version: int) -> Self:
+        if version < 2 and isinstance(data, dict):
+            data = {("trials" if k == "probes" else k): v for k, v in data.items()}
+        return super().deserialize(data, version)
 
     @property
     def summary(self) -> str:
         """One line for logs and the CLI."""
         tried = ", ".join(
-            f"{p.batch}:{'ok' if p.status == 'ok' else ('OOM' if p.out_of_memory else 'failed')}" for p in self.probes
+            f"{p.batch}:{'ok' if p.status == 'ok' else ('OOM' if p.out_of_memory else 'failed')}" for p in self.trials
         )
         if self.status == "found":
             head = f"max batch {self.max_batch} (batch {self.first_oom_batch} ran out of memory)"
@@ -104,40 +120,45 @@ class SearchResult(JsonForm):
         return f"{head} [{tried}]"
 
 
-def _check_order(search: MaxBatchSearch, probes: Sequence[Probe]) -> None:
-    expected = search.candidates()[: len(probes)]
-    got = tuple(p.batch for p in probes)
+def _check_order(search: MaxBatchSearch, trials: Sequence[Trial]) -> None:
+    expected = search.candidates()[: len(trials)]
+    got = tuple(t.batch for t in trials)
     if got != expected:
-        raise ValueError(f"probes {got} are not the search's first candidates {expected}")
+        raise ValueError(f"trials {got} are not the search's first candidates {expected}")
 
 
-def next_batch(search: MaxBatchSearch, probes: Sequence[Probe]) -> int | None:
-    """The batch to try next after ``probes`` (in the order tried), or None when the search is over."""
-    _check_order(search, probes)
-    if probes and probes[-1].status != "ok":
+def next_batch(search: MaxBatchSearch, trials: Sequence[Trial]) -> int | None:
+    """The batch to try next after ``trials`` (in the order tried), or None when the search is over."""
+    _check_order(search, trials)
+    if trials and trials[-1].status != "ok":
         return None  # out of memory ends the search; any other failure stops it
     candidates = search.candidates()
-    return candidates[len(probes)] if len(probes) < len(candidates) else None
+    return candidates[len(trials)] if len(trials) < len(candidates) else None
 
 
-def conclude(search: MaxBatchSearch, probes: Sequence[Probe]) -> SearchResult:
-    """The result of a finished search (every probe :func:`next_batch` asked for has run)."""
-    if next_batch(search, probes) is not None:
-        raise ValueError(f"the search is not finished: batch {next_batch(search, probes)} is still to be tried")
-    trained = [p.batch for p in probes if p.status == "ok"]
+def conclude(search: MaxBatchSearch, trials: Sequence[Trial]) -> SearchResult:
+    """The result of a finished search (every trial :func:`next_batch` asked for has run)."""
+    if next_batch(search, trials) is not None:
+        raise ValueError(f"the search is not finished: batch {next_batch(search, trials)} is still to be tried")
+    trained = [t.batch for t in trials if t.status == "ok"]
     best = max(trained) if trained else None
-    last = probes[-1]
+    last = trials[-1]
     if last.status == "ok":
-        return SearchResult("limit_reached", best, None, None, tuple(probes))
+        return SearchResult("limit_reached", best, None, None, tuple(trials))
     if last.out_of_memory:
         status: SearchStatus = "found" if best is not None else "none_fit"
-        return SearchResult(status, best, last.batch, None, tuple(probes))
-    return SearchResult("failed", best, None, f"batch {last.batch}: {last.reason}", tuple(probes))
+        return SearchResult(status, best, last.batch, None, tuple(trials))
+    return SearchResult("failed", best, None, f"batch {last.batch}: {last.reason}", tuple(trials))
 
 
-def run_search(search: MaxBatchSearch, probe: Callable[[int], Probe]) -> SearchResult:
-    """Drive a search with ``probe(batch) -> Probe`` (the only I/O, supplied by the caller)."""
-    probes: list[Probe] = []
-    while (batch := next_batch(search, probes)) is not None:
-        probes.append(probe(batch))
-    return conclude(search, probes)
+def run_search(search: MaxBatchSearch, trial: Callable[[int], Trial]) -> SearchResult:
+    """Drive a search with ``trial(batch) -> Trial`` (the only I/O, supplied by the caller)."""
+    trials: list[Trial] = []
+    while (batch := next_batch(search, trials)) is not None:
+        trials.append(trial(batch))
+    return conclude(search, trials)
+
+
+Probe = Trial
+"""The old name of :class:`Trial`, kept while ``plugins/dlperf_airflow/maxbatch_step.py`` and
+``dlperf_core/storage/records.py`` import it."""

@@ -1,12 +1,15 @@
 """The measurement of one case run: the runtime's outcome and the parsed log, reduced to one result.
 
-Pure apart from reading the log file. A run that failed has a reason and no throughput, never a zero.
+Pure apart from reading the log file. A run that failed has a reason and no throughput, never a zero. A
+training case's figure is its ``throughput``; a fabric benchmark's (the all-reduce case) is its
+``bus_bandwidth_gbs``, and its ``throughput`` stays None: a bandwidth is never a throughput.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from dlperf_core.efficiency import (
     energy_per_sample,
@@ -22,22 +25,29 @@ from dlperf_core.json_form import JsonForm
 from dlperf_core.model import Case, CaseOutcome
 from dlperf_core.origin import FigureOrigin
 from dlperf_core.parsing import ParsedRun, parse_file
-from dlperf_core.parsing.fabric import ProbeResult, parse_probe
+from dlperf_core.parsing.fabric import FabricResult, parse_fabric_table
 from dlperf_core.parsing.failures import ERROR_TAIL_CHARS, error_line
 
 
 @dataclass(frozen=True)
 class Measurement(JsonForm):
+    """One case run's result, what ``store_result`` hands on. Version 2 added ``bus_bandwidth_gbs``: version 1
+    held a fabric benchmark's GB/s in ``throughput``, and a version-1 form is read back as it was written (it
+    cannot tell which case it came from)."""
+
+    __version__: ClassVar[int] = 2
+
     status: str  # "ok" | "failed"
     reason: str | None
-    throughput: float | None  # samples/s by dlperf's window rule
+    throughput: float | None  # samples/s by dlperf's window rule (training cases only)
     reported_throughput: float | None  # the framework's own figure
-    iterations: int | None  # iterations inside the measured window
+    iterations: int | None  # iterations inside the measured window (fabric benchmark: message sizes measured)
     window_first: int | None = None  # first and last iteration counted (ok runs)
     window_last: int | None = None
     mfu: float | None = None  # model FLOPs utilisation (dlperf_core.efficiency); None when unknown
     energy_per_sample_j: float | None = None
     gpu_power_mean_w: float | None = None  # the case's GPUs' mean board power over the window, summed (W)
+    bus_bandwidth_gbs: float | None = None  # a fabric benchmark's average bus bandwidth (GB/s); None otherwise
 
 
 def _tail(path: Path) -> str:
@@ -127,14 +137,16 @@ def figure_origin(case: Case, inventory: str | Path) -> FigureOrigin | None:
     return get_adapter(case.framework).figure_origin(case, nodes)
 
 
-def measure_probe_run(case: Case, outcome: CaseOutcome) -> tuple[Measurement, ProbeResult | None]:
-    """The measurement of a probe case run (``kind = "probe"``: the all-reduce probe) and what it measured: ok
-    with its message sizes, or failed with the reason (the process's, else the log's). ``throughput`` of the
-    measurement is the probe's average bus bandwidth (GB/s), for the task's summary only: probes are stored in
-    ``fabric_probes``, never as a throughput."""
+def measure_fabric_run(case: Case, outcome: CaseOutcome) -> tuple[Measurement, FabricResult | None]:
+    """The measurement of a fabric benchmark case run (the all-reduce bus bandwidth, the ``allreduce_probe``
+    adapter) and what it measured: ok with its message sizes, or failed with the reason (the process's, else the
+    log's). The measurement's ``bus_bandwidth_gbs`` is the average bus bandwidth (GB/s), for the task's summary
+    only (``throughput`` stays None): the sizes are stored in ``fabric_probes``, never as a throughput."""
     log = Path(outcome.log_path) if outcome.log_path else None
     result = (
-        parse_probe(log.read_bytes().decode("utf-8", errors="replace")) if log is not None and log.exists() else None
+        parse_fabric_table(log.read_bytes().decode("utf-8", errors="replace"))
+        if log is not None and log.exists()
+        else None
     )
     if outcome.failure:
         details = [outcome.failure]
@@ -148,6 +160,10 @@ def measure_probe_run(case: Case, outcome: CaseOutcome) -> tuple[Measurement, Pr
     if result.status != "ok":
         return Measurement("failed", result.reason, None, None, None), result
     if result.ranks is not None and result.ranks != case.total_gpus:
-        reason = f"probe ran on {result.ranks} ranks, the case expects {case.total_gpus}"
+        reason = f"probe ran on {result.ranks} ranks, the case expects {case.total_gpus}"  # stored text: kept
         return Measurement("failed", reason, None, None, None), result
-    return Measurement("ok", None, result.avg_busbw_gbs, None, len(result.sizes)), result
+    return Measurement("ok", None, None, None, len(result.sizes), bus_bandwidth_gbs=result.avg_busbw_gbs), result
+
+
+measure_probe_run = measure_fabric_run
+"""The old name of :func:`measure_fabric_run`, kept while ``plugins/dlperf_airflow/steps.py`` imports it."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import ADAPTERS, get_adapter
-from dlperf_core.frameworks.allreduce_probe import PROBE_MODEL, AllreduceProbe
+from dlperf_core.frameworks.allreduce_probe import FABRIC_MODEL, AllreduceFabric
 from dlperf_core.inventory import Inventory
 from dlperf_core.maxbatch import MaxBatchSearch
 from dlperf_core.model import ARGS_MARK, Case, CaseRun, Topology, series_base
@@ -109,39 +109,39 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
                             continue
                         seen.add(case.key)
                         out.append((case, filters.repeats or bench.repeats or suite.repeats))
-    return out + probe_cases(suite, [case for case, _ in out], filters)
+    return out + fabric_cases(suite, [case for case, _ in out], filters)
 
 
-def probe_cases(suite: Suite, cases: list[Case], filters: PlanFilters = PlanFilters()) -> list[tuple[Case, int]]:
-    """The suite's ``fabric_probe`` at every topology of ``cases`` (in their order), with its repeats; none
-    when the suite has no probe, or the trigger's framework filter leaves the probe out."""
+def fabric_cases(suite: Suite, cases: list[Case], filters: PlanFilters = PlanFilters()) -> list[tuple[Case, int]]:
+    """The suite's ``fabric_benchmark`` at every topology of ``cases`` (in their order), with its repeats; none
+    when the suite has no fabric benchmark, or the trigger's framework filter leaves it out."""
 
-    probe = suite.fabric_probe
-    if probe is None or (filters.frameworks and AllreduceProbe.name not in filters.frameworks):
+    fabric = suite.fabric_benchmark
+    if fabric is None or (filters.frameworks and AllreduceFabric.name not in filters.frameworks):
         return []
     topologies = list(dict.fromkeys((c.nodes, c.gpus_per_node) for c in cases))
-    if filters.case_keys:  # the probes of the topologies the suite has, of which only the keys asked for
+    if filters.case_keys:  # the fabric cases of the topologies the suite has, of which only the keys asked for
         wanted = [t for t in _suite_topologies(suite) if not filters.topologies or str(t) in filters.topologies]
         topologies = list(dict.fromkeys((t.nodes, t.gpus_per_node) for t in wanted))
-    sizes = ("--min-bytes", str(probe.min_bytes), "--max-bytes", str(probe.max_bytes))
-    probes = [
+    sizes = ("--min-bytes", str(fabric.min_bytes), "--max-bytes", str(fabric.max_bytes))
+    planned = [
         (
             Case(
-                AllreduceProbe.name,
-                PROBE_MODEL,
+                AllreduceFabric.name,
+                FABRIC_MODEL,
                 "fp32",
                 1,
                 nodes,
                 gpus,
-                probe.warmup,
-                probe.iters,
-                extra_args=sizes + probe.extra_args,
+                fabric.warmup,
+                fabric.iters,
+                extra_args=sizes + fabric.extra_args,
             ),
-            filters.repeats or probe.repeats or suite.repeats,
+            filters.repeats or fabric.repeats or suite.repeats,
         )
         for nodes, gpus in topologies
     ]
-    return [(case, n) for case, n in probes if not filters.case_keys or case.key in filters.case_keys]
+    return [(case, n) for case, n in planned if not filters.case_keys or case.key in filters.case_keys]
 
 
 def _suite_topologies(suite: Suite) -> list[Topology]:
@@ -224,7 +224,7 @@ def plan_suite(
 class SearchRun:
     """One max batch size search: a framework, model, precision and options on the search's topology.
 
-    ``case`` is the configuration at the search's first batch; each probe is ``case`` at another batch."""
+    ``case`` is the configuration at the search's first batch; each trial is ``case`` at another batch."""
 
     case: Case
     search: MaxBatchSearch
@@ -233,13 +233,18 @@ class SearchRun:
     @property
     def key(self) -> str:
         """E.g. ``pytorch_reference/resnet50_v1.5/fp32/1n1g+args=0c1d2e3f``: the case key without the batch, its
-        fingerprint too (every probe of the search has this key, whatever its batch)."""
+        fingerprint too (every trial of the search has this key, whatever its batch)."""
         c = self.case
         fingerprint = c.fingerprint_without("batch_size_per_device")
         return f"{c.framework}/{c.model}/{c.precision}/{c.topology}{c.readable_options}+{ARGS_MARK}{fingerprint}"
 
-    def probe_case(self, batch: int) -> Case:
+    def trial_case(self, batch: int) -> Case:
+        """The case of the search's trial at ``batch``."""
         return replace(self.case, batch_size_per_device=batch)
+
+    def probe_case(self, batch: int) -> Case:
+        """The old name of :meth:`trial_case`, kept while ``plugins/dlperf_airflow/maxbatch_step.py`` calls it."""
+        return self.trial_case(batch)
 
 
 def plan_searches(suite: Suite, inventory: Inventory, filters: PlanFilters = PlanFilters()) -> list[SearchRun]:

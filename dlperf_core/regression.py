@@ -25,8 +25,9 @@ from a slowdown of the framework itself.
 
 What a regression is put down to (``label``), from what else was measured that night:
 
-* ``fabric``: the all-reduce probe of the same night and topology (``dlperf_core/workload/allreduce.py``)
-  shows its bus bandwidth dropped beyond its own noise too (the same median/MAD rule on the probe's history,
+* ``fabric``: the fabric benchmark (all-reduce bus bandwidth) of the same night and topology
+  (``dlperf_core/workload/allreduce.py``) shows its bus bandwidth dropped beyond its own noise too (the same
+  median/MAD rule on the fabric benchmark's history,
   at its largest message size): the network or the collectives library, not the framework;
 * ``framework``: the fabric is not to blame and the framework version or the image digest changed since the
   last good night;
@@ -224,7 +225,7 @@ def judge_series(nights: list[Night], policy: Policy = Policy()) -> list[Verdict
 
 @dataclass(frozen=True)
 class FabricNight:
-    """One scheduled night's all-reduce probe of one topology: its bus bandwidth (GB/s) at the largest size."""
+    """One scheduled night's fabric benchmark of one topology: its bus bandwidth (GB/s) at the largest size."""
 
     night: date
     run_id: str
@@ -232,8 +233,9 @@ class FabricNight:
 
 
 def fabric_dropped(history: list[FabricNight], tonight: FabricNight | None, policy: Policy = Policy()) -> bool | None:
-    """Whether tonight's bus bandwidth fell below the probe's own history beyond its noise (the rule of
-    :func:`judge_night`); None when it cannot be told (no probe tonight, fewer than ``min_nights`` earlier ones)."""
+    """Whether tonight's bus bandwidth fell below the fabric benchmark's own history beyond its noise (the rule of
+    :func:`judge_night`); None when it cannot be told (no fabric benchmark tonight, fewer than ``min_nights``
+    earlier ones)."""
     if tonight is None:
         return None
     past = sorted((n for n in history if n.run_id != tonight.run_id), key=lambda n: n.night)[-policy.window :]
@@ -396,7 +398,7 @@ def environment_ids(
 
 @dataclass(frozen=True)
 class FabricFigure:
-    """One message size of one all-reduce probe in one run (a ``fabric_summary`` or ``fabric_history`` row)."""
+    """One message size of one fabric benchmark in one run (a ``fabric_summary`` or ``fabric_history`` row)."""
 
     nodes: int
     gpus_per_node: int
@@ -408,12 +410,12 @@ class FabricFigure:
 
     @classmethod
     def from_summary(cls, row: FabricSummaryRow) -> FabricFigure:
-        """From a ``fabric_summary`` row: tonight's probe (``ResultStore.fabric_summary_rows``)."""
+        """From a ``fabric_summary`` row: tonight's fabric benchmark (``ResultStore.fabric_summary_rows``)."""
         return cls(row.nodes, row.gpus_per_node, row.size_bytes, row.busbw_gbs, row.run_id)
 
     @classmethod
     def from_history(cls, row: FabricHistoryRow) -> FabricFigure:
-        """From a ``fabric_history`` row: an earlier night's probe (``ResultStore.fabric_history_rows``)."""
+        """From a ``fabric_history`` row: an earlier night's fabric benchmark (``ResultStore.fabric_history_rows``)."""
         return cls(row.nodes, row.gpus_per_node, row.size_bytes, row.busbw_gbs, row.run_id, row.night, row.run_status)
 
 
@@ -425,9 +427,9 @@ def fabric_dropped_tonight(
     run_id: str,
     policy: Policy = Policy(),
 ) -> bool | None:
-    """Whether run ``run_id``'s all-reduce probe of ``topology`` (nodes, gpus per node) dropped against its own
+    """Whether run ``run_id``'s fabric benchmark of ``topology`` (nodes, gpus per node) dropped against its own
     nightly history, at the largest message size measured tonight (:func:`fabric_dropped`); None when there is
-    no probe of it tonight or too little history. ``history``: earlier scheduled runs; running ones are left out."""
+    no fabric benchmark of it tonight or too little history. ``history``: earlier scheduled runs; running ones are left out."""
     here = [f for f in tonight if (f.nodes, f.gpus_per_node) == topology and f.busbw_gbs is not None]
     if not here:
         return None

@@ -1,7 +1,7 @@
 """Whether a benchmark run passed: the status ``finish_run`` closes the run with (and fails the DAG run on).
 
-A run passes when it stored something (a case run, a max batch size search or a fabric probe) and none of it
-failed: a case run that is not ``ok``, a search or a probe that is ``failed``. A search that found no batch
+A run passes when it stored something (a case run, a max batch size search or a fabric benchmark) and none of it
+failed: a case run that is not ``ok``, a search or a fabric benchmark that is ``failed``. A search that found no batch
 that fits (``none_fit``) or stopped at its limit (``limit_reached``) is an answer, not a failure.
 A run that stored nothing failed too: planning failed, or every case run crashed before it could be stored.
 
@@ -12,31 +12,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, Self
 
 from dlperf_core.json_form import JsonForm
 
 if TYPE_CHECKING:
     from dlperf_core.storage import ResultStore
 
-OutcomeKind = Literal["case_run", "max_batch_search", "fabric_probe"]
+OutcomeKind = Literal["case_run", "max_batch_search", "fabric_benchmark"]
 
 NOTHING_STORED = "no case run was stored: planning failed or every case run crashed (see the task logs)"
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """One stored outcome of a run: a case run repeat, a max batch size search or a fabric probe repeat."""
+    """One stored outcome of a run: a case run repeat, a max batch size search or a fabric benchmark repeat."""
 
     kind: OutcomeKind
-    key: str  # case_key, search_key or probe_key
+    key: str  # case_key, search_key or (fabric benchmark) probe_key
     status: str
     reason: str | None = None
-    repeat: int | None = None  # case runs and probes
+    repeat: int | None = None  # case runs and fabric benchmarks
 
     @property
     def failed(self) -> bool:
-        """A case run counts only when ``ok``; a search or a probe fails only when ``failed``."""
+        """A case run counts only when ``ok``; a search or a fabric benchmark fails only when ``failed``."""
         return self.status != "ok" if self.kind == "case_run" else self.status == "failed"
 
     def describe(self) -> str:
@@ -45,7 +45,7 @@ class Outcome:
             return f"{self.key} r{self.repeat}: {self.reason}"
         if self.kind == "max_batch_search":
             return f"max batch search {self.key}: {self.reason}"
-        return f"probe {self.key} r{self.repeat}: {self.reason}"
+        return f"fabric benchmark {self.key} r{self.repeat}: {self.reason}"
 
 
 def case_run(case_key: str, repeat: int, status: str, reason: str | None = None) -> Outcome:
@@ -56,8 +56,8 @@ def max_batch_search(search_key: str, status: str, reason: str | None = None) ->
     return Outcome("max_batch_search", search_key, status, reason)
 
 
-def fabric_probe(probe_key: str, repeat: int, status: str, reason: str | None = None) -> Outcome:
-    return Outcome("fabric_probe", probe_key, status, reason, repeat)
+def fabric_benchmark(probe_key: str, repeat: int, status: str, reason: str | None = None) -> Outcome:
+    return Outcome("fabric_benchmark", probe_key, status, reason, repeat)
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,8 @@ class RunStatus:
 
     @property
     def reasons(self) -> list[str]:
-        """One line per failed outcome: case runs, then searches, then probes, each in stored order."""
-        kinds: tuple[OutcomeKind, ...] = ("case_run", "max_batch_search", "fabric_probe")
+        """One line per failed outcome: case runs, then searches, then fabric benchmarks, each in stored order."""
+        kinds: tuple[OutcomeKind, ...] = ("case_run", "max_batch_search", "fabric_benchmark")
         return [o.describe() for kind in kinds for o in self._failed(kind)]
 
     @property
@@ -98,31 +98,40 @@ class RunStatus:
             return NOTHING_STORED
         if self.passed:
             return None
-        cases, searches, probes = (self._of(k) for k in ("case_run", "max_batch_search", "fabric_probe"))
-        failed = [self._failed(k) for k in ("case_run", "max_batch_search", "fabric_probe")]
+        cases, searches, fabric = (self._of(k) for k in ("case_run", "max_batch_search", "fabric_benchmark"))
+        failed = [self._failed(k) for k in ("case_run", "max_batch_search", "fabric_benchmark")]
         return (
             f"{len(failed[0])} of {len(cases)} case runs, {len(failed[1])} of {len(searches)} max batch "
-            f"searches and {len(failed[2])} of {len(probes)} fabric probes failed: {'; '.join(self.reasons)}"
+            f"searches and {len(failed[2])} of {len(fabric)} fabric benchmarks failed: {'; '.join(self.reasons)}"
         )
 
     def summary(self) -> RunCounts:
-        """What ``finish_run`` returns: how many case runs, failed ones, searches and probes were stored."""
+        """What ``finish_run`` returns: how many case runs, failed ones, searches and fabric benchmarks were stored."""
         return RunCounts(
             results=len(self._of("case_run")),
             failed=len(self._failed("case_run")),
             max_batch_searches=len(self._of("max_batch_search")),
-            fabric_probes=len(self._of("fabric_probe")),
+            fabric_benchmarks=len(self._of("fabric_benchmark")),
         )
 
 
 @dataclass(frozen=True)
 class RunCounts(JsonForm):
-    """What a finished run stored: case runs (and how many failed), max batch searches, fabric probes."""
+    """What a finished run stored: case runs (and how many failed), max batch searches, fabric benchmarks.
+    Version 2 renamed ``fabric_probes`` to ``fabric_benchmarks`` (:meth:`deserialize` reads a version-1 form)."""
+
+    __version__: ClassVar[int] = 2
 
     results: int
     failed: int
     max_batch_searches: int
-    fabric_probes: int
+    fabric_benchmarks: int
+
+    @classmethod
+    def deserialize(cls, data: object, version: int) -> Self:
+        if version < 2 and isinstance(data, dict):
+            data = {("fabric_benchmarks" if k == "fabric_probes" else k): v for k, v in data.items()}
+        return super().deserialize(data, version)
 
 
 def status_of_outcomes(outcomes: Iterable[Outcome]) -> RunStatus:
@@ -131,13 +140,14 @@ def status_of_outcomes(outcomes: Iterable[Outcome]) -> RunStatus:
 
 
 def outcomes_of_run(store: ResultStore, dag_id: str, run_id: str) -> list[Outcome]:
-    """Everything run ``(dag_id, run_id)`` stored: its case run repeats, searches and probe repeats (the store's
+    """Everything run ``(dag_id, run_id)`` stored: its case run repeats, searches and fabric benchmark repeats
+    (the store's
     typed rows)."""
     return (
         [case_run(r.case_key, r.repeat, r.status, r.reason) for r in store.result_rows(run_id=run_id, dag_id=dag_id)]
         + [max_batch_search(r.search_key, r.status, r.reason) for r in store.search_rows(run_id=run_id, dag_id=dag_id)]
         + [
-            fabric_probe(r.probe_key, r.repeat, r.status, r.reason)
+            fabric_benchmark(r.probe_key, r.repeat, r.status, r.reason)
             for r in store.probe_rows(run_id=run_id, dag_id=dag_id)
         ]
     )
@@ -154,8 +164,8 @@ UNFINISHED_TASK_STATES = ("failed", "upstream_failed", "removed", None)
 
 def unstored(planned: Iterable[tuple[str, int]], outcomes: Iterable[Outcome]) -> list[int]:
     """Positions in ``planned`` (case key, repeat of each planned case run, in the plan's order: the map index of
-    its tasks) of the case runs that stored nothing among ``outcomes`` (case runs and fabric probes)."""
-    stored = {(o.key, o.repeat) for o in outcomes if o.kind in ("case_run", "fabric_probe")}
+    its tasks) of the case runs that stored nothing among ``outcomes`` (case runs and fabric benchmarks)."""
+    stored = {(o.key, o.repeat) for o in outcomes if o.kind in ("case_run", "fabric_benchmark")}
     return [i for i, key in enumerate(planned) if key not in stored]
 
 

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -66,10 +67,11 @@ def _batches_at(value: BatchSizes, precision: str) -> tuple[int, ...]:
     return (found,) if isinstance(found, int) else tuple(found)
 
 
-class FabricProbe(BaseModel):
-    """``fabric_probe:`` in a suite: an all-reduce bandwidth probe (nccl-tests' measurement) at every
-    topology of the suite's benchmarks, launched like them, stored in ``fabric_probes``; the regression
-    detector reads it to tell a slower fabric from a slower framework."""
+class FabricBenchmark(BaseModel):
+    """``fabric_benchmark:`` in a suite (``fabric_probe:``, its older name, is read too): the fabric benchmark,
+    an all-reduce bus bandwidth measurement (nccl-tests') at every topology of the suite's benchmarks, launched
+    like them, stored in ``fabric_probes``; the regression detector reads it to tell a slower fabric from a slower
+    framework."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     min_bytes: int = Field(1 << 20, ge=4, description="smallest message (1 MiB)")
@@ -80,7 +82,7 @@ class FabricProbe(BaseModel):
     extra_args: tuple[str, ...] = ()
 
     @model_validator(mode="after")
-    def _sizes(self) -> FabricProbe:
+    def _sizes(self) -> FabricBenchmark:
         if self.min_bytes > self.max_bytes:
             raise ValueError(f"min_bytes {self.min_bytes} is larger than max_bytes {self.max_bytes}")
         return self
@@ -168,13 +170,22 @@ class Suite(BaseModel):
     compile: tuple[bool, ...] = Field(
         (False,), description="default for benchmarks that do not say: true, false or [false, true]"
     )
-    fabric_probe: FabricProbe | None = Field(
-        None, description="also probe the all-reduce bandwidth at every topology of the benchmarks"
+    fabric_benchmark: FabricBenchmark | None = Field(
+        None,
+        validation_alias=AliasChoices("fabric_benchmark", "fabric_probe"),  # fabric_probe: the older key
+        description="also measure the all-reduce bus bandwidth at every topology of the benchmarks",
     )
     timeout_s: float = Field(3600.0, gt=0, description="wall-clock limit of one case run")
     watchdog_s: float | None = Field(600.0, gt=0, description="fail a run whose log shows no progress this long")
     benchmarks: tuple[Benchmark, ...] = Field(min_length=1)
     source: str = Field("<memory>", exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_fabric_key(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "fabric_benchmark" in data and "fabric_probe" in data:
+            raise ValueError("give fabric_benchmark or its older name fabric_probe, not both")
+        return data
 
     @field_validator("compile", mode="before")
     @classmethod

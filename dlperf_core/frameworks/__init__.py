@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlperf_core.frameworks.allreduce_probe import AllreduceProbe
+from dlperf_core.frameworks.allreduce_probe import AllreduceFabric
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext
 from dlperf_core.frameworks.mindspore import MindsporeResnet
 from dlperf_core.frameworks.ngc_mxnet import NgcMxnet
@@ -27,7 +27,7 @@ ADAPTERS: dict[str, type[FrameworkAdapter]] = {
         MindsporeResnet,
         OneflowResnet,
         PaddlePlsc,
-        AllreduceProbe,  # not a framework: the fabric probe, launched like one (kind "probe")
+        AllreduceFabric,  # not a framework: the fabric benchmark, launched like one (kind "probe")
         Synthetic,  # not a framework: trains nothing, for measuring dlperf itself (bench/growth.py)
     )
 }

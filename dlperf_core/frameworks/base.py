@@ -50,8 +50,9 @@ class FrameworkAdapter(ABC):
     """A framework benchmark: models, precisions, image, per-node launch, log format."""
 
     name: ClassVar[str]
-    # "benchmark": a training run measured in samples/s (rows of ``results``); "probe": a measurement of the
-    # cluster itself, launched the same way (the all-reduce probe: rows of ``fabric_probes``)
+    # "benchmark": a training run measured in samples/s (rows of ``results``); "probe": the fabric benchmark, a
+    # measurement of the cluster itself launched the same way (the all-reduce bus bandwidth: rows of
+    # ``fabric_probes``). The tag's value is read by plugins/dlperf_airflow/steps.py, so it keeps its old word.
     kind: ClassVar[Literal["benchmark", "probe"]] = "benchmark"
     models: ClassVar[frozenset[str]]
     precisions: ClassVar[frozenset[str]]

@@ -34,7 +34,7 @@ def reference_resnet_shape(extra_args: tuple[str, ...]) -> ModelShape | None:
 
 def torchrun_launches(case: Case, nodes: tuple[Node, ...], ctx: LaunchContext, script: list[str]) -> list[NodeLaunch]:
     """One ``torch.distributed.run`` per node, all started at once, ``gpus_per_node`` processes each, node 0
-    the rendezvous master: how dlperf's PyTorch workloads (and the all-reduce probe) are launched."""
+    the rendezvous master: how dlperf's PyTorch workloads (and the fabric benchmark) are launched."""
     out = []
     for rank, node in enumerate(nodes):
         argv = [

@@ -1,6 +1,6 @@
-"""The all-reduce bandwidth probe's output (``dlperf_core/workload/allreduce.py``, nccl-tests' table), read into
-one :class:`ProbeResult`. Not a training log, so not in the format registry: a probe has bandwidths per message
-size, not a throughput.
+"""The fabric benchmark's output (the all-reduce bus bandwidth of ``dlperf_core/workload/allreduce.py``,
+nccl-tests' table), read into one :class:`FabricResult`. Not a training log, so not in the format registry: a
+fabric benchmark has bandwidths per message size, not a throughput.
 
 Lines (rank 0; an mpirun ``[1,0]<stdout>:`` tag in front is allowed)::
 
@@ -12,8 +12,10 @@ Lines (rank 0; an mpirun ``[1,0]<stdout>:`` tag in front is allowed)::
 
 nccl-tests' own ``all_reduce_perf`` table (out-of-place and in-place columns) is read too: the out-of-place
 figures are taken. A run is ``ok`` when it printed its closing ``Avg bus bandwidth`` line (or the single-rank
-line), else ``failed`` with the reason (no probe output, stopped after N sizes, a text failure such as out of
-memory). A busbw that is not a finite number >= 0 fails the run: a probe never stores a made-up zero.
+line), else ``failed`` with the reason (no table header, stopped after N sizes, a text failure such as out of
+memory). A busbw that is not a finite number >= 0 fails the run: a fabric benchmark never stores a made-up zero.
+The workload's header line still says ``all_reduce probe`` and the failure reasons still say ``probe``: logs
+already written are read the same way, and the reasons are stored in ``fabric_probes.reason`` as before.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ _SINGLE = "a single rank reduces nothing"
 
 
 @dataclass(frozen=True)
-class ProbeSize:
+class FabricSize:
     """One message size: its time and bandwidths (GB/s = 1e9 bytes/s)."""
 
     size_bytes: int
@@ -49,19 +51,19 @@ class ProbeSize:
 
 
 @dataclass(frozen=True)
-class ProbeResult:
-    """What one probe run measured, or why it failed."""
+class FabricResult:
+    """What one fabric benchmark run measured, or why it failed."""
 
     status: str  # "ok" | "failed"
     reason: str | None
     ranks: int | None
     backend: str | None
     dtype: str | None
-    sizes: tuple[ProbeSize, ...] = ()
+    sizes: tuple[FabricSize, ...] = ()
     avg_busbw_gbs: float | None = None
 
     @property
-    def largest(self) -> ProbeSize | None:
+    def largest(self) -> FabricSize | None:
         """The largest message measured (its busbw is the link bandwidth a regression is judged on)."""
         return max(self.sizes, key=lambda s: s.size_bytes) if self.sizes else None
 
@@ -74,32 +76,36 @@ def _num(text: str) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
-def parse_probe(text: str) -> ProbeResult:
-    """The probe's result from its log text (never raises)."""
+def parse_fabric_table(text: str) -> FabricResult:
+    """The fabric benchmark's result from its log text (never raises)."""
     header = _HEADER.search(text)
     ranks = int(header.group(1)) if header else None
     backend = header.group(2) if header else None
     dtype = header.group(3) if header else None
 
-    def failed(reason: str, sizes: tuple[ProbeSize, ...] = ()) -> ProbeResult:
-        return ProbeResult("failed", reason, ranks, backend, dtype, sizes)
+    def failed(reason: str, sizes: tuple[FabricSize, ...] = ()) -> FabricResult:
+        return FabricResult("failed", reason, ranks, backend, dtype, sizes)
 
     if (why := text_failure(text)) is not None:
         return failed(why)
     if header is None:
         return failed("no probe output")
     if _SINGLE in text[header.start() : header.start() + 300]:
-        return ProbeResult("ok", None, ranks, backend, dtype)
-    sizes: list[ProbeSize] = []
+        return FabricResult("ok", None, ranks, backend, dtype)
+    sizes: list[FabricSize] = []
     for m in _ROW.finditer(text, header.end()):
         size, _count, _type, _op, time_us, algbw, busbw = m.groups()
         values = [_num(v) for v in (time_us, algbw, busbw)]
         if any(v is None for v in values):
             return failed(f"probe: a bandwidth that is not a number at {size} bytes", tuple(sizes))
-        sizes.append(ProbeSize(int(size), *values))  # type: ignore[arg-type]
+        sizes.append(FabricSize(int(size), *values))  # type: ignore[arg-type]
     avg = _AVG.search(text, header.end())
     if avg is None:
         return failed(f"truncated probe: stopped after {len(sizes)} message sizes", tuple(sizes))
     if not sizes:
         return failed("probe printed no message size")
-    return ProbeResult("ok", None, ranks, backend, dtype, tuple(sizes), _num(avg.group(1)))
+    return FabricResult("ok", None, ranks, backend, dtype, tuple(sizes), _num(avg.group(1)))
+
+
+ProbeResult = FabricResult
+"""The old name of :class:`FabricResult`, kept while ``dlperf_core/storage/records.py`` still imports it."""

@@ -467,7 +467,7 @@ def _bytes(size: int) -> str:
 
 
 def fabric_markdown(fabric: pd.DataFrame | None) -> str:
-    """The fabric table as markdown with its heading ('' when the run probed nothing)."""
+    """The fabric table as markdown with its heading ('' when the run ran no fabric benchmark)."""
     frame = fabric_frame(fabric)
     if frame.empty:
         return ""

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""All-reduce bandwidth probe, measured like NVIDIA's nccl-tests (``all_reduce_perf``) through
+"""The fabric benchmark: all-reduce bus bandwidth, measured like NVIDIA's nccl-tests (``all_reduce_perf``) through
 ``torch.distributed``: nccl on GPUs, gloo on CPU. Launched like the training workloads (one process per
 device under torchrun, or mpirun), so it crosses the same fabric as the benchmarks of the same topology.
 
@@ -10,14 +10,15 @@ all-reduce is the mean, the slowest rank's (nccl-tests reports the max over rank
     algbw = size / time                      (GB/s, 1 GB = 1e9 bytes)
     busbw = algbw * 2 * (n - 1) / n          (n = ranks: the bytes each link carries in a ring all-reduce)
 
-Rank 0 prints nccl-tests' table (the ``allreduce_probe`` parser reads it)::
+Rank 0 prints nccl-tests' table (``dlperf_core.parsing.fabric.parse_fabric_table`` reads it; the header line's
+``all_reduce probe`` wording is kept so logs already written read the same)::
 
     # dlperf all_reduce probe: ranks 2 backend gloo dtype float32 warmup 2 iters 5
     #       size         count      type   redop    time(us)  algbw(GB/s)  busbw(GB/s)
          1048576        262144     float     sum      1234.5         0.85         0.85
     # Avg bus bandwidth    : 0.85
 
-A single rank (1n1g) has nothing to reduce across: busbw is 0 by the formula, and the probe says so instead of
+A single rank (1n1g) has nothing to reduce across: busbw is 0 by the formula, and the workload says so instead of
 printing a table (the parser reads that as "no fabric", not as a zero bandwidth).
 """
 
@@ -57,7 +58,9 @@ def sizes(min_bytes: int, max_bytes: int) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="allreduce.py", description="nccl-tests-style all-reduce bandwidth probe.")
+    p = argparse.ArgumentParser(
+        prog="allreduce.py", description="nccl-tests-style all-reduce bus bandwidth benchmark (the fabric benchmark)."
+    )
     p.add_argument("--min-bytes", type=_train._positive_int, default=1 << 20, help="smallest message (1 MiB)")
     p.add_argument("--max-bytes", type=_train._positive_int, default=1 << 30, help="largest message (1 GiB)")
     p.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size (5)")

@@ -66,7 +66,7 @@ def test_results_survive_postgres_going_down_mid_run(private_pg, tmp_path, monke
 
     private_pg.start()
     summary = steps.finish_step(ids)  # drains the spool first
-    assert summary == RunCounts(results=4, failed=0, max_batch_searches=0, fabric_probes=0)
+    assert summary == RunCounts(results=4, failed=0, max_batch_searches=0, fabric_benchmarks=0)
     assert spool.pending() == []
     steps.store_step(executed[3], ids)  # a task retry after the fact adds nothing
     store = ResultStore(private_pg.url)

@@ -1,4 +1,4 @@
-"""The transformer workload (tokens/s, FLOPs per token) and the all-reduce probe (bus bandwidth per size),
+"""The transformer workload (tokens/s, FLOPs per token) and the fabric benchmark (all-reduce bus bandwidth per size),
 through the real DAG into PostgreSQL on two stand-in nodes (suites/llm-cpu.yaml)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 
 from dlperf_core.efficiency import mfu, throughput_unit, training_flops_per_sample
 from dlperf_core.parsing import parse_log
-from dlperf_core.parsing.fabric import parse_probe
+from dlperf_core.parsing.fabric import parse_fabric_table
 from dlperf_core.workload.allreduce import bus_bandwidth, sizes
 from dlperf_core.workload.llm import SIZES, Llm, LlmConfig, flops_per_token, num_parameters
 from e2e_helpers import run_suite
@@ -93,7 +93,7 @@ def test_bus_bandwidth_is_nccl_tests_formula():
     assert sizes(1 << 20, 1 << 30)[:3] == [1 << 20, 2 << 20, 4 << 20] and sizes(1 << 20, 1 << 30)[-1] == 1 << 30
 
 
-def test_probe_parser_reads_nccl_tests_and_refuses_made_up_figures():
+def test_fabric_parser_reads_nccl_tests_and_refuses_made_up_figures():
     nccl_tests = (
         "# nThread 1 nGpus 8 minBytes 1048576 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20\n"
         "#                                                              out-of-place                       in-place\n"
@@ -105,15 +105,15 @@ def test_probe_parser_reads_nccl_tests_and_refuses_made_up_figures():
         "  1073741824     268435456     float     sum      -1   4795.6  223.90  391.83      0   4794.2  223.97  391.94      0\n"
         "# Avg bus bandwidth    : 216.3 \n"
     )
-    result = parse_probe(ours + nccl_tests[nccl_tests.index("#       size") :] + rows)
+    result = parse_fabric_table(ours + nccl_tests[nccl_tests.index("#       size") :] + rows)
     assert result.status == "ok" and result.ranks == 8 and result.avg_busbw_gbs == pytest.approx(216.3)
     assert [s.size_bytes for s in result.sizes] == [1 << 20, 1 << 30]
     assert result.largest.busbw_gbs == pytest.approx(391.83) and result.largest.time_us == pytest.approx(4795.6)
-    assert parse_probe(ours + rows.replace("391.83", "nan")).reason.startswith(
+    assert parse_fabric_table(ours + rows.replace("391.83", "nan")).reason.startswith(
         "probe: a bandwidth that is not a number"
     )
-    assert parse_probe(ours + rows.split("# Avg")[0]).reason == "truncated probe: stopped after 2 message sizes"
-    assert parse_probe("Traceback...\nRuntimeError: NCCL error: out of memory\n").reason == "out of memory"
+    assert parse_fabric_table(ours + rows.split("# Avg")[0]).reason == "truncated probe: stopped after 2 message sizes"
+    assert parse_fabric_table("Traceback...\nRuntimeError: NCCL error: out of memory\n").reason == "out of memory"
 
 
 def with_marks(marks):
@@ -126,7 +126,7 @@ def with_marks(marks):
 
 
 @with_marks(docker_marks("dlperf/pytorch-reference:cpu"))
-def test_tiny_transformer_and_probe_through_the_dag_into_postgres(tmp_path, pg_url):
+def test_tiny_transformer_and_fabric_benchmark_through_the_dag_into_postgres(tmp_path, pg_url):
     # beside the Docker Engine group (tests/conftest.py: OWN_NETWORK_TESTS), so on a network of its own
     run = run_suite(tmp_path, pg_url, "suites/llm-cpu.yaml", "--inventory", str(LLM_INVENTORY), timeout=1500)
     store, run_id = run.store, run.run_id
@@ -149,7 +149,7 @@ def test_tiny_transformer_and_probe_through_the_dag_into_postgres(tmp_path, pg_u
     assert "tokens/s(pytorch_reference)" in run.stdout and "All-reduce bus bandwidth" in run.stdout
 
 
-def test_fabric_probe_is_planned_at_every_topology_and_launched_like_the_benchmarks():
+def test_fabric_benchmark_is_planned_at_every_topology_and_launched_like_the_benchmarks():
     from dlperf_core.frameworks import LaunchContext, get_adapter
     from dlperf_core.inventory import load_inventory
     from dlperf_core.plan import PlanFilters, plan_suite
@@ -158,10 +158,10 @@ def test_fabric_probe_is_planned_at_every_topology_and_launched_like_the_benchma
     suite = load_suite(REPO / "suites" / "llm-cpu.yaml")
     inventory = load_inventory(REPO / "inventories" / "docker-local.yaml")
     runs = plan_suite(suite, inventory)
-    probes = [r.case for r in runs if r.case.framework == "allreduce_probe"]
-    assert [c.topology for c in probes[::2]] == ["1n1g", "1n2g", "2n1g"] and len(probes) == 6
+    fabric = [r.case for r in runs if r.case.framework == "allreduce_probe"]
+    assert [c.topology for c in fabric[::2]] == ["1n1g", "1n2g", "2n1g"] and len(fabric) == 6
     launches = get_adapter("allreduce_probe").launches(
-        probes[-1], inventory.first(2), LaunchContext("python3", "/w", 29500, 1)
+        fabric[-1], inventory.first(2), LaunchContext("python3", "/w", 29500, 1)
     )
     assert [l.argv[:10] for l in launches][1] == (
         "python3",
@@ -190,22 +190,22 @@ def test_fabric_probe_is_planned_at_every_topology_and_launched_like_the_benchma
         "--max-bytes",
         "16777216",
     )
-    # a trigger that filters frameworks leaves the probe out unless it names it
+    # a trigger that filters frameworks leaves the fabric benchmark out unless it names it
     only = plan_suite(suite, inventory, PlanFilters(frameworks=("pytorch_reference",)))
     assert {r.case.framework for r in only} == {"pytorch_reference"}
 
 
-def test_a_probe_run_that_failed_is_a_failed_probe_with_its_reason(tmp_path):
+def test_a_fabric_run_that_failed_is_a_failed_fabric_benchmark_with_its_reason(tmp_path):
     from datetime import datetime
 
-    from dlperf_core.measure import measure_probe_run
+    from dlperf_core.measure import measure_fabric_run
     from dlperf_core.model import Case, CaseOutcome, NodeOutcome
 
     log = tmp_path / "node0.log"
     log.write_text("allreduce.py: error (rank 0): RuntimeError: Connection closed by peer\n")
     case = Case("allreduce_probe", "allreduce", "fp32", 1, 2, 1, 2, 5)
     now = datetime.now(UTC)
-    verdict, result = measure_probe_run(
+    verdict, result = measure_fabric_run(
         case, CaseOutcome(now, now, [NodeOutcome("node0", 0, 1, str(log))], "node0 exited with code 1")
     )
     assert verdict.status == "failed" and verdict.throughput is None
@@ -217,5 +217,10 @@ def test_a_probe_run_that_failed_is_a_failed_probe_with_its_reason(tmp_path):
         "# dlperf all_reduce probe: ranks 4 backend gloo dtype float32 warmup 1 iters 1\n"
         "     1048576   262144  float  sum   100.0   10.486   15.729\n# Avg bus bandwidth    : 15.729\n"
     )
-    wrong, _ = measure_probe_run(case, CaseOutcome(now, now, [NodeOutcome("node0", 0, 0, str(log))], None))
+    wrong, _ = measure_fabric_run(case, CaseOutcome(now, now, [NodeOutcome("node0", 0, 0, str(log))], None))
     assert wrong.status == "failed" and wrong.reason == "probe ran on 4 ranks, the case expects 2"
+    four = Case("allreduce_probe", "allreduce", "fp32", 1, 2, 2, 2, 5)
+    right, table = measure_fabric_run(four, CaseOutcome(now, now, [NodeOutcome("node0", 0, 0, str(log))], None))
+    assert right.status == "ok" and table is not None and table.ranks == 4
+    # the bandwidth has its own field: a fabric benchmark's GB/s is never a throughput
+    assert right.bus_bandwidth_gbs == pytest.approx(15.729) and right.throughput is None and right.iterations == 1
