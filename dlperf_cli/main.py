@@ -52,7 +52,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     searched = max_batch_markdown(store.max_batch_searches(run_id=dag_run.run_id, dag_id=dag_run.dag_id))
     fabric = fabric_markdown(store.fabric_summary(run_id=dag_run.run_id, dag_id=dag_run.dag_id))
-    if len(summary) or not (searched or fabric):  # a run of searches or probes only has no case table
+    if len(summary) or not (searched or fabric):  # a run of searches or fabric benchmarks only: no case table
         print(seed_tables(summary))
     for extra in (searched, fabric):
         if extra:

@@ -61,7 +61,7 @@ class ReportData:
     history: pd.DataFrame
     regressions: pd.DataFrame
     max_batch: pd.DataFrame  # the run's max batch size searches
-    fabric: pd.DataFrame  # the run's all-reduce probes, per topology and size
+    fabric: pd.DataFrame  # the run's fabric benchmarks (all-reduce bus bandwidth), per topology and size
     mlperf: pd.DataFrame = field(default_factory=pd.DataFrame)  # beside the imported MLPerf systems (mlperf_beside)
 
     @property

@@ -11,7 +11,7 @@ import pytest
 from dlperf_core.container import container_spec_for
 from dlperf_core.errors import ConfigError
 from dlperf_core.inventory import Inventory, Node
-from dlperf_core.maxbatch import MaxBatchSearch, Probe, conclude, next_batch, run_search
+from dlperf_core.maxbatch import MaxBatchSearch, Trial, conclude, next_batch, run_search
 from dlperf_core.model import series_base
 from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
 from dlperf_core.runtime.base import describe_exit
@@ -25,8 +25,8 @@ OOM = "node0 exited with code 1; log: out of memory"
 
 
 def fits_up_to(largest: int):
-    """A probe runner for a device where batches up to ``largest`` fit."""
-    return lambda b: Probe(b, "ok", None, 100.0 + b) if b <= largest else Probe(b, "failed", OOM)
+    """A trial runner for a device where batches up to ``largest`` fit."""
+    return lambda b: Trial(b, "ok", None, 100.0 + b) if b <= largest else Trial(b, "failed", OOM)
 
 
 # ------------------------------------------------------------------------------------------- the search
@@ -41,7 +41,7 @@ def test_steps_like_the_seeds_and_stops_at_the_first_oom():
 
 def test_every_batch_fits_up_to_the_limit():
     verdict = run_search(MaxBatchSearch(start=64, step=64, limit=256), fits_up_to(10_000))
-    assert [p.batch for p in verdict.probes] == [64, 128, 192, 256]
+    assert [p.batch for p in verdict.trials] == [64, 128, 192, 256]
     assert (verdict.status, verdict.max_batch, verdict.first_oom_batch) == ("limit_reached", 256, None)
 
 
@@ -55,41 +55,41 @@ def test_nothing_fits():
 
 
 def test_another_failure_stops_the_search_without_a_conclusion():
-    def probe(b: int) -> Probe:
-        return Probe(b, "ok", None, 1.0) if b < 96 else Probe(b, "failed", "loss is NaN/inf at iteration 3")
+    def trial(b: int) -> Trial:
+        return Trial(b, "ok", None, 1.0) if b < 96 else Trial(b, "failed", "loss is NaN/inf at iteration 3")
 
-    verdict = run_search(MaxBatchSearch(), probe)
+    verdict = run_search(MaxBatchSearch(), trial)
     assert verdict.status == "failed" and verdict.first_oom_batch is None
     assert verdict.max_batch == 64  # what trained is kept, but not called the maximum
     assert verdict.reason == "batch 96: loss is NaN/inf at iteration 3"
 
 
 def test_out_of_memory_is_recognised_in_every_runtime_reason():
-    assert Probe(64, "failed", "node0 exited with code 1; log: out of memory").out_of_memory
-    assert Probe(64, "failed", describe_exit("node0", 137, oom_killed=True)).out_of_memory
-    assert not Probe(64, "failed", "node0 was killed (exit code 137)").out_of_memory
-    assert not Probe(64, "ok").out_of_memory
+    assert Trial(64, "failed", "node0 exited with code 1; log: out of memory").out_of_memory
+    assert Trial(64, "failed", describe_exit("node0", 137, oom_killed=True)).out_of_memory
+    assert not Trial(64, "failed", "node0 was killed (exit code 137)").out_of_memory
+    assert not Trial(64, "ok").out_of_memory
 
 
-def test_a_probes_json_form_is_the_stored_one():
-    """``max_batch_searches.probes`` holds each probe's generated JSON form: the keys and values the column always
+def test_a_trials_json_form_is_the_stored_one():
+    """``max_batch_searches.probes`` holds each trial's generated JSON form: the keys and values the column always
     held (the dataclass's fields, in order), and it reads back."""
-    probes = (Probe(32, "ok", None, 812.5), Probe(64, "failed", "out of memory: CUDA out of memory"))
-    assert [p.to_json() for p in probes] == [
+    trials = (Trial(32, "ok", None, 812.5), Trial(64, "failed", "out of memory: CUDA out of memory"))
+    assert [t.to_json() for t in trials] == [
         {"batch": 32, "status": "ok", "reason": None, "throughput": 812.5},
         {"batch": 64, "status": "failed", "reason": "out of memory: CUDA out of memory", "throughput": None},
     ]
-    assert tuple(Probe.from_json(p.to_json()) for p in probes) == probes
+    assert tuple(Trial.from_json(t.to_json()) for t in trials) == trials
 
 
-def test_the_state_machine_refuses_probes_out_of_order_and_unfinished_searches():
+def test_the_state_machine_refuses_trials_out_of_order_and_unfinished_searches():
     search = MaxBatchSearch()
     assert next_batch(search, []) == 32
-    assert next_batch(search, [Probe(32, "ok")]) == 64
+    assert next_batch(search, [Trial(32, "ok")]) == 64
     with pytest.raises(ValueError, match="not the search's first candidates"):
-        next_batch(search, [Probe(64, "ok")])
+        next_batch(search, [Trial(64, "ok")])
     with pytest.raises(ValueError, match="not finished"):
-        conclude(search, [Probe(32, "ok")])
+        conclude(search, [Trial(32, "ok")])
 
 
 # ------------------------------------------------------------------------------- suite option and plan
@@ -132,7 +132,7 @@ def test_plan_has_one_search_per_precision_and_search_only_benchmarks_plan_no_ca
         "pytorch_reference/resnet50_v1.5/fp32/1n2g",
         "pytorch_reference/resnet50_v1.5/amp/1n2g",
     ]
-    assert series_base(searches[0].probe_case(48).key) == "pytorch_reference/resnet50_v1.5/fp32/b48/1n2g"
+    assert series_base(searches[0].trial_case(48).key) == "pytorch_reference/resnet50_v1.5/fp32/b48/1n2g"
     assert searches[0].key.endswith(searches[0].case.fingerprint_without("batch_size_per_device"))  # any batch
     assert [s.key for s in plan_searches(suite, inventory, PlanFilters(precisions=("amp",)))] == [searches[1].key]
     assert len(plan_suite(suite, inventory)) == 2 * 5  # the cases still run (5 repeats each)
@@ -188,7 +188,7 @@ def test_search_through_the_dag_finds_the_largest_batch_that_trains(tmp_path, pg
     assert "out of memory" in probes[-1]["reason"]
     oom_logs = list((tmp_path / "logs").rglob(f"*b{search.first_oom_batch}_1n1g_args_*/r*/node0.log"))
     assert oom_logs and "Cannot allocate memory" in oom_logs[0].read_text(errors="replace")
-    assert store.results(run_id=run_id).empty  # probes are not measurements
+    assert store.results(run_id=run_id).empty  # trials are not measurements
     assert f"| {search.max_batch} " in run.stdout.replace("  ", " ") or str(search.max_batch) in run.stdout
     info = store.run_info("dlperf_benchmark", run_id)  # a typed row (dlperf_core.storage.rows.BenchmarkRunRow)
     assert info is not None and info.status == "success"
@@ -222,4 +222,4 @@ def test_a_container_past_its_memory_limit_fails_as_out_of_memory(tmp_path):
         proc.close()
     assert proc.oom_killed
     assert reason == "node0: out of memory: killed by the kernel's OOM killer (exit code 137)"
-    assert Probe(32, "failed", reason).out_of_memory
+    assert Trial(32, "failed", reason).out_of_memory

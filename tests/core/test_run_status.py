@@ -13,7 +13,7 @@ from dlperf_core.run_status import (
     Outcome,
     RunCounts,
     case_run,
-    fabric_probe,
+    fabric_benchmark,
     max_batch_search,
     status_of_outcomes,
 )
@@ -26,7 +26,7 @@ def test_a_run_that_stored_nothing_failed():
     verdict = status_of_outcomes([])
     assert not verdict.passed and verdict.status == "failed"
     assert verdict.message == NOTHING_STORED
-    assert verdict.summary() == RunCounts(results=0, failed=0, max_batch_searches=0, fabric_probes=0)
+    assert verdict.summary() == RunCounts(results=0, failed=0, max_batch_searches=0, fabric_benchmarks=0)
 
 
 def test_every_outcome_ok_passes():
@@ -37,16 +37,16 @@ def test_every_outcome_ok_passes():
             max_batch_search("s", "found"),
             max_batch_search("t", "none_fit"),
             max_batch_search("u", "limit_reached"),
-            fabric_probe("p", 0, "ok"),
+            fabric_benchmark("p", 0, "ok"),
         ]
     )
     assert verdict.passed and verdict.status == "success" and verdict.message is None and verdict.reasons == []
-    assert verdict.summary() == RunCounts(results=2, failed=0, max_batch_searches=3, fabric_probes=1)
+    assert verdict.summary() == RunCounts(results=2, failed=0, max_batch_searches=3, fabric_benchmarks=1)
 
 
-def test_a_search_or_a_probe_alone_is_a_run():
+def test_a_search_or_a_fabric_benchmark_alone_is_a_run():
     assert status_of_outcomes([max_batch_search("s", "found")]).passed
-    assert status_of_outcomes([fabric_probe("p", 0, "ok")]).passed
+    assert status_of_outcomes([fabric_benchmark("p", 0, "ok")]).passed
 
 
 @pytest.mark.parametrize("status", ["failed", "timeout", "skipped"])
@@ -58,29 +58,29 @@ def test_a_case_run_counts_only_when_ok(status):
 
 def test_the_message_names_every_failure_case_runs_first():
     outcomes = [
-        fabric_probe("allreduce_probe/allreduce/fp32/b1/2n1g", 1, "failed", "rank 1 timed out"),
+        fabric_benchmark("allreduce_probe/allreduce/fp32/b1/2n1g", 1, "failed", "rank 1 timed out"),
         max_batch_search("pytorch_reference/resnet50_v1.5/fp32/1n1g", "failed", "batch 96: loss is NaN/inf"),
         case_run(KEY, 0, "ok"),
         case_run(KEY, 1, "failed", "node0 exited with code 2"),
         max_batch_search("other", "found"),
-        fabric_probe("allreduce_probe/allreduce/fp32/b1/2n1g", 0, "ok"),
+        fabric_benchmark("allreduce_probe/allreduce/fp32/b1/2n1g", 0, "ok"),
         case_run(KEY, 2, "failed", None),
     ]
     verdict = status_of_outcomes(outcomes)
     assert verdict.message == (
-        "2 of 3 case runs, 1 of 2 max batch searches and 1 of 2 fabric probes failed: "
+        "2 of 3 case runs, 1 of 2 max batch searches and 1 of 2 fabric benchmarks failed: "
         f"{KEY} r1: node0 exited with code 2; {KEY} r2: None; "
         "max batch search pytorch_reference/resnet50_v1.5/fp32/1n1g: batch 96: loss is NaN/inf; "
-        "probe allreduce_probe/allreduce/fp32/b1/2n1g r1: rank 1 timed out"
+        "fabric benchmark allreduce_probe/allreduce/fp32/b1/2n1g r1: rank 1 timed out"
     )
-    assert verdict.summary() == RunCounts(results=3, failed=2, max_batch_searches=2, fabric_probes=2)
+    assert verdict.summary() == RunCounts(results=3, failed=2, max_batch_searches=2, fabric_benchmarks=2)
 
 
-def test_only_failed_searches_and_probes_fail_the_run():
+def test_only_failed_searches_and_fabric_benchmarks_fail_the_run():
     assert not Outcome("max_batch_search", "s", "none_fit").failed
     assert Outcome("max_batch_search", "s", "failed").failed
-    assert not Outcome("fabric_probe", "p", "ok", repeat=0).failed
-    assert Outcome("fabric_probe", "p", "failed", repeat=0).failed
+    assert not Outcome("fabric_benchmark", "p", "ok", repeat=0).failed
+    assert Outcome("fabric_benchmark", "p", "failed", repeat=0).failed
     assert Outcome("case_run", KEY, "failed", repeat=0).failed
 
 
@@ -119,14 +119,14 @@ def test_finish_run_closes_the_run_with_the_core_verdict(sqlite_url, monkeypatch
     try:
         verdict = status_of_run(store, run.dag_id, run.run_id)
         assert verdict.summary() == RunCounts(
-            results=2, failed=int(failed_repeat), max_batch_searches=0, fabric_probes=0
+            results=2, failed=int(failed_repeat), max_batch_searches=0, fabric_benchmarks=0
         )
         ids = RunIds(run.dag_id, run.run_id)
         if failed_repeat:
             with pytest.raises(RuntimeError) as raised:
                 steps.finish_step(ids)
             assert str(raised.value) == (
-                f"1 of 2 case runs, 0 of 0 max batch searches and 0 of 0 fabric probes failed: {KEY} r1: boom"
+                f"1 of 2 case runs, 0 of 0 max batch searches and 0 of 0 fabric benchmarks failed: {KEY} r1: boom"
             )
         else:
             assert steps.finish_step(ids) == verdict.summary()
