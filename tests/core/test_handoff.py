@@ -17,7 +17,7 @@ from dlperf_core.handoff import ExecutedRun, NodeReport, Plan, PlannedRun, Probe
 from dlperf_core.inventory import load_inventory
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
 from dlperf_core.launch_spec import ContainerSettings, ImageRef, LaunchSpec, NodeSpec
-from dlperf_core.maxbatch import Probe, SearchResult
+from dlperf_core.maxbatch import SearchResult, Trial
 from dlperf_core.measure import Measurement
 from dlperf_core.model import Case, CaseOutcome, CaseRun, NodeOutcome
 from dlperf_core.plan import plan_searches, plan_suite
@@ -79,7 +79,7 @@ def every_hand_off() -> list[object]:
         ),
         NodeReport("node0", skipped="the case runs on node1"),
         Measurement("ok", None, 123.4, 120.0, 100, 6, 105, 0.31),
-        SearchResult("found", 64, 128, None, (Probe(32, "ok", None, 10.0), Probe(128, "failed", "out of memory"))),
+        SearchResult("found", 64, 128, None, (Trial(32, "ok", None, 10.0), Trial(128, "failed", "out of memory"))),
         RunCounts(3, 1, 1, 0),
         DetectionReport("manual", False, 2, {"new": 1, "steady": 1}, (NewRegression("k", "k: 5% slower", None),), 0),
     ]
@@ -113,6 +113,60 @@ def test_every_planned_case_keeps_its_identity_through_its_json_form():
         assert back.configuration == case.configuration
 
 
+VERSION_1_FORMS = [
+    (
+        SearchResult("found", 64, 128, None, (Trial(32, "ok", None, 10.0), Trial(128, "failed", "out of memory"))),
+        "dlperf_core.maxbatch.SearchResult",
+        {
+            "status": "found",
+            "max_batch": 64,
+            "first_oom_batch": 128,
+            "reason": None,
+            "probes": [
+                {"batch": 32, "status": "ok", "reason": None, "throughput": 10.0},
+                {"batch": 128, "status": "failed", "reason": "out of memory", "throughput": None},
+            ],
+        },
+    ),
+    (
+        RunCounts(3, 1, 1, 2),
+        "dlperf_core.run_status.RunCounts",
+        {"results": 3, "failed": 1, "max_batch_searches": 1, "fabric_probes": 2},
+    ),
+    (
+        Measurement("ok", None, 123.4, 120.0, 100, 6, 105, 0.31),
+        "dlperf_core.measure.Measurement",
+        {
+            "status": "ok",
+            "reason": None,
+            "throughput": 123.4,
+            "reported_throughput": 120.0,
+            "iterations": 100,
+            "window_first": 6,
+            "window_last": 105,
+            "mfu": 0.31,
+            "energy_per_sample_j": None,
+            "gpu_power_mean_w": None,
+        },
+    ),
+]
+"""Hand-offs as version 1 wrote them (before ``probes`` became ``trials``, ``fabric_probes`` became
+``fabric_benchmarks`` and a fabric benchmark's GB/s moved out of ``throughput``): (value now, class, its form)."""
+
+
+def test_a_version_1_form_reads_back_as_the_value_it_was():
+    """What Airflow calls for an XCom written by an older dlperf: ``deserialize(data, 1)``; the current version
+    refuses nothing it wrote, and a newer one is refused by name."""
+    for value, _, data in VERSION_1_FORMS:
+        cls = type(value)
+        assert cls.__version__ == 2, cls.__name__
+        assert cls.deserialize(_json_round_trip(data), 1) == value, cls.__name__
+        assert cls.deserialize(_json_round_trip(value.to_json()), 2) == value, cls.__name__
+        with pytest.raises(TypeError, match="newer"):
+            cls.deserialize(value.to_json(), 3)
+    assert SearchResult.deserialize(VERSION_1_FORMS[0][2], 1).probes == VERSION_1_FORMS[0][0].trials  # old name
+
+
 def test_a_wrong_shape_is_refused_by_name():
     data = every_hand_off()[0].to_json()  # type: ignore[attr-defined]
     del data["settings"]["runtime"]
@@ -130,6 +184,9 @@ for value in every_hand_off():
     assert stored["__classname__"].startswith("dlperf_core."), stored
     assert deserialize(stored) == value, type(value).__name__
     assert deserialize(serialize([value])) == [value]  # a mapped task's input: a list of them
+from test_handoff import VERSION_1_FORMS
+for value, classname, data in VERSION_1_FORMS:  # an XCom an older dlperf wrote
+    assert deserialize({"__classname__": classname, "__version__": 1, "__data__": data}) == value, classname
 print("ok", len(every_hand_off()))
 """
 
