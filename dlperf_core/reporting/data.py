@@ -15,10 +15,11 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import inspect, select
+from sqlalchemy import inspect
 
 from dlperf_core.json_form import IsoDatetime, JsonForm
-from dlperf_core.storage import CONFIGURATION_COLUMNS, BenchmarkRun, ResultStore
+from dlperf_core.storage import CONFIGURATION_COLUMNS, BenchmarkRunRow, ResultStore
+from dlperf_core.storage.frames import RUN_COLUMNS
 
 JsonRow = dict[str, Any]
 """One row of a table as JSON (column -> value; NaN as None, times as ISO 8601, dates such as a night as
@@ -35,8 +36,9 @@ class ReportError(ValueError):
 
 @dataclass(frozen=True)
 class RunInfo(JsonForm):
-    """The benchmark run a report is about (a row of ``benchmark_runs``); :meth:`to_json` is the report JSON's
-    ``run`` (times as ``isoformat`` writes them)."""
+    """What the report JSON's ``run`` says of the benchmark run a report is about (:meth:`to_json`; times as
+    ``isoformat`` writes them): the ``RUN_COLUMNS`` of its typed row (:meth:`of`; the store reads it,
+    :meth:`~dlperf_core.storage.ResultStore.run_rows`)."""
 
     dag_id: str
     run_id: str
@@ -46,6 +48,20 @@ class RunInfo(JsonForm):
     status: str
     started_at: IsoDatetime | None
     finished_at: IsoDatetime | None
+
+    @classmethod
+    def of(cls, row: BenchmarkRunRow) -> RunInfo:
+        """The report's view of the stored run ``row``."""
+        return cls(
+            dag_id=row.dag_id,
+            run_id=row.run_id,
+            suite=row.suite,
+            trigger=row.trigger,
+            runtime=row.runtime,
+            status=row.status,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+        )
 
 
 @dataclass(frozen=True)
@@ -76,35 +92,16 @@ class ReportData:
 def find_run(store: ResultStore, run_id: str | None = None, dag_id: str | None = None) -> RunInfo:
     """The run ``run_id`` (of ``dag_id`` if given), or the most recently started one when ``run_id`` is
     None. Raises :class:`ReportError` when there is no such run or the run id is ambiguous."""
-    table = BenchmarkRun.__table__
-    columns = ("dag_id", "run_id", "suite", "trigger", "runtime", "status", "started_at", "finished_at")
-    stmt = select(*(table.c[name] for name in columns))
-    if dag_id is not None:
-        stmt = stmt.where(table.c.dag_id == dag_id)
-    if run_id is not None:
-        stmt = stmt.where(table.c.run_id == run_id)
-    stmt = stmt.order_by(table.c.started_at.desc(), table.c.id.desc())
-    with store.engine.connect() as conn:
-        rows = conn.execute(stmt.limit(2 if run_id is not None else 1)).mappings().all()
+    rows = store.run_rows(run_id=run_id, dag_id=dag_id, limit=2 if run_id is not None else 1)
     if not rows:
         where = f"run {run_id!r}" if run_id is not None else "any benchmark run"
         if dag_id is not None:
             where += f" of DAG {dag_id!r}"
         raise ReportError(f"no {where} in the results database; `dlperf results --all` lists what is there")
     if run_id is not None and len(rows) > 1:
-        dags = ", ".join(sorted(r["dag_id"] for r in rows))
+        dags = ", ".join(sorted(r.dag_id for r in rows))
         raise ReportError(f"run id {run_id!r} exists in several DAGs ({dags}); name one with --dag-id")
-    row = rows[0]
-    return RunInfo(
-        dag_id=row["dag_id"],
-        run_id=row["run_id"],
-        suite=row["suite"],
-        trigger=row["trigger"],
-        runtime=row["runtime"],
-        status=row["status"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-    )
+    return RunInfo.of(rows[0])
 
 
 def _of_run_configurations(frame: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
@@ -185,7 +182,6 @@ def mlperf_beside(store: ResultStore, summary: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- the results page's data
 
-RUN_COLUMNS = ("dag_id", "run_id", "suite", "trigger", "runtime", "status", "started_at", "finished_at")
 SUMMARY_COLUMNS = (
     "dag_id",
     "run_id",
@@ -351,19 +347,12 @@ def load_summary(store: ResultStore, nightly: bool = True) -> Section:
     return _section(store.latest_summary, "the latest summary of any run", ANY_SOURCE, "none yet", SUMMARY_COLUMNS)
 
 
-def _runs_frame(store: ResultStore, limit: int) -> pd.DataFrame:
-    table = BenchmarkRun.__table__
-    stmt = select(*(table.c[c] for c in RUN_COLUMNS)).order_by(table.c.started_at.desc(), table.c.id.desc())
-    with store.engine.connect() as conn:
-        return pd.read_sql(stmt.limit(limit), conn)
-
-
 def load_runs(store: ResultStore, limit: int = 20) -> Section:
     """The ``limit`` most recently started benchmark runs."""
     if not schema_ready(store):
         return NO_SCHEMA
     return _section(
-        lambda: _runs_frame(store, limit),
+        lambda: store.runs(limit),
         "the benchmark runs",
         "benchmark runs, newest first",
         "no runs yet",

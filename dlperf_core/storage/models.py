@@ -10,7 +10,8 @@ Five tables and four views (docs/schema.md has the diagram):
   image digest, hosts...), unique on its content hash.
 * ``regressions``: the verdicts of regression detection, one per run and case at most.
 * ``max_batch_searches``: the outcomes of max batch size searches, one per run and search.
-* ``fabric_probes`` / ``fabric_probe_sizes``: the all-reduce probes (migration 0007).
+* ``fabric_probes`` / ``fabric_probe_sizes``: the all-reduce fabric benchmarks (migration 0007; the tables keep
+  their first names).
 * ``mlperf_systems`` / ``mlperf_runs`` / ``mlperf_official_scores``: imported MLPerf Training submissions and
   their official scores (migration 0011), read through the view ``mlperf_scores``.
 * views (created by the Alembic migrations, never by ``create_all``): ``case_summary``,
@@ -299,8 +300,10 @@ class Regression(Base):
     label: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
 
-class FabricProbe(Base):
-    """One repeat of an all-reduce bandwidth probe case (``dlperf_core/workload/allreduce.py``): migration 0007."""
+class FabricBenchmark(Base):
+    """One repeat of an all-reduce fabric benchmark case (``dlperf_core/workload/allreduce.py``): migration 0007.
+    The table and its ``probe_key`` keep the names they were created with (the word "probe" now means the
+    environment probe only)."""
 
     __tablename__ = "fabric_probes"
     __table_args__ = (
@@ -316,7 +319,7 @@ class FabricProbe(Base):
     )
     dag_id: Mapped[str] = mapped_column(String(250), nullable=False)
     run_id: Mapped[str] = mapped_column(String(250), nullable=False)
-    probe_key: Mapped[str] = mapped_column(Text, nullable=False)  # the case key of the probe case
+    probe_key: Mapped[str] = mapped_column(Text, nullable=False)  # the case key of the fabric benchmark case
     nodes: Mapped[int] = mapped_column(Integer, nullable=False)
     gpus_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
     repeat: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -337,8 +340,9 @@ class FabricProbe(Base):
     )
 
 
-class FabricProbeSize(Base):
-    """One message size of an ok probe: time of one all-reduce, algorithm and bus bandwidth (GB/s)."""
+class FabricBenchmarkSize(Base):
+    """One message size of an ok fabric benchmark repeat: time of one all-reduce, algorithm and bus bandwidth
+    (GB/s)."""
 
     __tablename__ = "fabric_probe_sizes"
 
@@ -347,6 +351,10 @@ class FabricProbeSize(Base):
     time_us: Mapped[float] = mapped_column(Float, nullable=False)
     algbw_gbs: Mapped[float] = mapped_column(Float, nullable=False)
     busbw_gbs: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+FabricProbe = FabricBenchmark  # old name, plugins/ move to the new one
+FabricProbeSize = FabricBenchmarkSize  # old name
 
 
 class MaxBatchSearchResult(Base):
@@ -569,7 +577,7 @@ open_regressions = Table(
     Column("trigger", Text),
 )
 
-#: ``fabric_summary`` (migration 0007): per run, probe and message size, the medians over the ok repeats.
+#: ``fabric_summary`` (migration 0007): per run, fabric benchmark case and message size, the medians over the ok repeats.
 fabric_summary = Table(
     "fabric_summary",
     view_metadata,

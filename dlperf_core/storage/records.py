@@ -1,18 +1,34 @@
 """Plain typed records that callers hand to :class:`~dlperf_core.storage.store.ResultStore`.
 
-They mirror the table columns without ids and bookkeeping timestamps (``created_at``,
-``updated_at``). Keyword-only, frozen. Datetimes should be timezone-aware; naive ones are taken
-as UTC. All are stored in UTC.
+Each is the columns of its table (declared once, in :mod:`dlperf_core.storage.models`) without ids and bookkeeping
+timestamps (``created_at``, ``updated_at``): :func:`~dlperf_core.storage.shape.record_of_table` checks that when
+the class is defined. Keyword-only, frozen. Datetimes should be timezone-aware; naive ones are taken as UTC. All are
+stored in UTC.
+
+A result and its run also have a JSON form (:class:`~dlperf_core.json_form.JsonForm`, generated from the fields):
+what the spool (:mod:`dlperf_core.storage.spool`) writes while the database is away. Its datetimes are written by
+``isoformat`` (:data:`~dlperf_core.json_form.IsoDatetime`), the text the spool wrote before the form was generated.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from dlperf_core.json_form import IsoDatetime, JsonForm
 from dlperf_core.origin import check_origin
-from dlperf_core.storage.models import RESULT_STATUSES, RUN_STATUSES, SEARCH_STATUSES
+from dlperf_core.storage.models import (
+    RESULT_STATUSES,
+    RUN_STATUSES,
+    SEARCH_STATUSES,
+    BenchmarkRun,
+    FabricBenchmark,
+    FabricBenchmarkSize,
+    MaxBatchSearchResult,
+    Result,
+)
+from dlperf_core.storage.shape import record_of_table
 
 if TYPE_CHECKING:  # only for annotations: storage does not need the measurement code to load
     from dlperf_core.maxbatch import Probe, SearchResult
@@ -22,8 +38,9 @@ if TYPE_CHECKING:  # only for annotations: storage does not need the measurement
     from dlperf_core.plan import SearchRun
 
 
+@record_of_table(BenchmarkRun)
 @dataclass(frozen=True, kw_only=True)
-class BenchmarkRunRecord:
+class BenchmarkRunRecord(JsonForm):
     """One benchmark run (row of ``benchmark_runs``), identified by ``(dag_id, run_id)``."""
 
     dag_id: str
@@ -31,8 +48,8 @@ class BenchmarkRunRecord:
     suite: str
     trigger: str  # "scheduled" | "manual" | "cli" | ...
     runtime: str
-    started_at: datetime
-    finished_at: datetime | None = None
+    started_at: IsoDatetime
+    finished_at: IsoDatetime | None = None
     status: str = "running"  # "running" | "success" | "failed"
     triggered_by: str | None = None  # who: the triggering user, "scheduler", "cli", ...
     report_path: str | None = None  # kept as stored when None (set by ResultStore.set_report_path)
@@ -50,12 +67,9 @@ def variant_of(case_key: str) -> str:
     return case_key[i:] if i >= 0 else ""
 
 
-CASE_FIELDS = ("framework", "model", "precision", "batch_size_per_device", "nodes", "gpus_per_node")
-"""The fields of a case (:class:`dlperf_core.model.Case`) that a result row keeps under the same names."""
-
-
+@record_of_table(Result, beside=("benchmark_run",))
 @dataclass(frozen=True, kw_only=True)
-class ResultRecord:
+class ResultRecord(JsonForm):
     """One repeat of one case (row of ``results``), identified by
     ``(dag_id, run_id, case_key, repeat)``.
 
@@ -81,8 +95,8 @@ class ResultRecord:
     reported_throughput: float | None = None  # the framework's own figure
     iterations: int | None = None
     log_path: str | None = None
-    started_at: datetime
-    finished_at: datetime | None = None
+    started_at: IsoDatetime
+    finished_at: IsoDatetime | None = None
     environment_id: int | None = None  # row of ``environments`` (ResultStore.upsert_environment)
     gpu_memory_peak_mb: float | None = None  # peak GPU memory used, sampled during the run (MiB)
     window_first: int | None = None  # first iteration counted by the throughput rule
@@ -148,12 +162,25 @@ class ResultRecord:
             dag_id=dag_id,
             run_id=run_id,
             case_key=case.key,
-            **{name: getattr(case, name) for name in CASE_FIELDS},
+            framework=case.framework,
+            model=case.model,
+            precision=case.precision,
+            batch_size_per_device=case.batch_size_per_device,
+            nodes=case.nodes,
+            gpus_per_node=case.gpus_per_node,
             compile=case.compile,
             configuration=case.configuration,
             repeat=repeat,
-            # status, reason, throughput, window, MFU, energy: the columns of the Measurement's field names
-            **{f.name: getattr(measurement, f.name) for f in fields(measurement)},
+            status=measurement.status,
+            reason=measurement.reason,
+            throughput=measurement.throughput,
+            reported_throughput=measurement.reported_throughput,
+            iterations=measurement.iterations,
+            window_first=measurement.window_first,
+            window_last=measurement.window_last,
+            mfu=measurement.mfu,
+            energy_per_sample_j=measurement.energy_per_sample_j,
+            gpu_power_mean_w=measurement.gpu_power_mean_w,
             window_fitted=window_fitted,
             log_path=outcome.log_path,
             started_at=outcome.started_at,
@@ -167,6 +194,7 @@ class ResultRecord:
         )
 
 
+@record_of_table(MaxBatchSearchResult)
 @dataclass(frozen=True, kw_only=True)
 class MaxBatchSearchRecord:
     """One max batch size search of a benchmark run (row of ``max_batch_searches``), identified by
@@ -234,9 +262,10 @@ class MaxBatchSearchRecord:
             raise ValueError(f"search status must be one of {SEARCH_STATUSES}, got {self.status!r}")
 
 
+@record_of_table(FabricBenchmarkSize, filled_in=("probe_id",))
 @dataclass(frozen=True)
-class ProbeSizeRecord:
-    """One message size of a probe (row of ``fabric_probe_sizes``)."""
+class FabricSizeRecord:
+    """One message size of a fabric benchmark repeat (row of ``fabric_probe_sizes``)."""
 
     size_bytes: int
     time_us: float
@@ -244,10 +273,12 @@ class ProbeSizeRecord:
     busbw_gbs: float
 
 
+@record_of_table(FabricBenchmark, beside=("sizes",))
 @dataclass(frozen=True, kw_only=True)
-class ProbeRecord:
-    """One repeat of an all-reduce probe case (row of ``fabric_probes``, with its sizes), identified by
-    ``(dag_id, run_id, probe_key, repeat)``. A failed probe has a reason and no sizes."""
+class FabricRecord:
+    """One repeat of an all-reduce fabric benchmark case (row of ``fabric_probes``, with its sizes), identified by
+    ``(dag_id, run_id, probe_key, repeat)`` (``probe_key``: the column's name; it holds the case key). A failed
+    repeat has a reason and no sizes."""
 
     dag_id: str
     run_id: str
@@ -265,10 +296,10 @@ class ProbeRecord:
     environment_id: int | None = None
     started_at: datetime
     finished_at: datetime | None = None
-    sizes: tuple[ProbeSizeRecord, ...] = ()
+    sizes: tuple[FabricSizeRecord, ...] = ()
 
     @classmethod
-    def from_probe(
+    def from_fabric(
         cls,
         dag_id: str,
         run_id: str,
@@ -278,9 +309,9 @@ class ProbeRecord:
         outcome: CaseOutcome,
         *,
         environment_id: int | None = None,
-    ) -> ProbeRecord:
-        """The row of one repeat of a probe case: status and reason from ``measurement``
-        (:func:`dlperf_core.measure.measure_probe_run`), what the probe's table says from ``result``, its sizes only
+    ) -> FabricRecord:
+        """The row of one repeat of a fabric benchmark case: status and reason from ``measurement``
+        (:func:`dlperf_core.measure.measure_probe_run`), what its table says from ``result``, its sizes only
         when the measurement is ok, its times and log from the runtime's outcome."""
         case = run.case
         good = result if measurement.status == "ok" else None
@@ -302,11 +333,17 @@ class ProbeRecord:
             environment_id=environment_id,
             started_at=outcome.started_at,
             finished_at=outcome.finished_at,
-            sizes=tuple(ProbeSizeRecord(s.size_bytes, s.time_us, s.algbw_gbs, s.busbw_gbs) for s in sizes),
+            sizes=tuple(FabricSizeRecord(s.size_bytes, s.time_us, s.algbw_gbs, s.busbw_gbs) for s in sizes),
         )
+
+    from_probe = from_fabric  # old name, plugins/ move to the new one
 
     def __post_init__(self) -> None:
         if self.status not in RESULT_STATUSES:
-            raise ValueError(f"probe status must be one of {RESULT_STATUSES}, got {self.status!r}")
+            raise ValueError(f"fabric benchmark status must be one of {RESULT_STATUSES}, got {self.status!r}")
         if self.status == "failed" and self.sizes:
-            raise ValueError("a failed probe stores no sizes")
+            raise ValueError("a failed fabric benchmark repeat stores no sizes")
+
+
+ProbeRecord = FabricRecord  # old name, plugins/ move to the new one
+ProbeSizeRecord = FabricSizeRecord  # old name, plugins/ move to the new one

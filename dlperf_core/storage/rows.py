@@ -16,11 +16,25 @@ storage edge's JSON, read back by their own types (``LaunchSpec.from_dict``, ``P
 
 from __future__ import annotations
 
-import types
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Any, SupportsFloat, SupportsInt, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, SupportsFloat, SupportsInt, TypeVar
+
+from dlperf_core.storage.models import (
+    BenchmarkRun,
+    FabricBenchmark,
+    MaxBatchSearchResult,
+    Regression,
+    Result,
+    StoredEnvironment,
+    case_summary,
+    fabric_history,
+    fabric_summary,
+    mlperf_scores,
+    nightly_history,
+)
+from dlperf_core.storage.shape import field_shape, row_of_table
 
 R = TypeVar("R")
 
@@ -32,25 +46,11 @@ _FIELD_TYPES: dict[type, tuple[tuple[str, type, bool], ...]] = {}
 
 
 def _field_types(cls: type) -> tuple[tuple[str, type, bool], ...]:
-    """(name, type, nullable) of each field of the row class ``cls`` (worked out once per class); the type of
-    ``X | None`` is X's, a generic's its origin (``dict`` for a JSON column)."""
+    """(name, type, nullable) of each field of the row class ``cls`` (worked out once per class; see
+    :func:`dlperf_core.storage.shape.field_shape`)."""
     if cls not in _FIELD_TYPES:
-        _FIELD_TYPES[cls] = _shape(cls)
+        _FIELD_TYPES[cls] = tuple((name, kind, nullable) for name, (kind, nullable) in field_shape(cls).items())
     return _FIELD_TYPES[cls]
-
-
-def _shape(cls: type) -> tuple[tuple[str, type, bool], ...]:
-    hints = get_type_hints(cls)
-    shape = []
-    for f in fields(cls):
-        hint = hints[f.name]
-        nullable = False
-        if get_origin(hint) in (Union, types.UnionType):
-            args = [a for a in get_args(hint) if a is not type(None)]
-            nullable = len(args) < len(get_args(hint))
-            hint = args[0] if len(args) == 1 else object
-        shape.append((f.name, get_origin(hint) or hint, nullable))
-    return tuple(shape)
 
 
 def _utc(value: object) -> datetime:
@@ -134,6 +134,7 @@ class _Configured(Configuration):
 # --------------------------------------------------------------------------- tables
 
 
+@row_of_table(BenchmarkRun)
 @dataclass(frozen=True, kw_only=True)
 class BenchmarkRunRow:
     """A row of ``benchmark_runs``: one benchmark run."""
@@ -152,6 +153,7 @@ class BenchmarkRunRow:
     created_at: datetime
 
 
+@row_of_table(Result)
 @dataclass(frozen=True, kw_only=True)
 class ResultRow(Configuration):
     """A row of ``results``: one repeat of one case (see :class:`dlperf_core.storage.records.ResultRecord`)."""
@@ -187,6 +189,7 @@ class ResultRow(Configuration):
     updated_at: datetime
 
 
+@row_of_table(StoredEnvironment, leave_out=("data",))
 @dataclass(frozen=True, kw_only=True)
 class EnvironmentRow:
     """A row of ``environments`` without its ``data`` (the whole capture, JSON): the fields it is compared by."""
@@ -217,6 +220,7 @@ class EnvironmentRow:
         return {name: getattr(self, name) for name in names}
 
 
+@row_of_table(Regression)
 @dataclass(frozen=True, kw_only=True)
 class RegressionRow(_Configured):
     """A row of ``regressions``: a change of one configuration's median outside its nightly noise."""
@@ -245,6 +249,7 @@ class RegressionRow(_Configured):
     label: str | None  # "fabric" | "framework" | "unexplained"; None before migration 0007
 
 
+@row_of_table(MaxBatchSearchResult)
 @dataclass(frozen=True, kw_only=True)
 class MaxBatchSearchRow:
     """A row of ``max_batch_searches``: what one max batch size search of a run concluded."""
@@ -273,9 +278,10 @@ class MaxBatchSearchRow:
     created_at: datetime
 
 
+@row_of_table(FabricBenchmark)
 @dataclass(frozen=True, kw_only=True)
-class ProbeRow:
-    """A row of ``fabric_probes``: one repeat of an all-reduce probe case (its sizes: ``fabric_summary``)."""
+class FabricRow:
+    """A row of ``fabric_probes``: one repeat of an all-reduce fabric benchmark case (its sizes: ``fabric_summary``)."""
 
     id: int
     benchmark_run_id: int
@@ -298,9 +304,13 @@ class ProbeRow:
     created_at: datetime
 
 
+ProbeRow = FabricRow  # old name, plugins/ move to the new one
+
+
 # --------------------------------------------------------------------------- views
 
 
+@row_of_table(case_summary, exact_nulls=False)
 @dataclass(frozen=True, kw_only=True)
 class CaseSummaryRow(_Configured):
     """A row of ``case_summary``: one case of one run over its repeats (figures over the ok ones; None when it
@@ -336,6 +346,7 @@ class CaseSummaryRow(_Configured):
     baseline_night: date | None = None  # that run's night, when it is a scheduled run
 
 
+@row_of_table(nightly_history, exact_nulls=False)
 @dataclass(frozen=True, kw_only=True)
 class HistoryRow(_Configured):
     """A row of ``nightly_history``: one scheduled run of one configuration, good night or not."""
@@ -362,6 +373,7 @@ class HistoryRow(_Configured):
     baseline_night: date | None = None
 
 
+@row_of_table(fabric_summary, exact_nulls=False)
 @dataclass(frozen=True, kw_only=True)
 class FabricSummaryRow:
     """A row of ``fabric_summary``: one message size of one probe case in one run, the medians over its ok
@@ -381,6 +393,7 @@ class FabricSummaryRow:
     environment_id: int | None
 
 
+@row_of_table(fabric_history, exact_nulls=False)
 @dataclass(frozen=True, kw_only=True)
 class FabricHistoryRow:
     """A row of ``fabric_history``: ``fabric_summary`` of a scheduled run, with its night and status."""
@@ -402,6 +415,7 @@ class FabricHistoryRow:
     environment_id: int | None
 
 
+@row_of_table(mlperf_scores, exact_nulls=False)
 @dataclass(frozen=True, kw_only=True)
 class MlperfScoreRow:
     """A row of ``mlperf_scores``: one system's official score for one benchmark (minutes to train, None when too

@@ -20,16 +20,15 @@ import json
 import logging
 import os
 import uuid
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from dlperf_core.home import env_path
-from dlperf_core.storage.records import BenchmarkRunRecord, ResultRecord
+from dlperf_core.storage.records import ResultRecord
 from dlperf_core.storage.store import ResultStore
 
 log = logging.getLogger("dlperf.spool")
@@ -37,8 +36,6 @@ log = logging.getLogger("dlperf.spool")
 DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 """Errors that mean "the database cannot be reached now" (spool and retry later), unlike a refused
 record (IntegrityError), which is a bug to surface rather than to keep retrying."""
-
-_DATETIME_FIELDS = ("started_at", "finished_at")
 
 
 def default_spool_dir() -> Path:
@@ -52,35 +49,23 @@ def database_key(db_url: str) -> str:
     return hashlib.sha256(public.encode()).hexdigest()[:16]
 
 
-def _dates_to_text(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.isoformat() if k in _DATETIME_FIELDS and v is not None else v) for k, v in values.items()}
-
-
-def _dates_from_text(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: (datetime.fromisoformat(v) if k in _DATETIME_FIELDS and v is not None else v) for k, v in values.items()}
-
-
 def record_to_json(record: ResultRecord) -> str:
-    """``record`` (with its benchmark run, if any) as JSON text."""
-    values = asdict(record)
-    run = values.pop("benchmark_run")
-    values = _dates_to_text(values)
-    values["benchmark_run"] = None if run is None else _dates_to_text(run)
-    return json.dumps(values, sort_keys=True)
+    """``record`` (with its benchmark run, if any) as JSON text: its generated JSON form
+    (:meth:`ResultRecord.to_json`), keys sorted. The text is what the hand-written form wrote before, so files
+    spooled by an older dlperf read back (``tests/data/spool``)."""
+    return json.dumps(record.to_json(), sort_keys=True)
 
 
 def record_from_json(text: str) -> ResultRecord:
-    """The inverse of :func:`record_to_json`; raises ValueError/TypeError/KeyError on bad input."""
+    """The inverse of :func:`record_to_json`; raises ValueError (pydantic's ValidationError is one), TypeError or
+    KeyError on bad input, and ValueError for a field the record does not have."""
     values = json.loads(text)
     if not isinstance(values, dict):
         raise TypeError("a spooled record must be a JSON object")
-    run = values.pop("benchmark_run", None)
-    known = {f.name for f in fields(ResultRecord)}
-    unknown = set(values) - known
+    unknown = set(values) - {f.name for f in fields(ResultRecord)}
     if unknown:
         raise ValueError(f"unknown fields in spooled record: {sorted(unknown)}")
-    run_record = None if run is None else BenchmarkRunRecord(**_dates_from_text(run))
-    return ResultRecord(**_dates_from_text(values), benchmark_run=run_record)
+    return ResultRecord.from_json(values)
 
 
 def _fsync_dir(folder: Path) -> None:
