@@ -31,10 +31,13 @@ class DryRunDocker:
     python: str = "python3"
     workload_dir: str = "/opt/dlperf/workload"
 
-    # The Runtime protocol's methods. A dry run executes and starts nothing: the two that would are not implemented.
+    # The Runtime protocol's methods. A dry run executes and starts nothing: the three that would are not implemented.
     def host_cores(self, node: Node) -> None:  # noqa: ARG002 - the protocol's signature
         """Not known without the engine: a dry run shows commands without a CPU placement."""
         return
+
+    def submit(self, job: CaseJob) -> NoReturn:  # pragma: no cover - never executes
+        raise NotImplementedError("a dry run executes nothing")
 
     def execute(self, job: CaseJob) -> NoReturn:  # pragma: no cover - never executes
         raise NotImplementedError("a dry run executes nothing")

@@ -311,6 +311,21 @@ class NodeProcess(Protocol):
         """Release everything: remove the container, close files (idempotent)."""
 
 
+class CaseInPhases(Protocol):
+    """One case run in three phases, so that what waits between them need not hold a worker (a runtime whose jobs
+    queue in a scheduler defers between polls): :meth:`submit` starts every node, :meth:`poll` looks once (True:
+    the case ended, however), :meth:`collect` stops and removes every node and gives the outcome. The runtimes'
+    is :class:`dlperf_core.runtime.base.CaseRunning`."""
+
+    poll_s: float  # how long to wait between two polls
+
+    def submit(self) -> None: ...
+
+    def poll(self) -> bool: ...
+
+    def collect(self) -> CaseOutcome: ...
+
+
 class Runtime(Protocol):
     """Where case jobs run: ``local`` processes or ``docker`` containers."""
 
@@ -333,7 +348,13 @@ class Runtime(Protocol):
         """The host ``node`` runs on and its cores (:mod:`dlperf_core.cpu_placement`), None where not known."""
         ...
 
-    def execute(self, job: CaseJob) -> CaseOutcome: ...
+    def submit(self, job: CaseJob) -> CaseInPhases:
+        """``job`` ready to run in phases (submit, poll, collect), nothing started yet."""
+        ...
+
+    def execute(self, job: CaseJob) -> CaseOutcome:
+        """``job`` run to its end on this worker (``run_to_end(self.submit(job))``)."""
+        ...
 
     def start_node(
         self, job: CaseJob, i: int, files: tuple[ContainerFile, ...] | None = None, samples: GpuSamples | None = None

@@ -20,7 +20,7 @@ from dlperf_core.gpu_sampling import GpuSampler, GpuSamples, local_query
 from dlperf_core.inventory import Node
 from dlperf_core.launch_spec import NodeSpec, local_node
 from dlperf_core.model import CaseJob, CaseOutcome
-from dlperf_core.runtime.base import run_supervised, with_gpu_samples
+from dlperf_core.runtime.base import CaseRunning, run_to_end
 from dlperf_core.sshkeys import ContainerFile
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
@@ -136,19 +136,20 @@ class LocalRuntime:
         cwd = str(Path.cwd())
         return tuple(local_node(launch, *self.node_command(job, i), cwd) for i, launch in enumerate(job.launches))
 
-    def execute(self, job: CaseJob) -> CaseOutcome:
-        """Run the case; on ``accelerator: nvidia`` nodes this machine's GPUs the case uses (0 .. devices per
-        node - 1) are sampled with nvidia-smi while it runs, by the same sampler as the docker runtime's."""
+    def submit(self, job: CaseJob) -> CaseRunning:
+        """The case, ready to start (:class:`~dlperf_core.runtime.base.CaseRunning`); on ``accelerator: nvidia``
+        nodes this machine's GPUs the case uses (0 .. devices per node - 1) are sampled with nvidia-smi while it
+        runs, by the same sampler as the docker runtime's."""
+        start = lambda i: self.start_node(job, i)  # noqa: E731
         if not any(launch.node.accelerator == "nvidia" for launch in job.launches):
-            return run_supervised(job, lambda i: self.start_node(job, i))
+            return CaseRunning(job, start)
         devices = set(range(job.devices_per_node)) if job.devices_per_node else None
         samples = GpuSamples(gpus=devices)  # every local "node" is this machine: one sampler
         sampler = GpuSampler(local_query, samples, period_s=1.0)
-        try:
-            outcome = run_supervised(job, lambda i: self.start_node(job, i))
-        finally:
-            sampler.stop()
-        return with_gpu_samples(outcome, {job.launches[0].node.name: samples})
+        return CaseRunning(job, start, samples={job.launches[0].node.name: samples}, on_collect=sampler.stop)
+
+    def execute(self, job: CaseJob) -> CaseOutcome:
+        return run_to_end(self.submit(job))
 
     def cleanup(self, labels: dict[str, str]) -> list[str]:  # noqa: ARG002 - the Runtime protocol's signature
         """Nothing outlives a local case: its process groups are killed when it ends."""

@@ -33,7 +33,7 @@ from dlperf_core.gpu_sampling import QUERY_COMMAND, GpuSampler, GpuSamples
 from dlperf_core.inventory import DOCKER_CONN_PREFIX, Inventory, Node, insecure_docker_nodes
 from dlperf_core.launch_spec import ImageRef, NodeSpec, docker_node, pick_digest
 from dlperf_core.model import CaseJob, CaseOutcome, ContainerSpec
-from dlperf_core.runtime.base import run_supervised, with_gpu_samples
+from dlperf_core.runtime.base import CaseRunning, run_to_end
 
 log = logging.getLogger("dlperf")
 
@@ -184,12 +184,6 @@ def endpoint_of(target: DockerEndpoint | Node | str) -> DockerEndpoint:
     if isinstance(target, Node):
         return DockerEndpoint.for_node(target)
     return DockerEndpoint.for_url(target)
-
-
-def docker_client(target: DockerEndpoint | Node | str, timeout: int = 120):
-    """A docker APIClient for one node (its TLS client and registry login) or a bare docker_url, through the
-    provider's hook (pings the daemon)."""
-    return endpoint_of(target).client(timeout)
 
 
 def host_config_for(client, spec: ContainerSpec) -> dict:
@@ -492,11 +486,13 @@ class DockerRuntime:
             out.append(docker_node(launch, spec, image, working_dir))
         return tuple(out)
 
-    def execute(self, job: CaseJob) -> CaseOutcome:
+    def submit(self, job: CaseJob) -> CaseRunning:
         samples = {launch.node.name: GpuSamples() for launch in job.launches}  # a container sees its node's GPUs
         start = lambda i: self.start_node(job, i, samples=samples[job.launches[i].node.name])  # noqa: E731
-        outcome = run_supervised(job, start, poll_s=0.5)
-        return with_gpu_samples(outcome, samples)
+        return CaseRunning(job, start, poll_s=0.5, samples=samples)
+
+    def execute(self, job: CaseJob) -> CaseOutcome:
+        return run_to_end(self.submit(job))
 
     def engines_not_answering(self, nodes: Iterable[Node]) -> list[str]:
         """For each engine of ``nodes`` that does not answer a ping now: "<node>'s Docker Engine at <url> does not

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from dlperf_core.case_run import CaseRunner
 from dlperf_core.inventory import Inventory, Node
 from dlperf_core.model import Runtime
 from dlperf_core.runtime.local import LocalRuntime
@@ -21,7 +22,7 @@ def make_runtime(name: str, inventory: Inventory) -> Runtime:
     return LocalRuntime()
 
 
-def runtime_error(runtime: object, nodes: Sequence[Node], exc: Exception) -> str:
+def runtime_error(runtime: Runtime | None, nodes: Sequence[Node], exc: Exception) -> str:
     """A case's reason when its runtime raised: the exception, after the Docker engines of ``nodes`` that do not
     answer now (a client's ``ConnectionError`` alone does not say which engine went away)."""
     from dlperf_airflow.docker_runtime import DockerRuntime
@@ -33,3 +34,7 @@ def runtime_error(runtime: object, nodes: Sequence[Node], exc: Exception) -> str
         except Exception as probe:  # noqa: BLE001 - the reason keeps the exception alone
             log.warning("could not ping the case's Docker engines: %s: %s", type(probe).__name__, probe)
     return "runtime error: " + "".join(f"{s}; " for s in silent) + f"{type(exc).__name__}: {exc}"
+
+
+RUNNER = CaseRunner(make_runtime, runtime_error)
+"""This deployment's runtimes and how their errors read, for :mod:`dlperf_core.case_run`."""

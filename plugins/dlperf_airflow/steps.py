@@ -15,18 +15,17 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from dlperf_airflow.node_step import routing_inventory
-from dlperf_airflow.runtimes import make_runtime, runtime_error
+from dlperf_airflow.runtimes import RUNNER, make_runtime
+from dlperf_core.case_run import execute_case
 from dlperf_core.defaults import DeploymentDefaults
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
 from dlperf_core.home import dlperf_home
-from dlperf_core.inventory import Inventory, load_inventory
-from dlperf_core.jobs import build_job
-from dlperf_core.launch_spec import LaunchSpec, launch_spec_of
-from dlperf_core.measure import Measurement, figure_origin, measure_case_run, measure_probe_run
-from dlperf_core.model import CaseJob, CaseOutcome, RunIds, Runtime
+from dlperf_core.inventory import Inventory
+from dlperf_core.measure import Measurement, measure_case_run, measure_probe_run
+from dlperf_core.model import CaseOutcome, RunIds
 from dlperf_core.preflight import PreflightReport
 from dlperf_core.run_status import RunCounts, lost_reason, outcomes_of_run, status_of_run, unstored
 from dlperf_core.storage import (
@@ -107,62 +106,21 @@ def preflight_step(plan: Plan) -> PreflightReport:
     planned = [*plan.cases, *plan.searches]
     if not planned:
         return PreflightReport("skipped: nothing planned")
-    inventory = load_inventory(planned[0].inventory)
-    runs = [p.run for p in planned]
-    used = inventory.first(max(r.case.nodes for r in runs))
+    used = plan.settings.cluster.first(max(p.run.case.nodes for p in planned))
     if not any(n.ssh is not None for n in used):
         log.info("preflight %s", PREFLIGHT_NO_SSH)
         return PreflightReport(PREFLIGHT_NO_SSH)
     from dlperf_airflow.ssh_preflight import check_nodes
 
-    docker = any(p.runtime == "docker" for p in planned)
-    images = (
-        sorted({get_adapter(r.case.framework).image(r.case, inventory.first(r.case.nodes)) for r in runs})
-        if docker
-        else []
-    )
-    health = check_nodes(Inventory(name=inventory.name, nodes=used), images)
+    images = sorted({p.image for p in planned if p.image is not None})  # planning chose them (docker runtime)
+    health = check_nodes(Inventory(name=plan.settings.cluster.name, nodes=used), images)
     sick = [h.reason for h in health.values() if not h.ok]
     return PreflightReport(f"checked: {len(health) - len(sick)} ok, {len(sick)} failed", tuple(health.values()))
 
 
 def execute_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | None = None) -> ExecutedRun:
-    """Start all nodes of one case run at once, wait, collect logs, clean up. Never raises for a failed
-    training: the outcome (with its reason) goes on to be stored. A case on a node that failed
-    ``preflight`` is not started: it is a failed outcome "preflight: <node>: <problem>"."""
-    run = planned.run
-    started = datetime.now(UTC)
-    if preflight is not None and preflight.nodes:
-        names = [n.name for n in load_inventory(planned.inventory).first(run.case.nodes)]
-        if blocker := preflight.blocker(names):
-            log.warning("%s not started: %s", planned.label, blocker)
-            return ExecutedRun(planned, CaseOutcome(started, datetime.now(UTC), [], blocker))
-    runtime: Runtime | None = None
-    job: CaseJob | None = None
-    try:
-        inventory = load_inventory(planned.inventory)
-        runtime = make_runtime(planned.runtime, inventory)
-        job = build_job(run, inventory, runtime, ids, timeout_s=planned.timeout_s, watchdog_s=planned.watchdog_s)
-        outcome = runtime.execute(job)
-    except Exception as exc:  # noqa: BLE001 - the runtime itself failed (engine unreachable, ...): a failed run
-        now = datetime.now(UTC)
-        try:
-            nodes = load_inventory(planned.inventory).first(run.case.nodes)
-        except Exception:  # noqa: BLE001 - the inventory is what failed: no engine to name
-            nodes = ()
-        outcome = CaseOutcome(started, now, [], runtime_error(runtime, nodes, exc))
-    spec = launch_spec(runtime, job, planned) if runtime is not None and job is not None else None
-    return ExecutedRun(planned, outcome, spec)
-
-
-def launch_spec(runtime: Runtime, job: CaseJob, planned: PlannedRun) -> LaunchSpec | None:
-    """What ``runtime`` launched for ``job`` (:mod:`dlperf_core.launch_spec`), kept on the result row; None,
-    with a warning, when it cannot be told (never fails the case)."""
-    try:
-        return launch_spec_of(runtime, job, planned.run, suite=planned.suite, inventory=planned.inventory)
-    except Exception as exc:  # noqa: BLE001 - the result is stored without it
-        log.warning("no launch spec for %s: %s: %s", planned.label, type(exc).__name__, exc)
-        return None
+    """One case run from this worker: :func:`dlperf_core.case_run.execute_case` with this deployment's runtimes."""
+    return execute_case(planned, ids, RUNNER, preflight)
 
 
 def _gpu_model(store: ResultStore, environment_id: int | None) -> str | None:
@@ -219,7 +177,7 @@ def store_step(done: ExecutedRun, ids: RunIds) -> Measurement:
             measurement,
             outcome,
             environment_id=environment_id,
-            figure_origin=figure_origin(case, done.planned.inventory),  # who printed the lines read
+            figure_origin=done.planned.figure_origin,  # who printed the lines read (planning asked its adapter)
             launch_spec=done.launch_spec.to_json() if done.launch_spec is not None else None,
         )
         spooled = store_or_spool(store, record, spool)
@@ -287,7 +245,7 @@ def finish_step(ids: RunIds, plan: Plan | None = None, tasks: CaseTaskView | Non
 
 def cleanup_step(settings: RunSettings, ids: RunIds) -> list[str]:
     """Remove every container this DAG run started, on every node, whatever happened."""
-    removed = make_runtime(settings.runtime, load_inventory(settings.inventory)).cleanup(ids.labels)
+    removed = make_runtime(settings.runtime, settings.cluster).cleanup(ids.labels)
     if removed:
         log.warning("removed leftover containers: %s", ", ".join(removed))
     return removed
@@ -297,11 +255,10 @@ def cleanup_node_step(settings: RunSettings, ids: RunIds, node_name: str) -> lis
     """Node routing: remove this DAG run's containers on one node, through that node's own Docker socket."""
     if settings.runtime != "docker":
         return []
-    inventory = load_inventory(settings.inventory)
-    here = [n for n in inventory.nodes if n.name == node_name]
+    here = tuple(n for n in settings.nodes if n.name == node_name)
     if not here:
         return []
-    removed = make_runtime("docker", Inventory(name=inventory.name, nodes=tuple(here))).cleanup(ids.labels)
+    removed = make_runtime("docker", Inventory(name=settings.cluster.name, nodes=here)).cleanup(ids.labels)
     if removed:
         log.warning("removed leftover containers on %s: %s", node_name, ", ".join(removed))
     return removed

@@ -235,7 +235,7 @@ def test_the_providers_hook_logs_in_with_the_nodes_connection(tmp_path, monkeypa
 
 @pytest.mark.usefixtures("fake_hook")
 def test_a_registry_login_is_the_nodes_connection_or_a_clear_error(tmp_path, monkeypatch):
-    from dlperf_airflow.docker_runtime import DockerEndpoint, docker_client
+    from dlperf_airflow.docker_runtime import DockerEndpoint, endpoint_of
 
     tls = _tls_files(tmp_path)
     registry = {"server": "r.example.com", "username": "u", "password_env": "DLPERF_T_PW"}
@@ -255,12 +255,12 @@ def test_a_registry_login_is_the_nodes_connection_or_a_clear_error(tmp_path, mon
     assert endpoint.client(login=False).hook_args["docker_conn_id"] is None  # the engine is still reachable
     # ... and once `dlperf cluster sync` wrote it, the hook logs in with it
     _connection(monkeypatch, node.docker_conn_id, host="r.example.com", login="u", password="from-env")
-    assert docker_client(node).hook_args["docker_conn_id"] == "dlperf_docker_gpu0"
+    assert endpoint_of(node).client().hook_args["docker_conn_id"] == "dlperf_docker_gpu0"
 
     # an explicit docker.conn_id must exist too
     named = _node(name="b", docker={"conn_id": "shared_registry"})
     with pytest.raises(ConfigError, match="docker.conn_id shared_registry: the Airflow Docker connection"):
-        docker_client(named)
+        endpoint_of(named).client()
 
     # a Docker connection that is no registry login (the TLS-only one older versions wrote) is refused, saying why
     _connection(
@@ -274,20 +274,20 @@ def test_a_registry_login_is_the_nodes_connection_or_a_clear_error(tmp_path, mon
     )
     old = _node(name="old", docker_url="tcp://10.0.0.11:2376", docker={"tls": tls})
     with pytest.raises(ConfigError, match="dlperf_docker_old has no registry host: a Docker connection is a registry"):
-        docker_client(old)
+        endpoint_of(old).client()
     assert "docker.tls" in str(DockerEndpoint.for_node(old).login_error)
 
     # no registry, no connection: no login, and no pull
     plain = DockerEndpoint.for_node(_node(name="local"))
     assert (plain.base_url, plain.tls, plain.conn_id) == ("unix:///var/run/docker.sock", None, None)
-    client = docker_client(_node(name="local"))
+    client = endpoint_of(_node(name="local")).client()
     assert client.hook_args == {
         "docker_conn_id": None,
         "base_url": "unix:///var/run/docker.sock",
         "tls": None,
         "timeout": 120,
     }
-    assert docker_client("unix:///tmp/other.sock").hook_args["base_url"] == "unix:///tmp/other.sock"
+    assert endpoint_of("unix:///tmp/other.sock").client().hook_args["base_url"] == "unix:///tmp/other.sock"
 
 
 def test_tls_is_the_inventorys_only(tmp_path, monkeypatch):
@@ -415,8 +415,8 @@ def test_the_environment_probe_is_started_like_every_container(fake_hook):
     assert spec.labels == {**ids.labels, "dlperf.probe": "gpu0"}
     assert spec.name.startswith(f"dlperf-probe-{ids.short}-gpu0-")
 
-    output, digest = probe_output(gpu, "img:1", ids)
-    assert (output, digest) == ("probe output\n", "img@sha256:abc")
+    found = probe_output(gpu, "img:1", ids)
+    assert (found.output, found.digest) == ("probe output\n", "img@sha256:abc")
     (client,) = fake_hook
     (create,) = client.named("create_container")
     host_config = create[2]["host_config"]

@@ -19,14 +19,13 @@ import os
 import subprocess
 import sys
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
 from airflow_stack import CELERY_WORKER, AirflowStack, celery_env, prepare_stack, redis_url, start_stack
-from dlperf_core.handoff import NodeReport, PlannedRun
+from dlperf_core.handoff import NodeReport, PlannedRun, RunSettings
 from dlperf_core.storage import ResultStore
 from e2e_helpers import run_ok
 from helpers import DLPERF, REPO, dlperf_containers, docker_marks
@@ -228,8 +227,10 @@ def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, cluster):
     from gang_board import DictBoard
 
     suite = load_suite(REPO / "suites/smoke.yaml")
-    run = plan_suite(suite, load_inventory(cluster), PlanFilters(topologies=("2n1g",), repeats=1))[0]
-    item = PlannedRun(run, "docker", cluster, 60, None)
+    inventory = load_inventory(cluster)
+    run = plan_suite(suite, inventory, PlanFilters(topologies=("2n1g",), repeats=1))[0]
+    settings = RunSettings("suites/smoke.yaml", "docker", str(cluster), 60, None)
+    item = PlannedRun.of(run, settings, inventory)
     monkeypatch.setenv("DLPERF_NODE", "node1")
     board = DictBoard()
     report = node_step(item, RunIds("d", "r"), "node0", None, board.view("node0"))
@@ -237,9 +238,10 @@ def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, cluster):
         "node0: its task ran on the worker of node node1; give each node's worker only that node's queue (node-a)"
     )
     assert board.states["node0"]["phase"] == "gave_up"  # node1's task stops waiting for it
-    one = plan_suite(suite, load_inventory(cluster), PlanFilters(topologies=("1n1g",)))[0]
+    one = plan_suite(suite, inventory, PlanFilters(topologies=("1n1g",)))[0]
     assert one.case.key.startswith("pytorch_reference/resnet50_v1.5/fp32/b32/1n1g+args=")
-    assert node_step(replace(item, run=one), RunIds("d", "r"), "node1", None, board.view("node1")) == NodeReport(
+    alone = PlannedRun.of(one, settings, inventory)
+    assert node_step(alone, RunIds("d", "r"), "node1", None, board.view("node1")) == NodeReport(
         "node1", skipped=f"{one.case.key} runs on node0"
     )
 
