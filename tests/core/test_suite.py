@@ -141,3 +141,22 @@ def test_options_make_distinct_cases(tmp_path):
     bad = {"name": "t", "benchmarks": [{**bench, "options": {"loss_scale": "sometimes"}}]}
     with pytest.raises(ConfigError, match="loss_scale='sometimes' is not one of dynamic, static"):
         check_suite(load_suite(write(tmp_path, bad)))
+
+
+def test_the_fabric_benchmark_key_and_its_older_name_plan_the_same_cases(tmp_path):
+    """``fabric_benchmark:`` is the key; ``fabric_probe:``, the older one (the suites in ``suites/`` use it), is read
+    the same; both at once is refused by name."""
+    from dlperf_core.plan import fabric_cases
+
+    inventory = load_inventory(REPO / "inventories" / "docker-local.yaml")
+    section = {"min_bytes": 1048576, "max_bytes": 4194304, "warmup": 2, "iters": 5, "repeats": 1}
+    planned = []
+    for key in ("fabric_benchmark", "fabric_probe"):
+        suite = load_suite(write(tmp_path, {**GOOD, key: section}, f"{key}.yaml"))
+        assert suite.fabric_benchmark is not None and suite.fabric_benchmark.max_bytes == 4194304
+        planned.append([(r.case.key, r.repeat) for r in plan_suite(suite, inventory)])
+        cases = [case for case, _ in fabric_cases(suite, [r.case for r in plan_suite(suite, inventory)])]
+        assert {c.framework for c in cases} == {"allreduce_probe"} and len(cases) == 3
+    assert planned[0] == planned[1]
+    err = refused(tmp_path, {**GOOD, "fabric_benchmark": section, "fabric_probe": section})
+    assert "fabric_benchmark or its older name fabric_probe, not both" in str(err)
