@@ -34,9 +34,8 @@ leaf would turn a failed run green): ``finish_run`` stays the task that does.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
-from airflow.sdk import Param, dag, get_current_context, task, task_group
+from airflow.sdk import dag, get_current_context, task, task_group
 
 from dlperf_airflow import steps
 from dlperf_airflow.handout import hand_out, handed_out
@@ -52,8 +51,7 @@ from dlperf_airflow.task_ids import (
     in_case_run,
     node_task_id,
 )
-from dlperf_core.defaults import DEFAULT_SUITE, FORM_DEFAULT, RUNTIMES, SUITE_RUNTIME
-from dlperf_core.form import COMPILE_MODES, discover_choices
+from dlperf_airflow.trigger_params import trigger_params
 from dlperf_core.handoff import ExecutedRun, NodeReport, Plan, PlannedRun
 from dlperf_core.maxbatch import SearchResult
 from dlperf_core.measure import Measurement
@@ -71,34 +69,10 @@ ON_THE_CLUSTER = dict(
     map_index_template="{{ dlperf_case }}",
     execution_timeout=timedelta(hours=6),
 )
-# The trigger form's choices: what the suites in suites/ allow on their inventories (the adapter registry
-# if none can be read; never raises, so a broken suite cannot break parsing). plan_cases re-checks them.
-# Cached in the dlperf home's state folder (.dlperf/cache/form-choices.json), keyed by the names, sizes and
-# mtimes of the suite and inventory files: a parse where none changed reads that one file and no suite.
-CHOICES = discover_choices(steps.dlperf_home())
-FRAMEWORKS = list(CHOICES.frameworks)
-MODELS = list(CHOICES.models)
-PRECISIONS = list(CHOICES.precisions)
-TOPOLOGIES = list(CHOICES.topologies)
 # Node routing (Airflow's configuration option [dlperf] cluster_inventory, read through airflow.sdk.conf): one
 # task per node of the deployment's inventory, on that node's Celery queue and one-slot pool, for every case run
 # (dlperf_airflow.node_step); else one run_case per case run. Nothing else in the environment decides the tasks.
 ROUTING = routing_inventory(steps.dlperf_home())
-
-
-def _multi_select(choices: list[str], title: str, description: str, **extra: Any) -> Param:
-    """A "Filters" field of the trigger form: any of ``choices`` (a list; empty or null = all of them)."""
-    return Param(
-        [],
-        type=["array", "null"],
-        items={"type": "string", "enum": choices},
-        uniqueItems=True,
-        examples=choices,
-        title=title,
-        description=description,
-        section="Filters",
-        **extra,
-    )
 
 
 def _ids() -> RunIds:
@@ -115,101 +89,10 @@ def _ids() -> RunIds:
     tags=["dlperf", "benchmark"],
     doc_md=__doc__,
     default_args={"retries": 0},
-    params={
-        # suite and inventory: no JSON schema pattern (Airflow would answer a bad name with the schema's text);
-        # plan_cases refuses a file that is not there in words, with the known ones (dlperf_core.trigger)
-        "suite": Param(
-            "",
-            type=["string", "null"],  # "null": the UI's form would otherwise demand a value
-            examples=list(CHOICES.suites),
-            title="Suite",
-            description="Suite file (YAML), relative to the dlperf home (the repository) or absolute; type to pick "
-            "one of the suites found in suites/ (another name is refused before any case runs, naming them). "
-            f"Empty = the deployment's default suite (DLPERF_DEFAULT_SUITE, else {DEFAULT_SUITE}), as the nightly "
-            "run uses.",
-            section="What to run",
-        ),
-        "runtime": Param(
-            FORM_DEFAULT,
-            type="string",
-            enum=[FORM_DEFAULT, SUITE_RUNTIME, *RUNTIMES],
-            values_display={
-                FORM_DEFAULT: "the deployment's default (DLPERF_DEFAULT_RUNTIME and _INVENTORY; compose: docker)",
-                SUITE_RUNTIME: "the suite's own runtime and inventory",
-                "local": "local: process groups on the Airflow worker (needs torch there)",
-                "docker": "docker: containers on every node's Docker Engine",
-            },
-            title="Runtime",
-            description="Where the framework processes run. The nightly run uses the deployment's default.",
-            section="What to run",
-        ),
-        "inventory": Param(
-            "",
-            type=["string", "null"],  # "null": the UI's form would otherwise demand a value
-            examples=list(CHOICES.inventories),
-            title="Inventory",
-            description="Node inventory file; empty = the deployment's default with the default runtime, else the "
-            "suite's, else the runtime's (inventories/docker-local.yaml or inventories/local.yaml).",
-            section="What to run",
-        ),
-        "frameworks": _multi_select(FRAMEWORKS, "Frameworks", "Empty = every framework in the suite."),
-        "models": _multi_select(MODELS, "Models", "Empty = every model in the suite."),
-        "precisions": _multi_select(PRECISIONS, "Precisions", "Empty = every precision in the suite."),
-        "topologies": _multi_select(
-            TOPOLOGIES,
-            "Topologies",
-            "Nodes x devices per node; only topologies that fit a suite's inventory are listed, each with the "
-            "suites that have it (a topology the chosen suite lacks is refused before any case runs). "
-            "Empty = every topology in the suite.",
-            values_display={t: CHOICES.topology_display(t) for t in TOPOLOGIES},
-        ),
-        "case_keys": Param(
-            [],
-            type=["array", "null"],
-            items={"type": "string", "minLength": 1},
-            uniqueItems=True,
-            title="Case keys",
-            description="Only these cases, by their full case key (results.case_key, e.g. "
-            "pytorch_reference/resnet50_v1.5/fp32/b8/1n1g+args=1f0c9a2e), with the batch size and torch.compile "
-            "choices below applied first; a key the suite does not plan is refused before any case runs. "
-            "Empty = every case the other filters leave. `dlperf reproduce --run` sets it.",
-            section="Filters",
-        ),
-        "repeats": Param(
-            0,
-            type=["integer", "null"],
-            minimum=0,
-            maximum=CHOICES.max_repeats,
-            title="Repeats",
-            description=f"Repeats per case, 1 to {CHOICES.max_repeats}; 0 or empty = the suite's.",
-            section="Measurement",
-        ),
-        "batch_size": Param(
-            0,
-            type=["integer", "null"],
-            minimum=0,
-            maximum=CHOICES.batch.maximum,
-            title="Batch size per device",
-            description=f"Override every case's batch size per device, 1 to {CHOICES.batch.maximum}; "
-            f"0 or empty = the suite's ({', '.join(map(str, CHOICES.batch.in_suites)) or 'none found'}).",
-            section="Measurement",
-        ),
-        "compile": Param(
-            "suite",
-            type="string",
-            enum=list(COMPILE_MODES),
-            title="torch.compile",
-            values_display={
-                "suite": "as the suite says",
-                "eager": "eager only",
-                "compiled": "compiled only (torch.compile)",
-                "both": "eager and compiled",
-            },
-            description="For the benchmarks whose workload can compile (the PyTorch reference workload); "
-            "others run as they are. Compiled runs are their own case (case key +compile).",
-            section="Measurement",
-        ),
-    },
+    # The Trigger form: a Param per field of dlperf_core.trigger_form.TriggerForm, offering what the suites in
+    # suites/ allow on their inventories (cached in the dlperf home's state folder; the adapter registry's if none can
+    # be read: never raises, so a broken suite cannot break parsing). plan_cases re-checks every value.
+    params=trigger_params(steps.dlperf_home()),
 )
 def dlperf_benchmark():
     @task(task_id=PLAN_CASES)

@@ -24,13 +24,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.db:
         os.environ["DLPERF_DB_URL"] = args.db
     os.environ.setdefault("DLPERF_PROGRESS", "1")
-    conf = {"suite": str(Path(args.suite).resolve()), "runtime": args.runtime or "suite"}
-    if args.inventory:
-        conf["inventory"] = str(Path(args.inventory).resolve())
-    if args.repeats:
-        conf["repeats"] = args.repeats
-    if args.compile:
-        conf["compile"] = args.compile
+    from dlperf_core.defaults import SUITE_RUNTIME
+    from dlperf_core.trigger_form import TriggerForm
+
+    form = TriggerForm(
+        suite=str(Path(args.suite).resolve()),
+        runtime=args.runtime or SUITE_RUNTIME,  # not the deployment's default: the suite's own, unless overridden
+        inventory=str(Path(args.inventory).resolve()) if args.inventory else "",
+        repeats=args.repeats or 0,
+        compile=args.compile or "suite",
+    )
+    conf = form.to_params()
     from dlperf_cli.embedded import run_dag
 
     print(f"dlperf: running {args.suite} through the dlperf_benchmark DAG (dag.test)", file=sys.stderr, flush=True)

@@ -131,10 +131,13 @@ def rerun_conf(row: ResultRow) -> dict[str, object]:
     """The trigger conf that plans the row's case once, from the suite and inventory files it was planned from
     (its launch spec names them) and its stored configuration; Refused, saying why, when they cannot give it
     back."""
+    from dataclasses import replace
+
     from dlperf_core.errors import ConfigError
-    from dlperf_core.form import apply_form, reproduce_params
+    from dlperf_core.form_overrides import apply_form
     from dlperf_core.inventory import load_inventory
-    from dlperf_core.plan import PlanFilters, plan_suite
+    from dlperf_core.plan import plan_suite
+    from dlperf_core.reproduce import reproduce_form
     from dlperf_core.suite import load_suite
 
     spec = _launch_spec(row)
@@ -148,12 +151,11 @@ def rerun_conf(row: ResultRow) -> dict[str, object]:
     assert spec.suite is not None and spec.inventory is not None
     try:
         suite = load_suite(spec.suite)
-        params = reproduce_params(suite, configuration, key)
-        filters = PlanFilters(repeats=1, case_keys=(key,))
-        plan_suite(apply_form(suite, filters, params), load_inventory(spec.inventory), filters)
+        form = reproduce_form(suite, configuration, key)
+        plan_suite(apply_form(suite, form), load_inventory(spec.inventory), form.filters())
     except ConfigError as exc:
         raise Refused(f"cannot rebuild {key} from its stored configuration and {spec.suite}:\n{exc}") from exc
-    return {"suite": spec.suite, "runtime": spec.runtime, "inventory": spec.inventory, **params}
+    return replace(form, suite=spec.suite, runtime=spec.runtime, inventory=spec.inventory).to_params()
 
 
 def rerun(store: ResultStore, row: ResultRow) -> int:

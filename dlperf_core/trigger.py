@@ -6,7 +6,7 @@
 suite lacks, a Docker socket on TCP without TLS, ...) and applies the form's overrides; :func:`plan_trigger`
 expands it into case runs and max batch size searches, refusing what node routing cannot run. Both raise
 :class:`~dlperf_core.errors.ConfigError` before any work starts. The trigger's form (``params``, JSON from
-Airflow) is read here and nowhere else.
+Airflow) is read here, through its type (:class:`~dlperf_core.trigger_form.TriggerForm`), and nowhere else.
 
 Airflow accepts any key in a trigger's ``conf`` (a key the DAG has no Param for becomes a Param without a schema)
 and checks each declared Param's value on its own, with JSON schema errors as its words: so a misspelt key
@@ -16,7 +16,6 @@ with what is known (:func:`check_keys`, :func:`named_file`).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,33 +23,22 @@ from typing import Any
 
 from dlperf_core.defaults import SUITE_RUNTIME, DeploymentDefaults, fill_from_defaults
 from dlperf_core.errors import ConfigError
-from dlperf_core.form import FORM_SOURCE, apply_form
+from dlperf_core.form_choices import FORM_SOURCE
+from dlperf_core.form_overrides import apply_form
 from dlperf_core.handoff import Plan, PlannedRun, RunSettings
 from dlperf_core.home import dlperf_home, resolve
 from dlperf_core.inventory import Inventory, check_docker_access, load_inventory
 from dlperf_core.model import CaseRun
 from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
 from dlperf_core.suite import Suite, load_suite
+from dlperf_core.trigger_form import TRIGGER_KEYS as TRIGGER_KEYS
+from dlperf_core.trigger_form import TriggerForm, closest
+from dlperf_core.trigger_form import check_keys as check_keys
+from dlperf_core.trigger_form import unknown_keys as unknown_keys
 
 LOCAL_INVENTORY = "inventories/local.yaml"
 DOCKER_INVENTORY = "inventories/docker-local.yaml"
 """The inventory of a runtime when neither the trigger, the deployment's defaults nor the suite names one."""
-
-TRIGGER_KEYS = (
-    "suite",
-    "runtime",
-    "inventory",
-    "frameworks",
-    "models",
-    "precisions",
-    "topologies",
-    "case_keys",
-    "repeats",
-    "batch_size",
-    "compile",
-)
-"""The keys of a trigger's ``conf``: the Params of ``dags/dlperf_benchmark.py``, in the form's order (a test holds
-the two equal). Any other key is refused (:func:`check_keys`)."""
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -71,46 +59,6 @@ class ResolvedTrigger:
     from_defaults: tuple[str, ...] = ()
 
 
-def filters_of(params: Mapping[str, Any]) -> PlanFilters:
-    """The form's filters (an empty or missing field: no filter)."""
-    repeats = params.get("repeats") or None
-    return PlanFilters(
-        frameworks=tuple(params.get("frameworks") or ()),
-        models=tuple(params.get("models") or ()),
-        precisions=tuple(params.get("precisions") or ()),
-        topologies=tuple(params.get("topologies") or ()),
-        repeats=int(repeats) if repeats else None,
-        case_keys=tuple(params.get("case_keys") or ()),
-    )
-
-
-def _close(name: str, known: Mapping[str, str]) -> str | None:
-    """The known value closest to ``name`` (difflib), through ``known``'s aliases (alias: value), or None."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return known[close[0]] if close else None
-
-
-def unknown_keys(keys: Sequence[str], known: Sequence[str] = TRIGGER_KEYS) -> str | None:
-    """What is wrong with a trigger whose ``conf`` has the keys ``keys``: each key not in ``known`` named, with the
-    known key closest to it, and the known keys listed (one line); None when every key is known."""
-    unknown = [k for k in keys if k not in known]
-    if not unknown:
-        return None
-    named = []
-    for key in unknown:
-        close = _close(key, {k: k for k in known})
-        named.append(f"{key!r}" + (f" (did you mean {close!r}?)" if close else ""))
-    which = "key" if len(unknown) == 1 else "keys"
-    return f"unknown {which} {', '.join(named)}; the known keys are {', '.join(known)}"
-
-
-def check_keys(params: Mapping[str, Any], known: Sequence[str] = TRIGGER_KEYS) -> None:
-    """Refuse a trigger with a key the DAG has no Param for (:func:`unknown_keys`), before anything else is read:
-    Airflow itself accepts it, and the run would plan as if the key were not there."""
-    if (problem := unknown_keys(list(params), known)) is not None:
-        raise ConfigError(FORM_SOURCE, [problem])
-
-
 def unknown_file(what: str, plural: str, name: str, known: Sequence[str], home: Path) -> str:
     """Why the trigger's ``what`` (``suite``, ``inventory``) ``name`` is refused when no YAML file is there: the
     name, the known file closest to it (by path, file name or stem), the known files (``plural``: the folder under
@@ -119,7 +67,7 @@ def unknown_file(what: str, plural: str, name: str, known: Sequence[str], home: 
     for path in known:
         for alias in (Path(path).stem, Path(path).name, path):
             aliases.setdefault(alias, path)
-    close = _close(name, aliases)
+    close = closest(name, aliases)
     hint = f" (did you mean {close!r}?)" if close else ""
     return (
         f"{what}: unknown {what} {name!r}{hint}; known {plural}: {', '.join(known) or 'none'} "
@@ -147,14 +95,14 @@ def named_file(what: str, plural: str, name: str) -> Path:
     raise ConfigError(FORM_SOURCE, [unknown_file(what, plural, name, known_files(plural, home), home)])
 
 
-def resolve_trigger(params: Mapping[str, Any], defaults: DeploymentDefaults) -> ResolvedTrigger:
+def resolve_trigger(params: Mapping[str, Any] | TriggerForm, defaults: DeploymentDefaults) -> ResolvedTrigger:
     """Validate the trigger form against the suite; refuse anything wrong before work starts: first a key the form
-    does not have (:func:`check_keys`), then a suite or inventory that is not there (:func:`named_file`), then
-    values the suite lacks. What the trigger leaves open (suite, runtime ``default``, inventory) comes from
-    ``defaults``; a runtime other than the suite's, without an inventory named, gets that runtime's usual
-    inventory."""
-    check_keys(params)
-    chosen = fill_from_defaults(params.get("suite"), params.get("runtime"), params.get("inventory"), defaults)
+    does not have (:func:`check_keys`) or a value of the wrong kind (:meth:`TriggerForm.from_params`), then a suite
+    or inventory that is not there (:func:`named_file`), then values the suite lacks. What the trigger leaves open
+    (suite, runtime ``default``, inventory) comes from ``defaults``; a runtime other than the suite's, without an
+    inventory named, gets that runtime's usual inventory. ``params`` may be the form already read."""
+    form = params if isinstance(params, TriggerForm) else TriggerForm.from_params(params)
+    chosen = fill_from_defaults(form.suite, form.runtime, form.inventory, defaults)
     suite = load_suite(named_file("suite", "suites", chosen.suite))
     runtime = suite.runtime if chosen.runtime == SUITE_RUNTIME else chosen.runtime  # fill_from_defaults checked it
     inv_path = suite.inventory_path() if runtime == suite.runtime else None  # the suite's own, if it names one
@@ -165,11 +113,10 @@ def resolve_trigger(params: Mapping[str, Any], defaults: DeploymentDefaults) -> 
     inventory = load_inventory(inv_path)
     if runtime == "docker":  # a Docker socket on TCP without TLS is root on the node: refused unless insecure
         check_docker_access(inventory, str(inv_path))
-    filters = filters_of(params)
     # a filter value the chosen suite lacks is refused, not silently dropped; then batch and compile overrides
-    suite = apply_form(suite, filters, params)
+    suite = apply_form(suite, form)
     settings = RunSettings(str(Path(suite.source)), runtime, str(Path(inv_path)), suite.timeout_s, suite.watchdog_s)
-    return ResolvedTrigger(settings, suite, inventory, filters, chosen.from_defaults)
+    return ResolvedTrigger(settings, suite, inventory, form.filters(), chosen.from_defaults)
 
 
 def check_routed(inventory: Inventory, routing: Inventory, what: str = "inventory") -> None:

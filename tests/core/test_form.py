@@ -1,5 +1,5 @@
-"""The trigger form's choices (dlperf_core/form.py), the DAG's Params built from them, and the plan-time
-checks behind them."""
+"""The trigger form's choices (dlperf_core/form_choices.py), the DAG's Params built from them, and the plan-time
+checks behind them (dlperf_core/form_overrides.py, dlperf_core/trigger.py)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from dlperf_core.errors import ConfigError
-from dlperf_core.form import (
+from dlperf_core.form_choices import (
     MAX_BATCH_PER_DEVICE,
-    check_trigger,
+    choices_cache_path,
     choices_for,
     discover_choices,
     fitting_topologies,
     registry_choices,
     topology_label,
-    with_batch_override,
 )
+from dlperf_core.form_overrides import check_trigger, with_batch_override
 from dlperf_core.frameworks import ADAPTERS
 from dlperf_core.inventory import Inventory
 from dlperf_core.plan import PlanFilters, plan_suite
@@ -160,7 +160,7 @@ benchmarks:
 
 def spy_loads(monkeypatch) -> list[Path]:
     """Every suite and inventory file discover_choices loads from now on."""
-    from dlperf_core import form
+    from dlperf_core import form_choices as form
 
     loaded: list[Path] = []
     for name in ("load_suite", "load_inventory"):
@@ -175,8 +175,6 @@ def spy_loads(monkeypatch) -> list[Path]:
 
 
 def test_an_unchanged_home_reads_the_cached_choices_and_no_suite(tmp_path, monkeypatch, caplog):
-    from dlperf_core.form import choices_cache_path
-
     home = write_home(tmp_path, {"smoke.yaml": SMOKE, "broken.yaml": "name: broken\nbenchmarks: [{framework: nope}]\n"})
     first = discover_choices(home, default_suite="suites/smoke.yaml")
     assert choices_cache_path(home) == home / ".dlperf" / "cache" / "form-choices.json"
@@ -232,8 +230,6 @@ def test_a_changed_added_or_removed_file_recomputes_the_choices(tmp_path, monkey
     ids=["empty", "not-json", "a-list", "foreign-key", "not-utf8", "another-layout"],
 )
 def test_a_broken_cache_file_is_ignored_and_rewritten(tmp_path, content):
-    from dlperf_core.form import choices_cache_path
-
     home = write_home(tmp_path, {"smoke.yaml": SMOKE})
     expected = discover_choices(home)
     cache = choices_cache_path(home)
@@ -426,8 +422,9 @@ trials = [("topologies", ["2n1g"]), ("topologies", ["3n3g"]), ("topologies", ["1
           ("suite", "x"), ("inventory", ""), ("inventory", None), ("inventory", "inventories/local.yaml"),
           ("inventory", "a b")]
 schema = {k: dag.params.get_param(k).schema for k in dag.params}
+declared = {k: [dag.params.get_param(k).value, dag.params.get_param(k).description] for k in dag.params}
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},
-                  "accepted": [[k, v, accepted(k, v)] for k, v in trials], "schema": schema}))
+                  "accepted": [[k, v, accepted(k, v)] for k, v in trials], "schema": schema, "declared": declared}))
 """
 
 
@@ -459,8 +456,13 @@ def test_dag_params_are_the_form_choices(tmp_path):
     schema = info["schema"]
     # the form's fields are the trigger's keys: any other key is refused at planning (dlperf_core.trigger)
     from dlperf_core.trigger import TRIGGER_KEYS
+    from dlperf_core.trigger_form import form_params
 
     assert list(schema) == list(TRIGGER_KEYS)
+    # each Param is what the form's type renders for these choices (dlperf_airflow.trigger_params)
+    for name, param in form_params(expected).items():
+        assert [param.default, param.schema["description"]] == info["declared"][name], name
+        assert schema[name] == {k: v for k, v in param.schema.items() if k != "description"}, name
     assert schema["topologies"]["items"]["enum"] == list(expected.topologies)
     assert schema["topologies"]["examples"] == list(expected.topologies)
     # each topology names the suites that have it, so a pick the chosen suite lacks is visible in the form

@@ -22,7 +22,7 @@ import yaml
 
 from dlperf_core.commands import DryRunDocker
 from dlperf_core.errors import ConfigError
-from dlperf_core.form import apply_form, reproduce_params
+from dlperf_core.form_overrides import apply_form
 from dlperf_core.handoff import ExecutedRun, NodeReport, PlannedRun
 from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.jobs import build_job
@@ -42,9 +42,11 @@ from dlperf_core.launch_spec import (
 from dlperf_core.model import CaseOutcome, NodeOutcome, RunIds, series_base
 from dlperf_core.parsing import parse_file
 from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
+from dlperf_core.reproduce import reproduce_form, reproduce_params
 from dlperf_core.runtime.local import LocalRuntime
 from dlperf_core.storage import ResultStore
 from dlperf_core.suite import load_suite
+from dlperf_core.trigger_form import TriggerForm
 from e2e_helpers import docker_output, run_ok
 from helpers import (
     DLPERF,
@@ -341,16 +343,14 @@ def test_a_case_key_the_suite_does_not_plan_is_refused_before_any_work():
     key = plan_suite(suite, load_inventory(REPO / "inventories/local.yaml"))[0].case.key
     other = series_base(key) + "+args=00000000"
     with pytest.raises(ConfigError) as refused:
-        apply_form(suite, PlanFilters(case_keys=(other,)), {})
+        apply_form(suite, TriggerForm(case_keys=(other,)))
     assert other in str(refused.value) and f"the suite has {key}" in str(refused.value)
     # the batch size override comes first: b4 is a case of the suite at batch 4
-    b4 = plan_suite(
-        apply_form(suite, PlanFilters(), {"batch_size": 4}), load_inventory(REPO / "inventories/local.yaml")
-    )
+    b4 = plan_suite(apply_form(suite, TriggerForm(batch_size=4)), load_inventory(REPO / "inventories/local.yaml"))
     b4_key = b4[0].case.key
     with pytest.raises(ConfigError):
-        apply_form(suite, PlanFilters(case_keys=(b4_key,)), {})
-    assert apply_form(suite, PlanFilters(case_keys=(b4_key,)), {"batch_size": 4}).batch_size_per_device == 4
+        apply_form(suite, TriggerForm(case_keys=(b4_key,)))
+    assert apply_form(suite, TriggerForm(case_keys=(b4_key,), batch_size=4)).batch_size_per_device == 4
 
 
 def test_reproduce_params_rebuild_the_stored_configuration_or_say_how_the_suite_changed(tmp_path):
@@ -358,6 +358,9 @@ def test_reproduce_params_rebuild_the_stored_configuration_or_say_how_the_suite_
     case = plan_suite(suite, load_inventory(REPO / "inventories/local.yaml"))[0].case
     params = reproduce_params(suite, case.configuration, case.key)
     assert params == {"case_keys": [case.key], "repeats": 1, "batch_size": 32, "compile": "eager"}
+    form = reproduce_form(suite, case.configuration, case.key)  # the typed form those params are
+    assert form == TriggerForm(case_keys=(case.key,), repeats=1, batch_size=32, compile="eager")
+    assert form.to_params() == params and TriggerForm.from_params(params) == form
     data = yaml.safe_load((REPO / "suites/smoke.yaml").read_text())
     data["benchmarks"][0]["extra_args"] = ["--image-size", "32", "--width", "16", "--device", "cpu"]
     changed = tmp_path / "smoke.yaml"
