@@ -17,7 +17,7 @@ with what is known (:func:`check_keys`, :func:`named_file`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -177,8 +177,11 @@ def plan_trigger(resolved: ResolvedTrigger, routing: Inventory | None = None, ma
                     "or leave the search out of this trigger"
                 ],
             )
+    settings = replace(settings, inventory_name=inventory.name, nodes=inventory.nodes)  # no task reads the file again
     return Plan(
         settings,
-        cases=[PlannedRun.of(r, settings) for r in runs],
-        searches=[PlannedRun.of(CaseRun(s.case, 0, SEARCH_INDEX_BASE + s.index), settings, s) for s in searches],
+        cases=[PlannedRun.of(r, settings, inventory) for r in runs],
+        searches=[
+            PlannedRun.of(CaseRun(s.case, 0, SEARCH_INDEX_BASE + s.index), settings, inventory, s) for s in searches
+        ],
     )
