@@ -215,7 +215,7 @@ def per_case_run(case_runs: int, tis: pd.DataFrame, rows: pd.DataFrame) -> dict[
     overheads, stores, scheduling = [], [], []
     for row in rows.itertuples():
         label = f"{row.case_key} r{row.repeat}"
-        run, store = by_label[("run_case", label)], by_label[("store_result", label)]
+        run, store = by_label[("case_run.run_case", label)], by_label[("case_run.store_result", label)]
         stamps = dll_times(Path(row.log_path).read_text(errors="replace"))
         around = (stamps[0] - run.start_date).total_seconds() + (run.end_date - stamps[-1]).total_seconds()
         overheads.append(around + store.duration)

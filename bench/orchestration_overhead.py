@@ -97,7 +97,7 @@ def main() -> None:
             overheads = []
             for row in rows.sort_values(["nodes", "gpus_per_node", "repeat"]).itertuples():
                 label = f"{row.case_key} r{row.repeat}"
-                run, store = ti[("run_case", label)], ti[("store_result", label)]
+                run, store = ti[("case_run.run_case", label)], ti[("case_run.store_result", label)]
                 stamps = dll_times(Path(row.log_path).read_text(errors="replace"))
                 start = (stamps[0] - run.start_date).total_seconds()
                 train = (stamps[-1] - stamps[0]).total_seconds()

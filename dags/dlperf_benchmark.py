@@ -5,24 +5,26 @@ repeats). Planning happens once: ``plan_cases`` returns the plan (:class:`dlperf
 ``cases``, ``searches`` and ``settings`` are what every later task reads. Every task takes and returns
 dlperf's own types (:mod:`dlperf_core.handoff` and their kin); XCom carries their JSON form
 (:mod:`dlperf_core.json_form`), so Airflow's ``allowed_deserialization_classes`` must name ``dlperf_core.*``.
-Shape:
+Shape (one module renders both, whatever the routing; a case run is always the mapped task group ``case_run``):
 
-    plan_cases (setup) -> preflight, capture_environment -> run_case[i] -> store_result[i] -> finish_run
+    plan_cases (setup) -> preflight, capture_environment -> case_run[i](run_case -> store_result) -> finish_run
     plan_cases -> plan_searches -> search_max_batch[j] -> finish_run      (suites with max_batch_search)
-    run_case[i] -> finish_run    (all_done: a case run that stored nothing is stored there, or told lost)
     finish_run -> detect_regressions; remove_containers (teardown); finish_run, detect_regressions -> make_report (teardown)
 
-``run_case`` is mapped over the plan's case runs (over their indexes: each pulls its own planned run from an XCom
-of its own, :mod:`dlperf_airflow.handout`, so that no task pulls the whole list) and holds the ``dlperf_cluster``
-pool for the whole case run (start every node at once, wait, collect logs, remove the containers), one case run at
-a time, so no two benchmarks share a device, also across DAG runs. ``search_max_batch`` holds the same pool while it tries
-batch after batch (``dlperf_core.maxbatch``) and stores what it found in ``max_batch_searches``. A failed training is stored as a failed row with its
-reason and fails only its own ``store_result``; ``finish_run`` then fails the DAG run.
+``finish_run`` runs when every case run is done (all_done): a case run that stored nothing is stored there from
+what its ``run_case`` handed over, or told lost. The group is mapped over the plan's case runs (over their indexes:
+each task pulls its own planned run from an XCom of its own, :mod:`dlperf_airflow.handout`, so that no task pulls
+the whole list); ``run_case`` holds the ``dlperf_cluster`` pool for the whole case run (start every node at once,
+wait, collect logs, remove the containers), one case run at a time, so no two benchmarks share a device, also
+across DAG runs. ``search_max_batch`` holds the same pool while it tries batch after batch (``dlperf_core.maxbatch``)
+and stores what it found in ``max_batch_searches``. A failed training is stored as a failed row with its reason and
+fails only its own ``store_result``; ``finish_run`` then fails the DAG run.
 With per-node Celery workers (Airflow's configuration option ``[dlperf] cluster_inventory``, environment
-variable ``AIRFLOW__DLPERF__CLUSTER_INVENTORY``, set to the cluster's inventory) a case run is instead the task
-group ``case_run``: ``on_<node>`` for each node of that inventory, on the node's queue and in
-its one-slot pool, starts that node's container (the nodes of a case gang up through XCom), ``collect_case``
-puts their shares together, ``store_result`` stores it; ``remove_containers_<node>`` tears down on each node:
+variable ``AIRFLOW__DLPERF__CLUSTER_INVENTORY``, set to the cluster's inventory) the group holds, instead of
+``run_case``, ``on_<node>`` for each node of that inventory, on the node's queue and in its one-slot pool, which
+starts that node's container (the nodes of a case gang up through XCom), and ``collect_case``, which puts their
+shares together (the same outcome builder as ``run_case``'s, :mod:`dlperf_core.case_run`); ``route_cases`` hands the
+case runs out (each node probes its own environment) and ``remove_containers_<node>`` tears down on each node:
 
     plan_cases -> route_cases -> case_run[i](on_<node>... -> collect_case -> store_result) -> finish_run
 
@@ -73,6 +75,8 @@ ON_THE_CLUSTER = dict(
 # task per node of the deployment's inventory, on that node's Celery queue and one-slot pool, for every case run
 # (dlperf_airflow.node_step); else one run_case per case run. Nothing else in the environment decides the tasks.
 ROUTING = routing_inventory(steps.dlperf_home())
+HAND_OUT = CAPTURE_ENVIRONMENT if ROUTING is None else ROUTE_CASES  # the task that hands the case runs out
+EXECUTING = in_case_run(RUN_CASE if ROUTING is None else COLLECT_CASE)  # the task that hands a case's outcome over
 
 
 def _ids() -> RunIds:
@@ -132,8 +136,9 @@ def dlperf_benchmark():
 
     @task(task_id=RUN_CASE, **ON_THE_CLUSTER)
     def run_case(index: int, health: PreflightReport) -> ExecutedRun:
+        """Every node of the case from this worker (dlperf_core.case_run.execute_case)."""
         ctx = get_current_context()
-        item = handed_out(ctx["ti"], CAPTURE_ENVIRONMENT, index)
+        item = handed_out(ctx["ti"], HAND_OUT, index)
         ctx["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]
         return steps.execute_step(item, _ids(), health)
 
@@ -160,7 +165,7 @@ def dlperf_benchmark():
 
         ti = get_current_context()["ti"]
         plan = ti.xcom_pull(task_ids=PLAN_CASES)  # None when planning failed
-        return steps.finish_step(_ids(), plan, CaseTasks(ti, _ids(), routed=ROUTING is not None))
+        return steps.finish_step(_ids(), plan, CaseTasks(ti, _ids(), executing=EXECUTING))
 
     @task
     def make_report() -> str:
@@ -204,7 +209,7 @@ def dlperf_benchmark():
             from dlperf_airflow.node_step import XComBoard, node_step
 
             ctx = get_current_context()
-            item = handed_out(ctx["ti"], ROUTE_CASES, index)
+            item = handed_out(ctx["ti"], HAND_OUT, index)
             ctx["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]
             report = node_step(item, _ids(), node.name, health, XComBoard(ctx["ti"]))
             if report.skipped is not None:
@@ -219,7 +224,7 @@ def dlperf_benchmark():
         from dlperf_airflow.node_step import collect_step
 
         ctx = get_current_context()
-        item = handed_out(ctx["ti"], ROUTE_CASES, index)
+        item = handed_out(ctx["ti"], HAND_OUT, index)
         ctx["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]
         ti = ctx["ti"]
         assert ROUTING is not None  # the case_run group exists only under node routing
@@ -231,10 +236,14 @@ def dlperf_benchmark():
 
     @task_group(group_id=CASE_RUN_GROUP)
     def case_run(index: int, health: PreflightReport):
-        assert ROUTING is not None
-        shares = [on_node(node)(index=index, health=health) for node in ROUTING.nodes]
-        executed = collect_case(index)
-        shares >> executed
+        """One case run, whatever the routing: its nodes run (run_case, or on_<node> per node and collect_case),
+        then store_result; mapped over the handed-out case runs, one group instance per case run."""
+        if ROUTING is None:
+            executed = run_case(index, health)
+        else:
+            shares = [on_node(node)(index=index, health=health) for node in ROUTING.nodes]
+            executed = collect_case(index)
+            shares >> executed
         return store_result(executed)
 
     def remove_containers_on(node):
@@ -249,16 +258,14 @@ def dlperf_benchmark():
     searches = plan_searches(plan)
     health = preflight(plan)
     found = search_max_batch.partial(health=health).expand(search=searches)
+    # the case runs are handed out once (each under its own XCom key, dlperf_airflow.handout) by capture_environment,
+    # or by route_cases under node routing (where each node task probes its own node's environment)
+    handed = capture_environment(plan) if ROUTING is None else route_cases(plan)
+    stored = case_run.partial(health=health).expand(index=handed)
     if ROUTING is None:
-        executed = run_case.partial(health=health).expand(index=capture_environment(plan))
-        stored = store_result.expand(executed=executed)
-        # finish_run waits for every run_case too: when one fails (killed with its worker), Airflow marks the whole
-        # mapped store_result upstream_failed at once, and finish_run stores what the others hand over
-        executed >> done
         cleanups = [remove_containers(plan)]
-    else:  # each node's container from a task on that node's worker; the environment is probed there too
-        stored = case_run.partial(health=health).expand(index=route_cases(plan))
-        stored >> found  # max batch probes (central) never share a node with a case run
+    else:  # each node's container from a task on that node's worker
+        stored >> found  # max batch trials (central) never share a node with a case run
         cleanups = [remove_containers_on(node)(plan) for node in ROUTING.nodes]
     [stored, found] >> done
     detected = done >> detect_regressions()

@@ -27,7 +27,7 @@ ADAPTERS: dict[str, type[FrameworkAdapter]] = {
         MindsporeResnet,
         OneflowResnet,
         PaddlePlsc,
-        AllreduceFabric,  # not a framework: the fabric benchmark, launched like one (kind "probe")
+        AllreduceFabric,  # not a framework: the fabric benchmark, launched like one (kind "fabric")
         Synthetic,  # not a framework: trains nothing, for measuring dlperf itself (bench/growth.py)
     )
 }

@@ -30,7 +30,7 @@ class AllreduceFabric(FrameworkAdapter):
     """The fabric benchmark's adapter (module docstring)."""
 
     name: ClassVar[str] = "allreduce_probe"  # stored in case keys: kept
-    kind: ClassVar[Literal["benchmark", "probe"]] = "probe"  # the fabric benchmark's tag (FrameworkAdapter.kind)
+    kind: ClassVar[Literal["benchmark", "fabric"]] = "fabric"  # the fabric benchmark's tag (FrameworkAdapter.kind)
     models: ClassVar[frozenset[str]] = frozenset({FABRIC_MODEL})
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
     log_format: ClassVar[str] = "allreduce_probe"  # dlperf_core.parsing.fabric (not a training-log format)

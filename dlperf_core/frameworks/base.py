@@ -50,10 +50,10 @@ class FrameworkAdapter(ABC):
     """A framework benchmark: models, precisions, image, per-node launch, log format."""
 
     name: ClassVar[str]
-    # "benchmark": a training run measured in samples/s (rows of ``results``); "probe": the fabric benchmark, a
+    # "benchmark": a training run measured in samples/s (rows of ``results``); "fabric": the fabric benchmark, a
     # measurement of the cluster itself launched the same way (the all-reduce bus bandwidth: rows of
-    # ``fabric_probes``). The tag's value is read by plugins/dlperf_airflow/steps.py, so it keeps its old word.
-    kind: ClassVar[Literal["benchmark", "probe"]] = "benchmark"
+    # ``fabric_probes``).
+    kind: ClassVar[Literal["benchmark", "fabric"]] = "benchmark"
     models: ClassVar[frozenset[str]]
     precisions: ClassVar[frozenset[str]]
     log_format: ClassVar[str]  # name of the parser format in dlperf_core.parsing

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from dlperf_airflow.task_ids import CASE_RUN_GROUP, COLLECT_CASE, RUN_CASE, STORE_RESULT, in_case_run
+from dlperf_airflow.task_ids import CASE_RUN_GROUP
 from dlperf_core.handoff import ExecutedRun
 from dlperf_core.model import RunIds
 
@@ -16,18 +16,20 @@ log = logging.getLogger("dlperf")
 
 
 def is_case_task(task_id: str) -> bool:
-    """A task of a case run: ``run_case`` and ``store_result``, or one in the ``case_run`` group (node routing);
-    not ``search_max_batch``, which is mapped over the searches with map indexes of its own."""
-    return task_id in (RUN_CASE, STORE_RESULT) or task_id.startswith(CASE_RUN_GROUP + ".")
+    """A task of a case run: one in the ``case_run`` group; not ``search_max_batch``, which is mapped over the
+    searches with map indexes of its own."""
+    return task_id.startswith(CASE_RUN_GROUP + ".")
 
 
 class CaseTasks:
-    """The case run tasks of DAG run ``ids``, by map index, seen from the running task instance ``ti``."""
+    """The case run tasks of DAG run ``ids``, by map index, seen from the running task instance ``ti``;
+    ``executing``: the task that hands a case's outcome over (``case_run.run_case``, or ``case_run.collect_case``
+    under node routing)."""
 
-    def __init__(self, ti: Any, ids: RunIds, routed: bool) -> None:
+    def __init__(self, ti: Any, ids: RunIds, executing: str) -> None:
         self._ti = ti
         self._ids = ids
-        self._executing_task = in_case_run(COLLECT_CASE) if routed else RUN_CASE
+        self._executing_task = executing
 
     def outcome(self, index: int) -> ExecutedRun | None:
         """What the case-running task at ``index`` handed over (``run_case``, or ``collect_case`` under node
@@ -40,7 +42,8 @@ class CaseTasks:
         return found if isinstance(found, ExecutedRun) else None
 
     def states(self, index: int) -> dict[str, str | None]:
-        """{task id: state} of the case run tasks at ``index``; {} when Airflow cannot say."""
+        """{task: state} of the case run tasks at ``index``, named within their group (``run_case``,
+        ``store_result``, ``on_node0``); {} when Airflow cannot say."""
         try:
             found = self._ti.get_task_states(dag_id=self._ids.dag_id, run_ids=[self._ids.run_id], map_index=index)
         except Exception as exc:  # noqa: BLE001 - the reason is then told without the states
@@ -48,4 +51,4 @@ class CaseTasks:
             return {}
         suffix = f"_{index}"
         named = {key.removesuffix(suffix): state for key, state in (found.get(self._ids.run_id) or {}).items()}
-        return {task: state for task, state in named.items() if is_case_task(task)}
+        return {task.removeprefix(CASE_RUN_GROUP + "."): state for task, state in named.items() if is_case_task(task)}

@@ -1,8 +1,8 @@
 """The ``search_max_batch`` step: run one max batch size search (``dlperf_core.maxbatch``) and store it.
 
-Each probe is an ordinary case run at one batch size (same runtime, supervisor, watchdog, cleanup and log
+Each trial is an ordinary case run at one batch size (same runtime, supervisor, watchdog, cleanup and log
 parser as ``run_case``), judged like one; the pure search decides what to try next. The task holds the
-cluster pool for the whole search, so probes never share a device with a case or another run.
+cluster pool for the whole search, so trials never share a device with a case or another run.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from dlperf_airflow.steps import execute_step, progress
 from dlperf_core.efficiency import throughput_unit
 from dlperf_core.handoff import PlannedRun
-from dlperf_core.maxbatch import Probe, SearchResult, run_search
+from dlperf_core.maxbatch import SearchResult, Trial, run_search
 from dlperf_core.measure import measure_case_run
 from dlperf_core.model import CaseRun, RunIds
 from dlperf_core.preflight import PreflightReport
@@ -25,7 +25,7 @@ log = logging.getLogger("dlperf")
 
 
 def search_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | None = None) -> SearchResult:
-    """Probe batch after batch until one runs out of memory (or the limit); store and return what it found."""
+    """Try batch after batch until one runs out of memory (or the limit); store and return what it found."""
     search_run = planned.search
     assert search_run is not None, "a max batch search item without its search"
     search = search_run.search
@@ -33,16 +33,16 @@ def search_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | N
     unit = throughput_unit(search_run.case.model)
     started = datetime.now(UTC)
 
-    def probe(batch: int) -> Probe:
-        run = CaseRun(search_run.probe_case(batch), candidates.index(batch), SEARCH_INDEX_BASE + search_run.index)
+    def trial(batch: int) -> Trial:
+        run = CaseRun(search_run.trial_case(batch), candidates.index(batch), SEARCH_INDEX_BASE + search_run.index)
         executed = execute_step(replace(planned, run=run), ids, preflight)
         measurement = measure_case_run(run.case, executed.outcome)
-        result = Probe(batch, measurement.status, measurement.reason, measurement.throughput)
+        result = Trial(batch, measurement.status, measurement.reason, measurement.throughput)
         shown = "out of memory" if result.out_of_memory else (result.reason or f"{result.throughput:.2f} {unit}")
         progress(f"{planned.label}: batch {batch}: {result.status}, {shown}")
         return result
 
-    found = run_search(search, probe)
+    found = run_search(search, trial)
     record = MaxBatchSearchRecord.from_search(
         ids.dag_id, ids.run_id, search_run, found, started, datetime.now(UTC), environment_id=planned.environment_id
     )

@@ -19,7 +19,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from dlperf_airflow.run_page import report_links, run_href
-from dlperf_airflow.task_ids import PLAN_CASES, case_runs_task_id, node_routing
+from dlperf_airflow.task_ids import CASE_RUNS_TASK, PLAN_CASES
 from dlperf_core.noise import BASELINE_RULE, UNRELIABLE_RULE
 from dlperf_core.reporting.data import HISTORY_COLUMNS, REGRESSION_COLUMNS, JsonRow, ResultsOverview, Section
 from dlperf_core.reporting.tables import baseline_label, column_label, format_cell
@@ -43,13 +43,12 @@ def task_url(ui_base: str, dag_id: str, run_id: str, task_id: str, mapped: bool 
     return url + "/mapped" if mapped else url
 
 
-def ui_links(ui_base: str, dag_id: str, run_id: str, routed: bool | None = None) -> dict[str, str]:
-    """Links into Airflow's UI for a DAG run: the run, its case runs (the mapped task that runs or, under node
-    routing, stores each case) and plan_cases. ``routed``: the DAG's shape (default: as it is built here)."""
-    routed = node_routing() if routed is None else routed
+def ui_links(ui_base: str, dag_id: str, run_id: str) -> dict[str, str]:
+    """Links into Airflow's UI for a DAG run: the run, its case runs (the mapped task that stores each case, the
+    same in both shapes of the DAG) and plan_cases."""
     return {
         "run": run_url(ui_base, dag_id, run_id),
-        "case_logs": task_url(ui_base, dag_id, run_id, case_runs_task_id(routed), mapped=True),
+        "case_logs": task_url(ui_base, dag_id, run_id, CASE_RUNS_TASK, mapped=True),
         "plan_logs": task_url(ui_base, dag_id, run_id, PLAN_CASES),
     }
 
@@ -89,12 +88,10 @@ def _template() -> Any:
     return env.get_template(TEMPLATE)
 
 
-def render_page(view: ResultsOverview, ui_base: str, db: str, routed: bool | None = None) -> str:
-    """The results page; links into Airflow's UI are made from ``ui_base`` (the UI's root URL path) for the
-    DAG shape ``routed`` (default: as the DAG is built here)."""
+def render_page(view: ResultsOverview, ui_base: str, db: str) -> str:
+    """The results page; links into Airflow's UI are made from ``ui_base`` (the UI's root URL path)."""
     from dlperf_core.reporting.plots import has_speedup
 
-    routed = node_routing() if routed is None else routed
     plotted = plotted_summary(view.summary, view.latest_any)
     return _template().render(
         view=view,
@@ -110,7 +107,7 @@ def render_page(view: ResultsOverview, ui_base: str, db: str, routed: bool | Non
         unreliable_rule=UNRELIABLE_RULE,
         history_cols=HISTORY_COLUMNS,
         regression_cols=REGRESSION_COLUMNS,
-        links=lambda dag_id, run_id: ui_links(ui_base, dag_id, run_id, routed),
+        links=lambda dag_id, run_id: ui_links(ui_base, dag_id, run_id),
         run_href=run_href,
         report_links=report_links,
     )

@@ -24,7 +24,7 @@ from dlperf_core.frameworks import get_adapter
 from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
 from dlperf_core.home import dlperf_home
 from dlperf_core.inventory import Inventory
-from dlperf_core.measure import Measurement, measure_case_run, measure_probe_run
+from dlperf_core.measure import Measurement, measure_case_run, measure_fabric_run
 from dlperf_core.model import CaseOutcome, RunIds
 from dlperf_core.preflight import PreflightReport
 from dlperf_core.run_status import RunCounts, lost_reason, outcomes_of_run, status_of_run, unstored
@@ -134,11 +134,11 @@ def _gpu_model(store: ResultStore, environment_id: int | None) -> str | None:
         return None
 
 
-def store_probe_step(done: ExecutedRun, ids: RunIds) -> Measurement:
-    """A probe case run (the all-reduce probe): parse its table, store it in ``fabric_probes`` (idempotently),
-    return the measurement."""
+def store_fabric_step(done: ExecutedRun, ids: RunIds) -> Measurement:
+    """A fabric benchmark's case run (the all-reduce bus bandwidth): parse its table, store it in ``fabric_probes``
+    (idempotently), return the measurement."""
     run = done.run
-    measurement, result = measure_probe_run(run.case, done.outcome)
+    measurement, result = measure_fabric_run(run.case, done.outcome)
     record = ProbeRecord.from_probe(
         ids.dag_id, ids.run_id, run, measurement, result, done.outcome, environment_id=done.planned.environment_id
     )
@@ -160,8 +160,8 @@ def store_probe_step(done: ExecutedRun, ids: RunIds) -> Measurement:
 def store_step(done: ExecutedRun, ids: RunIds) -> Measurement:
     """Parse the log, store the row (idempotently), and return the measurement."""
     run, outcome = done.run, done.outcome
-    if get_adapter(run.case.framework).kind == "probe":
-        return store_probe_step(done, ids)
+    if get_adapter(run.case.framework).kind == "fabric":
+        return store_fabric_step(done, ids)
     case = run.case
     environment_id = done.planned.environment_id  # set by capture_environment (node routing: collect_case)
     store = ResultStore(default_db_url())

@@ -3,12 +3,11 @@ tasks with these constants, and the results page builds its links into Airflow's
 changes both (``tests/airflow_plugin/test_results_api.py`` follows every link of the page into the DAG built in each
 shape).
 
-Two shapes (``dags/dlperf_benchmark.py``):
+A case run is the mapped task group ``case_run`` in both shapes (``dags/dlperf_benchmark.py``):
 
-* plain: ``run_case`` and ``store_result`` mapped over the plan;
+* plain: ``case_run.run_case`` and ``case_run.store_result``;
 * node routing (Airflow's configuration option ``[dlperf] cluster_inventory`` set on every Airflow component,
-  :func:`cluster_inventory`): the mapped task group ``case_run`` with ``on_<node>`` per node, ``collect_case``
-  and ``store_result``, so the group's tasks are ``case_run.on_<node>``, ``case_run.collect_case`` and
+  :func:`cluster_inventory`): ``case_run.on_<node>`` per node, ``case_run.collect_case`` and
   ``case_run.store_result``.
 
 No import beyond the standard library when imported (Airflow's configuration is imported by the functions that
@@ -24,13 +23,13 @@ RUN_CASE = "run_case"
 STORE_RESULT = "store_result"
 COLLECT_CASE = "collect_case"
 CASE_RUN_GROUP = "case_run"
-"""The task group of one case run under node routing."""
+"""The task group of one case run (mapped: one instance per case run)."""
 
 ROUTING_SECTION = "dlperf"
 ROUTING_OPTION = "cluster_inventory"
 """Airflow's configuration option ``[dlperf] cluster_inventory``: the deployment's inventory (the one given to
 ``dlperf cluster sync``; relative to the dlperf home, or absolute). Set (non-empty) on every Airflow component,
-in ``airflow.cfg`` or as the environment variable :data:`ROUTING_ENV`: the DAG has the ``case_run`` group
+in ``airflow.cfg`` or as the environment variable :data:`ROUTING_ENV`: the ``case_run`` group holds a task per node
 instead of ``run_case``."""
 ROUTING_ENV = "AIRFLOW__DLPERF__CLUSTER_INVENTORY"
 """The option as an environment variable, as Airflow reads every option (it wins over ``airflow.cfg``)."""
@@ -62,8 +61,6 @@ def node_routing() -> bool:
     return bool(cluster_inventory())
 
 
-def case_runs_task_id(routed: bool) -> str:
-    """The mapped task whose instances are a DAG run's case runs, one per map index (labelled with the case):
-    ``run_case`` in the plain DAG, ``case_run.store_result`` under node routing (the group's last task, failed
-    with the reason when the case failed)."""
-    return in_case_run(STORE_RESULT) if routed else RUN_CASE
+CASE_RUNS_TASK = in_case_run(STORE_RESULT)
+"""The mapped task whose instances are a DAG run's case runs, one per map index (labelled with the case), in both
+shapes: the group's last task, failed with the reason when the case failed."""

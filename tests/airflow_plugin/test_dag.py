@@ -33,7 +33,7 @@ print(json.dumps({
     "schedule": getattr(dag.timetable, "_expression", None) or str(dag.schedule),
     "params": sorted(dag.params.keys()) if dag else [],
     "tasks": sorted(dag.task_ids) if dag else [],
-    "pool": dag.get_task('run_case').pool if dag else None,
+    "pool": dag.get_task('case_run.run_case').pool if dag else None,
     "search_pool": dag.get_task('search_max_batch').pool if dag else None,
     "finish_after": sorted(dag.get_task('finish_run').upstream_task_ids) if dag else [],
     "teardown": dag.get_task('remove_containers').is_teardown if dag else None,
@@ -58,6 +58,8 @@ def test_dagbag_loads_without_import_errors(tmp_path):
     assert {"suite", "runtime", "frameworks", "precisions", "topologies", "repeats"} <= set(info["params"])
     assert info["tasks"] == [
         "capture_environment",
+        "case_run.run_case",  # a case run is the mapped group case_run, as under node routing
+        "case_run.store_result",
         "detect_regressions",
         "finish_run",
         "make_report",
@@ -65,13 +67,11 @@ def test_dagbag_loads_without_import_errors(tmp_path):
         "plan_searches",
         "preflight",
         "remove_containers",
-        "run_case",
         "search_max_batch",
-        "store_result",
     ]
     assert info["pool"] == info["search_pool"] == "dlperf_cluster"  # probes and cases never share a device
-    # run_case too: a killed one fails the mapped store_result as a whole, finish_run stores what the rest hand over
-    assert info["finish_after"] == ["run_case", "search_max_batch", "store_result"]
+    # every case run's store_result (each waits for its own run_case: one killed fails only its own store_result)
+    assert info["finish_after"] == ["case_run.store_result", "search_max_batch"]
     assert info["teardown"] is True
     # a teardown (never decides the run state), after regression detection so the report shows its verdicts
     assert info["report"] == [True, ["detect_regressions", "finish_run", "plan_cases"]]
@@ -124,10 +124,10 @@ def test_node_routing_is_airflows_dlperf_cluster_inventory_option(tmp_path):
     cfg = "[dlperf]\ncluster_inventory = inventories/docker-local.yaml\n"
     routed, _ = dag_shape(tmp_path, "dagbag", cfg)
     assert {"case_run.on_node0", "case_run.on_node1", "case_run.store_result", "route_cases"} <= set(routed["tasks"])
-    assert "run_case" not in routed["tasks"]
+    assert "case_run.run_case" not in routed["tasks"]
     # set empty in the environment, it wins over airflow.cfg: the plain shape
     plain, _ = dag_shape(tmp_path, "dagbag", cfg, AIRFLOW__DLPERF__CLUSTER_INVENTORY="")
-    assert "run_case" in plain["tasks"] and "case_run.store_result" not in plain["tasks"]
+    assert "case_run.run_case" in plain["tasks"] and "case_run.on_node0" not in plain["tasks"]
     # the variable dlperf read before is not read any more: the plain shape, and a warning that says what to set
     old, _ = dag_shape(tmp_path, "dagbag", DLPERF_CLUSTER_INVENTORY="inventories/docker-local.yaml")
     assert old["tasks"] == plain["tasks"]
@@ -149,11 +149,11 @@ def test_the_embedded_run_ignores_node_routing_and_says_so(tmp_path):
     }
     for source, (env_vars, airflow_cfg) in sources.items():
         shape, stderr = dag_shape(tmp_path, "embedded", airflow_cfg, **env_vars)
-        assert "run_case" in shape["tasks"] and "case_run.store_result" not in shape["tasks"], source
+        assert "case_run.run_case" in shape["tasks"] and "case_run.on_node0" not in shape["tasks"], source
         assert said.format(source) in stderr, stderr
         assert shape["warned"] == []  # the old variable is gone before the DAG is parsed: said once, here
     shape, stderr = dag_shape(tmp_path, "embedded", "")
-    assert "run_case" in shape["tasks"] and "ignored" not in stderr
+    assert "case_run.run_case" in shape["tasks"] and "ignored" not in stderr
 
 
 REFUSED = r"""
@@ -224,7 +224,7 @@ def test_a_refused_trigger_fails_at_planning_and_its_tab_says_why(tmp_path):
         assert run["state"].endswith("failed"), run
         assert run["tasks"]["plan_cases"].endswith("failed"), run["tasks"]
         # nothing ran after the refused plan: no case, no search, no report
-        for task in ("preflight", "capture_environment", "run_case", "store_result", "make_report"):
+        for task in ("preflight", "capture_environment", "case_run.run_case", "case_run.store_result", "make_report"):
             assert not run["tasks"].get(task, "").endswith("success"), (task, run["tasks"])
         assert run["kept"].startswith("invalid trigger form (1 problem(s)):\n  " + said[name]), run["kept"]
         status, tab = run["tab"]

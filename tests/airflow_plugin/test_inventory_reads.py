@@ -60,6 +60,6 @@ def test_the_inventory_is_read_once_per_dag_run_by_plan_cases(tmp_path):
     got = json.loads(lines[-1].removeprefix("COUNT:"))
     assert got["state"].endswith("success"), got
     # every task of the case runs' path ran, and none of them read the inventory: plan_cases did, once
-    for task in ("plan_cases", "preflight", "capture_environment", "run_case", "store_result", "finish_run"):
+    for task in ("plan_cases", "preflight", "capture_environment", "case_run.run_case", "case_run.store_result"):
         assert task in got["tasks"], got["tasks"]
     assert {task: n for task, n in got["reads"].items() if not task.startswith("<")} == {"plan_cases": 1}, got

@@ -212,7 +212,7 @@ def test_the_dag_renders_one_task_per_node_on_its_queue_and_pool(cluster, tmp_pa
     assert tasks["case_run.on_node1"][:2] == ["node-b", "dlperf_node_node1"]
     assert tasks["remove_containers_node0"][0] == "node-a" and tasks["remove_containers_node0"][2] is True
     assert tasks["remove_containers_node1"][0] == "node-b" and tasks["remove_containers_node1"][2] is True
-    assert "run_case" not in tasks and "capture_environment" not in tasks and "remove_containers" not in tasks
+    assert "case_run.run_case" not in tasks and "capture_environment" not in tasks and "remove_containers" not in tasks
     assert tasks["case_run.collect_case"][0] == "default" and tasks["case_run.collect_case"][3] == "all_done"
     assert shape["collect_after"] == ["case_run.on_node0", "case_run.on_node1", "route_cases"]
     assert "case_run.store_result" in shape["searches_after"]  # probes never share a node with a case run

@@ -97,9 +97,9 @@ def test_view_summary_plot_and_page(pg_url):
     assert len(view.results.rows) == 7
     png = speedup_png(view.latest_any.rows)
     assert png is not None and png.startswith(b"\x89PNG")
-    page = render_page(view, ui_base="/", db="postgresql://…", routed=False)
+    page = render_page(view, ui_base="/", db="postgresql://…")
     run_link = "/dags/dlperf_benchmark/runs/manual__2026-11-20T02%3A00%3A00%2B00%3A00"
-    assert f'href="{run_link}"' in page and f'href="{run_link}/tasks/run_case/mapped"' in page
+    assert f'href="{run_link}"' in page and f'href="{run_link}/tasks/case_run.store_result/mapped"' in page
     assert "timeout after 600 s" in page
     assert page.count('class="summary-row"') == 3
     # history and regressions: read from the store; a manual run makes no night and no regression
@@ -116,7 +116,7 @@ def test_the_page_shows_the_latest_summary_beside_the_imported_mlperf_systems(sq
     store = seed(sqlite_url)
     before = load_overview(store)
     assert before.mlperf.rows == [] and before.mlperf.note == NO_MLPERF
-    assert 'id="mlperf-none"' in render_page(before, ui_base="/", db="x", routed=False)
+    assert 'id="mlperf-none"' in render_page(before, ui_base="/", db="x")
     imported = subprocess.run(
         [*DLPERF, "import", str(MLPERF_V1), "--db", sqlite_url], capture_output=True, text=True, cwd=REPO
     )
@@ -129,7 +129,7 @@ def test_the_page_shows_the_latest_summary_beside_the_imported_mlperf_systems(sq
         by_case["2n1g"]["mlperf system"] == "Intel 2-nodes-16s-8376H-tensorflow" and by_case["2n1g"]["unit"] == "node"
     )
     assert by_case["1n1g"]["mlperf system"] == "Intel 1-node-8s-8380H-tensorflow"
-    page = render_page(view, ui_base="/", db="x", routed=False)
+    page = render_page(view, ui_base="/", db="x")
     assert 'id="mlperf"' in page and "Intel 2-nodes-16s-8376H-tensorflow" in page
 
 
@@ -228,7 +228,8 @@ def test_every_task_link_names_a_task_of_the_dag_in_its_shape(routed, routed_clu
     assert out.returncode == 0 and lines, out.stderr[-3000:]
     got = json.loads(lines[-1].removeprefix("PROBE:"))
     tasks = got["tasks"]
-    assert ("case_run.store_result" in tasks) is routed and ("run_case" in tasks) is not routed  # the two shapes
+    assert "case_run.store_result" in tasks  # a case run is the group case_run in both shapes
+    assert ("case_run.collect_case" in tasks) is routed and ("case_run.run_case" in tasks) is not routed
 
     routes = ui_routes()
     hrefs = re.findall(r'href="([^"]*)"', got["page"])
@@ -248,7 +249,7 @@ def test_every_task_link_names_a_task_of_the_dag_in_its_shape(routed, routed_clu
             assert tasks[task_id] is route.endswith("/mapped"), f"{path}: {task_id} mapped={tasks[task_id]}"
             named.add(task_id)
     # the run's case runs and its plan, in the DAG's own ids
-    assert named == {"case_run.store_result" if routed else "run_case", "plan_cases"}
+    assert named == {"case_run.store_result", "plan_cases"}
 
 
 def test_the_page_and_the_dag_share_their_task_ids():

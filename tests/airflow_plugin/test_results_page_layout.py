@@ -126,7 +126,7 @@ def pages(store, tmp_path, monkeypatch) -> dict[str, str]:
     latest = run_id(NIGHTS[-1])
     build_report(store, latest, dag_id=DAG, fmt=("html", "md", "json"), out_dir=report_dir(DAG, latest, reports))
     run_page = with_link_bar(run_page_html(store, latest, dag_id=DAG), link_bar(DAG, latest, "/dlperf/"))
-    return {"results": render_page(load_overview(store), ui_base="/", db="sqlite://", routed=False), "run": run_page}
+    return {"results": render_page(load_overview(store), ui_base="/", db="sqlite://"), "run": run_page}
 
 
 def text_of(page: str) -> str:

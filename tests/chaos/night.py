@@ -9,6 +9,7 @@ import subprocess
 import uuid
 
 from airflow_stack import CELERY_WORKER, AirflowStack
+from dlperf_airflow import task_ids
 from dlperf_core.storage import ResultStore
 from helpers import REPO, dlperf_containers, network_of
 
@@ -16,6 +17,8 @@ IMAGE = "dlperf/pytorch-reference:cpu"  # the synthetic workload's image (any wi
 DAG_ID = "dlperf_benchmark"
 SUITE = "tests/data/chaos-suite.yaml"
 CASE_RUNS = 3
+RUN_CASE = task_ids.in_case_run(task_ids.RUN_CASE)  # the tasks of a case run, in the case_run group
+STORE_RESULT = task_ids.in_case_run(task_ids.STORE_RESULT)
 HEARTBEAT_TIMEOUT_S = 20  # Airflow's default is 300 s: a killed worker's task is failed that much later
 
 
@@ -69,14 +72,14 @@ def clear_failed(stack: AirflowStack, run_id: str) -> None:
 
 def clear_case_runs(stack: AirflowStack, run_id: str, indexes: list[int]) -> None:
     """What a user does to run case runs again whose tasks succeeded but whose results failed (the runtime could
-    not reach a node's engine): clear their ``run_case`` task instances with what follows them (the UI's "Clear" on
+    not reach a node's engine): clear their ``case_run.run_case`` task instances with what follows them (the UI's "Clear" on
     those instances, "Downstream" checked)."""
     status, body = stack.request(
         "POST",
         f"/api/v2/dags/{DAG_ID}/clearTaskInstances",
         {
             "dag_run_id": run_id,
-            "task_ids": [["run_case", i] for i in indexes],
+            "task_ids": [["case_run.run_case", i] for i in indexes],
             "include_downstream": True,
             "only_failed": False,
             "reset_dag_runs": True,
@@ -129,15 +132,15 @@ def stop(stack: AirflowStack, name: str, sig: signal.Signals = signal.SIGTERM) -
 
 
 def a_case_run_training(stack: AirflowStack, run_id: str):
-    """A run_case task instance whose case's container runs (None before)."""
-    running = [t for t in task_instances(stack, run_id) if t["task_id"] == "run_case" and t["state"] == "running"]
+    """A case_run.run_case task instance whose case's container runs (None before)."""
+    running = [t for t in task_instances(stack, run_id) if t["task_id"] == RUN_CASE and t["state"] == "running"]
     return running[0] if running and containers_of(run_id) else None
 
 
 def last_case_run_training(stack: AirflowStack, run_id: str) -> bool:
     """The night's last case run is training (every store_result is still to come)."""
     return any(
-        t["task_id"] == "run_case" and t["map_index"] == CASE_RUNS - 1 and t["state"] == "running"
+        t["task_id"] == RUN_CASE and t["map_index"] == CASE_RUNS - 1 and t["state"] == "running"
         for t in task_instances(stack, run_id)
     )
 

@@ -17,6 +17,7 @@ from airflow_stack import AirflowStack
 from chaos.night import (
     CASE_RUNS,
     IMAGE,
+    RUN_CASE,
     a_case_run_training,
     check_the_night_completed,
     stop,
@@ -69,7 +70,7 @@ def test_the_api_server_stopped_and_started_mid_case_loses_nothing(
     assert state == "success", (
         task_states(stack, run_id),
         lines_with(stack.log("scheduler", tail=400_000), "without heartbeat", "Marking task", "ERROR"),
-        lines_with(task_log(stack, run_id, "run_case", tail=None), "shouldn't be running", "error", "Task killed"),
+        lines_with(task_log(stack, run_id, RUN_CASE, tail=None), "shouldn't be running", "error", "Task killed"),
     )
     check_the_night_completed(results_pg.url, run_id, rec)
     rec.observed = (

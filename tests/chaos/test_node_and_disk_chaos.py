@@ -16,6 +16,8 @@ from airflow_stack import AirflowStack
 from chaos.night import (
     CASE_RUNS,
     IMAGE,
+    RUN_CASE,
+    STORE_RESULT,
     SUITE,
     check_the_night_completed,
     clear_case_runs,
@@ -83,7 +85,7 @@ def test_a_nodes_own_engine_stopped_mid_case_fails_its_case_runs_with_the_reason
     label = f"dlperf.run_id={run_id}"
 
     def training_on_the_node() -> dict | None:
-        running = [t for t in task_instances(stack, run_id) if t["task_id"] == "run_case" and t["state"] == "running"]
+        running = [t for t in task_instances(stack, run_id) if t["task_id"] == RUN_CASE and t["state"] == "running"]
         return running[0] if running and node_engine.containers(label) else None
 
     victim = stack.wait_until("a case run's container on the node's engine", training_on_the_node, 300, every=1)
@@ -102,7 +104,7 @@ def test_a_nodes_own_engine_stopped_mid_case_fails_its_case_runs_with_the_reason
 
     node_engine.start()
     clear_case_runs(stack, run_id, sorted(int(r) for r in failed["repeat"]))  # one case: map index = repeat
-    assert wait_for_end(stack, run_id) == "success", task_log(stack, run_id, "run_case")
+    assert wait_for_end(stack, run_id) == "success", task_log(stack, run_id, RUN_CASE)
     again = rows_of(results_pg.url, run_id)
     assert len(again) == CASE_RUNS and set(again["status"]) == {"ok"}, again[["repeat", "status", "reason"]]
     leaked = node_engine.containers(label) + containers_of(run_id)
@@ -144,10 +146,10 @@ def test_the_spool_disk_full_while_the_database_is_down_fails_the_stores_naming_
     results_pg.stop()
     try:
         assert wait_for_end(stack, run_id) == "failed"
-        log = task_log(stack, run_id, "store_result", tail=None)
+        log = task_log(stack, run_id, STORE_RESULT, tail=None)
         assert "No space left on device" in log and "results database unavailable" in log, log
         failed_stores = [
-            t for t in task_instances(stack, run_id) if t["task_id"] == "store_result" and t["state"] == "failed"
+            t for t in task_instances(stack, run_id) if t["task_id"] == STORE_RESULT and t["state"] == "failed"
         ]
         assert failed_stores, "store_result did not fail"
         half_written = list(spool.folder.iterdir()) if spool.folder.exists() else []
@@ -156,7 +158,7 @@ def test_the_spool_disk_full_while_the_database_is_down_fails_the_stores_naming_
         results_pg.start()
     (full_spool_disk / "filler").unlink()
     clear_failed(stack, run_id)
-    assert wait_for_end(stack, run_id) == "success", task_log(stack, run_id, "store_result")
+    assert wait_for_end(stack, run_id) == "success", task_log(stack, run_id, STORE_RESULT)
     rows = check_the_night_completed(results_pg.url, run_id, rec)
     rec.observed = (
         f"{len(failed_stores)} store_result failed naming the database and the full disk; after the clear "

@@ -227,7 +227,7 @@ def test_image_imports_the_dag_without_torch(airflow_image):
     out = _run(airflow_image, "python", "-c", script)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     tasks, torch_loaded = out.stdout.strip().splitlines()[-2:]
-    assert "preflight" in tasks and "run_case" in tasks
+    assert "preflight" in tasks and "case_run.run_case" in tasks
     assert torch_loaded == "False"
     cli = _run(airflow_image, "dlperf", "cluster", "sync", "--help")
     assert cli.returncode == 0 and "--inventory" in cli.stdout

@@ -206,7 +206,9 @@ def check_refused_trigger(ui: str, token: str) -> None:
     assert state == "failed", state
     tis = call("GET", f"/api/v2/dags/dlperf_benchmark/dagRuns/{run_id}/taskInstances")["task_instances"]
     states = {t["task_id"]: t["state"] for t in tis}
-    assert states["plan_cases"] == "failed" and "run_case" not in {k for k, v in states.items() if v == "success"}
+    assert states["plan_cases"] == "failed" and "case_run.run_case" not in {
+        k for k, v in states.items() if v == "success"
+    }
     request = urllib.request.Request(
         f"{ui}/dlperf/runs/dlperf_benchmark/{run_id}", headers={"Authorization": f"Bearer {token}"}
     )

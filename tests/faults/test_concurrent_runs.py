@@ -62,7 +62,7 @@ with mock.patch.object(dagrun_mod, "get_or_create_dagrun", scheduled_dagrun):
 record("manual", dag.test(run_conf=conf))
 with mock.patch.object(dagrun_mod, "get_or_create_dagrun", scheduled_dagrun):
     record("rerun", dag.test(run_conf=conf, logical_date=nightly, run_after=nightly))
-task = dag.get_task("run_case")
+task = dag.get_task("case_run.run_case")
 out["exclusivity"] = {"max_active_runs": dag.max_active_runs, "pool": task.pool, "pool_slots": task.pool_slots,
                       "pool_size": Pool.get_pool(task.pool).slots, "max_active_tis_per_dagrun": task.max_active_tis_per_dagrun}
 print("RESULT " + json.dumps(out))
