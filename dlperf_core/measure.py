@@ -17,13 +17,10 @@ from dlperf_core.efficiency import (
     model_size,
     training_flops_per_sample,
 )
-from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.gpu_sampling import case_power_w
-from dlperf_core.inventory import load_inventory
 from dlperf_core.json_form import JsonForm
 from dlperf_core.model import Case, CaseOutcome
-from dlperf_core.origin import FigureOrigin
 from dlperf_core.parsing import ParsedRun, parse_file
 from dlperf_core.parsing.fabric import FabricResult, parse_fabric_table
 from dlperf_core.parsing.failures import ERROR_TAIL_CHARS, error_line
@@ -124,17 +121,6 @@ def measure_case_run(case: Case, outcome: CaseOutcome, gpu_model: str | None = N
         last,
         **efficiency(case, parsed, outcome, gpu_model),
     )
-
-
-def figure_origin(case: Case, inventory: str | Path) -> FigureOrigin | None:
-    """Who printed the figure of ``case`` run on the inventory file ``inventory`` (a case runs on its first
-    ``case.nodes`` nodes): its adapter's answer for those nodes (``framework`` or ``dlperf``). None (unknown,
-    never guessed) when the inventory cannot be read any more: the result is stored all the same."""
-    try:
-        nodes = load_inventory(inventory).first(case.nodes)
-    except ConfigError:
-        return None
-    return get_adapter(case.framework).figure_origin(case, nodes)
 
 
 def measure_fabric_run(case: Case, outcome: CaseOutcome) -> tuple[Measurement, FabricResult | None]:
