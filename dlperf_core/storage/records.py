@@ -31,10 +31,10 @@ from dlperf_core.storage.models import (
 from dlperf_core.storage.shape import record_of_table
 
 if TYPE_CHECKING:  # only for annotations: storage does not need the measurement code to load
-    from dlperf_core.maxbatch import Probe, SearchResult
+    from dlperf_core.maxbatch import SearchResult, Trial
     from dlperf_core.measure import Measurement
     from dlperf_core.model import Case, CaseOutcome, CaseRun
-    from dlperf_core.parsing.fabric import ProbeResult
+    from dlperf_core.parsing.fabric import FabricResult
     from dlperf_core.plan import SearchRun
 
 
@@ -198,7 +198,8 @@ class ResultRecord(JsonForm):
 @dataclass(frozen=True, kw_only=True)
 class MaxBatchSearchRecord:
     """One max batch size search of a benchmark run (row of ``max_batch_searches``), identified by
-    ``(dag_id, run_id, search_key)``; ``probes``: every batch tried, in order (stored as their JSON form)."""
+    ``(dag_id, run_id, search_key)``; ``probes``: every batch tried (its trials), in order (stored as their JSON
+    form)."""
 
     dag_id: str
     run_id: str
@@ -215,7 +216,7 @@ class MaxBatchSearchRecord:
     max_batch: int | None
     first_oom_batch: int | None
     reason: str | None
-    probes: tuple[Probe, ...]
+    probes: tuple[Trial, ...]  # the column keeps its first name: each batch tried (a Trial)
     started_at: datetime
     finished_at: datetime
     environment_id: int | None = None
@@ -233,7 +234,7 @@ class MaxBatchSearchRecord:
         environment_id: int | None = None,
     ) -> MaxBatchSearchRecord:
         """The row of one finished search: its case's configuration and its bounds from ``search_run``, what it
-        found and every probe from ``found``."""
+        found and every trial from ``found``."""
         case, search = search_run.case, search_run.search
         return cls(
             dag_id=dag_id,
@@ -251,7 +252,7 @@ class MaxBatchSearchRecord:
             max_batch=found.max_batch,
             first_oom_batch=found.first_oom_batch,
             reason=found.reason,
-            probes=found.probes,
+            probes=found.trials,
             started_at=started_at,
             finished_at=finished_at,
             environment_id=environment_id,
@@ -305,13 +306,13 @@ class FabricRecord:
         run_id: str,
         run: CaseRun,
         measurement: Measurement,
-        result: ProbeResult | None,
+        result: FabricResult | None,
         outcome: CaseOutcome,
         *,
         environment_id: int | None = None,
     ) -> FabricRecord:
         """The row of one repeat of a fabric benchmark case: status and reason from ``measurement``
-        (:func:`dlperf_core.measure.measure_probe_run`), what its table says from ``result``, its sizes only
+        (:func:`dlperf_core.measure.measure_fabric_run`), what its table says from ``result``, its sizes only
         when the measurement is ok, its times and log from the runtime's outcome."""
         case = run.case
         good = result if measurement.status == "ok" else None

@@ -11,7 +11,7 @@ The fields are standard-library types only: the pure core (:mod:`dlperf_core.reg
 its annotations (imported under ``TYPE_CHECKING``: loading this module loads the storage package) and builds its
 own types from them with one ``from_*`` constructor each. A JSON column (``results.configuration``,
 ``results.launch_spec``, ``max_batch_searches.probes``) comes back as the JSON value it stores: those are the
-storage edge's JSON, read back by their own types (``LaunchSpec.from_dict``, ``Probe.from_json``).
+storage edge's JSON, read back by their own types (``LaunchSpec.from_dict``, ``Trial.from_json``).
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ class MaxBatchSearchRow:
     max_batch: int | None
     first_oom_batch: int | None
     reason: str | None
-    probes: list[dict[str, Any]]  # the JSON column: each as dlperf_core.maxbatch.Probe.to_json (from_json reads it)
+    probes: list[dict[str, Any]]  # the JSON column (its first name): each trial as dlperf_core.maxbatch.Trial.to_json
     environment_id: int | None
     started_at: datetime
     finished_at: datetime
@@ -376,7 +376,7 @@ class HistoryRow(_Configured):
 @row_of_table(fabric_summary, exact_nulls=False)
 @dataclass(frozen=True, kw_only=True)
 class FabricSummaryRow:
-    """A row of ``fabric_summary``: one message size of one probe case in one run, the medians over its ok
+    """A row of ``fabric_summary``: one message size of one fabric benchmark case in one run, the medians over its ok
     repeats (None when it has none)."""
 
     dag_id: str

@@ -35,7 +35,7 @@ class ShapeError(TypeError):
     """A record or row type that does not match the table or view it carries."""
 
 
-class _Unresolved(dict[str, Any]):
+class _Unresolved(dict[str, object]):
     """Names for the type hints of a class whose module imports some only for type checking: a name the module
     does not have at run time stands for ``object`` (a type the shape checks do not look into)."""
 
@@ -51,7 +51,7 @@ class _Unresolved(dict[str, Any]):
 
 def field_shape(cls: type) -> dict[str, tuple[type, bool]]:
     """``{field: (type, nullable)}`` of the dataclass ``cls`` in field order: the type of ``X | None`` is X's,
-    a generic's its origin (``dict`` for ``dict[str, Any]``), a union of several types ``object``; a name
+    a generic's its origin (``dict`` for a JSON column's ``dict[...]``), a union of several types ``object``; a name
     imported only for type checking is ``object`` too."""
     try:
         hints = get_type_hints(cls)
@@ -139,7 +139,7 @@ def record_of_table(
     return check
 
 
-def column_values(record: object, source: Table | type) -> dict[str, Any]:
+def column_values(record: object, source: Table | type) -> dict[str, object]:
     """``{column: value}`` of the fields of ``record`` (a dataclass) that are columns of ``source``: the values an
     INSERT binds (a datetime as it is; :func:`dlperf_core.storage.upsert.utc` converts)."""
     columns = _columns(source)

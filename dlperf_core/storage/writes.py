@@ -235,7 +235,7 @@ class StoreWrites:
     def upsert_max_batch_search(self, record: MaxBatchSearchRecord) -> int:
         """Insert or update the search ``(dag_id, run_id, search_key)`` (the run row is created if missing)."""
         values = column_values(record, MaxBatchSearchResult) | {
-            "probes": [probe.to_json() for probe in record.probes],  # the JSON column
+            "probes": [trial.to_json() for trial in record.probes],  # the JSON column
             "started_at": utc(record.started_at),
             "finished_at": utc(record.finished_at),
         }

@@ -461,7 +461,7 @@ ROW_SOURCES = {  # row type -> the table or view it is a row of (and the columns
     "EnvironmentRow": ("environments", ("data",)),
     "RegressionRow": ("regressions", ()),
     "MaxBatchSearchRow": ("max_batch_searches", ()),
-    "ProbeRow": ("fabric_probes", ()),
+    "FabricRow": ("fabric_probes", ()),
     "CaseSummaryRow": ("case_summary", ()),
     "HistoryRow": ("nightly_history", ()),
     "FabricSummaryRow": ("fabric_summary", ()),
@@ -582,11 +582,11 @@ def test_summary_rows_are_the_summary_with_none_for_nan(store: ResultStore) -> N
     assert store.summary_rows(run_id="nope") == []
 
 
-def test_environment_search_and_probe_rows(store: ResultStore) -> None:
+def test_environment_search_and_fabric_rows(store: ResultStore) -> None:
     from dlperf_core.environment import INFRASTRUCTURE_FIELDS, capture_local
-    from dlperf_core.maxbatch import Probe
-    from dlperf_core.storage import MaxBatchSearchRecord, ProbeRecord, ProbeSizeRecord
-    from dlperf_core.storage.rows import EnvironmentRow, MaxBatchSearchRow, ProbeRow
+    from dlperf_core.maxbatch import Trial
+    from dlperf_core.storage import FabricRecord, FabricSizeRecord, MaxBatchSearchRecord
+    from dlperf_core.storage.rows import EnvironmentRow, FabricRow, MaxBatchSearchRow
 
     probe = '@@dlperf:hostname@@\nnode0\n@@dlperf:python@@\n{"frameworks": {"torch": "2.5.0"}}\n'
     env = capture_local("pytorch_reference", probe)
@@ -597,7 +597,7 @@ def test_environment_search_and_probe_rows(store: ResultStore) -> None:
     assert row.fields_of(INFRASTRUCTURE_FIELDS) == env.infrastructure()  # what regressions compare
     assert store.environment_rows([env_id + 1]) == [] and len(store.environment_rows()) == 1
 
-    tried = (Probe(32, "ok", None, 10.5), Probe(64, "failed", "CUDA out of memory"))
+    tried = (Trial(32, "ok", None, 10.5), Trial(64, "failed", "CUDA out of memory"))
     search = MaxBatchSearchRecord(
         dag_id="dag",
         run_id="r1",
@@ -622,11 +622,11 @@ def test_environment_search_and_probe_rows(store: ResultStore) -> None:
     (found,) = store.search_rows(run_id="r1", dag_id="dag")
     assert isinstance(found, MaxBatchSearchRow) and (found.status, found.max_batch, found.reason) == ("found", 32, None)
     assert found.environment_id is None and found.finished_at == T0 + timedelta(minutes=3)
-    assert tuple(Probe.from_json(p) for p in found.probes) == tried  # the JSON column, read back
+    assert tuple(Trial.from_json(p) for p in found.probes) == tried  # the JSON column, read back
     assert store.max_batch_searches(run_id="r1").iloc[0]["probes"] == found.probes  # the frame holds the same
 
-    store.upsert_probe(
-        ProbeRecord(
+    store.upsert_fabric(
+        FabricRecord(
             dag_id="dag",
             run_id="r1",
             probe_key="allreduce_probe/allreduce/fp32/b1/1n1g",
@@ -636,11 +636,12 @@ def test_environment_search_and_probe_rows(store: ResultStore) -> None:
             status="ok",
             ranks=1,
             started_at=T0,
-            sizes=(ProbeSizeRecord(1024, 5.0, 0.2, 0.0),),
+            sizes=(FabricSizeRecord(1024, 5.0, 0.2, 0.0),),
         )
     )
-    (probed,) = store.probe_rows(run_id="r1")
-    assert isinstance(probed, ProbeRow) and (probed.repeat, probed.ranks, probed.avg_busbw_gbs) == (0, 1, None)
+    (measured,) = store.fabric_rows(run_id="r1")
+    assert isinstance(measured, FabricRow) and (measured.repeat, measured.ranks, measured.avg_busbw_gbs) == (0, 1, None)
+    assert len(store.fabric_benchmarks(run_id="r1")) == 1
     (size,) = store.fabric_summary_rows(run_id="r1")
     assert (size.size_bytes, size.n, size.busbw_gbs, size.time_us) == (1024, 1, 0.0, 5.0)
     assert store.fabric_history_rows() == []  # a cli run is no night
@@ -657,3 +658,29 @@ def test_default_db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     url = default_db_url()
     assert url == f"sqlite:///{tmp_path}/.dlperf/dlperf.db"
     assert (tmp_path / ".dlperf").is_dir()
+
+
+def test_run_rows_newest_first_and_the_runs_frame(store: ResultStore) -> None:
+    from dlperf_core.storage.rows import BenchmarkRunRow
+
+    assert store.run_rows() == [] and store.runs().empty
+    store.upsert_run(run_record(run_id="r1"))
+    store.upsert_run(run_record(run_id="r2", started_at=T0 + timedelta(hours=1)))
+    store.upsert_run(run_record(dag_id="other", run_id="r1", started_at=T0 + timedelta(hours=2)))
+    found = store.run_rows()
+    assert all(isinstance(r, BenchmarkRunRow) for r in found)
+    assert [(r.dag_id, r.run_id) for r in found] == [("other", "r1"), ("dag", "r2"), ("dag", "r1")]
+    assert [r.dag_id for r in store.run_rows(run_id="r1")] == ["other", "dag"]
+    assert [r.run_id for r in store.run_rows(dag_id="dag", limit=1)] == ["r2"]
+    frame = store.runs(limit=2)
+    assert list(frame.columns) == [
+        "dag_id",
+        "run_id",
+        "suite",
+        "trigger",
+        "runtime",
+        "status",
+        "started_at",
+        "finished_at",
+    ]
+    assert list(frame["run_id"]) == ["r1", "r2"] and list(frame["dag_id"]) == ["other", "dag"]
