@@ -92,11 +92,6 @@ class SearchResult(JsonForm):
     reason: str | None
     trials: tuple[Trial, ...]
 
-    @property
-    def probes(self) -> tuple[Trial, ...]:
-        """The old name of :attr:`trials`, kept while ``dlperf_core/storage/records.py`` reads it."""
-        return self.trials
-
     @classmethod
     def deserialize(cls, data: object, version: int) -> Self:
         if version < 2 and isinstance(data, dict):
@@ -157,8 +152,3 @@ def run_search(search: MaxBatchSearch, trial: Callable[[int], Trial]) -> SearchR
     while (batch := next_batch(search, trials)) is not None:
         trials.append(trial(batch))
     return conclude(search, trials)
-
-
-Probe = Trial
-"""The old name of :class:`Trial`, kept while ``plugins/dlperf_airflow/maxbatch_step.py`` and
-``dlperf_core/storage/records.py`` import it."""

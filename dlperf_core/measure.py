@@ -149,7 +149,3 @@ def measure_fabric_run(case: Case, outcome: CaseOutcome) -> tuple[Measurement, F
         reason = f"probe ran on {result.ranks} ranks, the case expects {case.total_gpus}"  # stored text: kept
         return Measurement("failed", reason, None, None, None), result
     return Measurement("ok", None, None, None, len(result.sizes), bus_bandwidth_gbs=result.avg_busbw_gbs), result
-
-
-measure_probe_run = measure_fabric_run
-"""The old name of :func:`measure_fabric_run`, kept while ``plugins/dlperf_airflow/steps.py`` imports it."""

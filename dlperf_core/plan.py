@@ -242,10 +242,6 @@ class SearchRun:
         """The case of the search's trial at ``batch``."""
         return replace(self.case, batch_size_per_device=batch)
 
-    def probe_case(self, batch: int) -> Case:
-        """The old name of :meth:`trial_case`, kept while ``plugins/dlperf_airflow/maxbatch_step.py`` calls it."""
-        return self.trial_case(batch)
-
 
 def plan_searches(suite: Suite, inventory: Inventory, filters: PlanFilters = PlanFilters()) -> list[SearchRun]:
     """The max batch size searches the suite asks for (``max_batch_search``), one per precision, after the

@@ -148,7 +148,7 @@ def outcomes_of_run(store: ResultStore, dag_id: str, run_id: str) -> list[Outcom
         + [max_batch_search(r.search_key, r.status, r.reason) for r in store.search_rows(run_id=run_id, dag_id=dag_id)]
         + [
             fabric_benchmark(r.probe_key, r.repeat, r.status, r.reason)
-            for r in store.probe_rows(run_id=run_id, dag_id=dag_id)
+            for r in store.fabric_rows(run_id=run_id, dag_id=dag_id)
         ]
     )
 

@@ -105,7 +105,3 @@ def parse_fabric_table(text: str) -> FabricResult:
     if not sizes:
         return failed("probe printed no message size")
     return FabricResult("ok", None, ranks, backend, dtype, tuple(sizes), _num(avg.group(1)))
-
-
-ProbeResult = FabricResult
-"""The old name of :class:`FabricResult`, kept while ``dlperf_core/storage/records.py`` still imports it."""

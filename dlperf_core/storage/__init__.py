@@ -20,8 +20,6 @@ from dlperf_core.storage.records import (
     FabricRecord,
     FabricSizeRecord,
     MaxBatchSearchRecord,
-    ProbeRecord,
-    ProbeSizeRecord,
     ResultRecord,
 )
 from dlperf_core.storage.rows import (
@@ -35,7 +33,6 @@ from dlperf_core.storage.rows import (
     HistoryRow,
     MaxBatchSearchRow,
     MlperfScoreRow,
-    ProbeRow,
     RegressionRow,
     ResultRow,
 )
@@ -59,9 +56,6 @@ __all__ = [
     "MaxBatchSearchRecord",
     "MaxBatchSearchRow",
     "MlperfScoreRow",
-    "ProbeRecord",  # old names of FabricRecord, FabricRow, FabricSizeRecord: plugins/ move to the new ones
-    "ProbeRow",
-    "ProbeSizeRecord",
     "RegressionRow",
     "ResultRecord",
     "ResultRow",

@@ -65,8 +65,6 @@ class StoreFrames(StoreReads):
         :meth:`fabric_rows`)."""
         return self._frame(queries.fabric(run_id, dag_id))
 
-    probes = fabric_benchmarks  # old name, its callers move to the new one
-
     def fabric_summary(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
         """``fabric_summary``: per run, case and message size, the median bandwidths over the ok repeats (typed:
         :meth:`fabric_summary_rows`)."""

@@ -353,10 +353,6 @@ class FabricBenchmarkSize(Base):
     busbw_gbs: Mapped[float] = mapped_column(Float, nullable=False)
 
 
-FabricProbe = FabricBenchmark  # old name, plugins/ move to the new one
-FabricProbeSize = FabricBenchmarkSize  # old name
-
-
 class MaxBatchSearchResult(Base):
     """What one max batch size search concluded in one benchmark run (``dlperf_core.maxbatch``)."""
 

@@ -118,8 +118,6 @@ class StoreReads:
         """The fabric benchmark repeats, rows of ``fabric_probes`` (of one run if given), oldest first."""
         return self._rows(queries.fabric(run_id, dag_id), FabricRow)
 
-    probe_rows = fabric_rows  # old name, its callers move to the new one
-
     def fabric_summary_rows(self, run_id: str | None = None, dag_id: str | None = None) -> list[FabricSummaryRow]:
         """The ``fabric_summary`` rows (of one run if given), by case and message size."""
         return self._rows(queries.fabric_summary_of(run_id, dag_id), FabricSummaryRow)

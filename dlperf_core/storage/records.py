@@ -337,14 +337,8 @@ class FabricRecord:
             sizes=tuple(FabricSizeRecord(s.size_bytes, s.time_us, s.algbw_gbs, s.busbw_gbs) for s in sizes),
         )
 
-    from_probe = from_fabric  # old name, plugins/ move to the new one
-
     def __post_init__(self) -> None:
         if self.status not in RESULT_STATUSES:
             raise ValueError(f"fabric benchmark status must be one of {RESULT_STATUSES}, got {self.status!r}")
         if self.status == "failed" and self.sizes:
             raise ValueError("a failed fabric benchmark repeat stores no sizes")
-
-
-ProbeRecord = FabricRecord  # old name, plugins/ move to the new one
-ProbeSizeRecord = FabricSizeRecord  # old name, plugins/ move to the new one

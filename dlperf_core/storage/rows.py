@@ -304,9 +304,6 @@ class FabricRow:
     created_at: datetime
 
 
-ProbeRow = FabricRow  # old name, plugins/ move to the new one
-
-
 # --------------------------------------------------------------------------- views
 
 

@@ -262,8 +262,6 @@ class StoreWrites:
                 conn.execute(table_of(FabricBenchmarkSize).insert().values(sizes))
             return fabric_id
 
-    upsert_probe = upsert_fabric  # old name, plugins/ move to the new one
-
     # ------------------------------------------------------------------ regressions
 
     @retry

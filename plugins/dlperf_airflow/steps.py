@@ -30,7 +30,7 @@ from dlperf_core.preflight import PreflightReport
 from dlperf_core.run_status import RunCounts, lost_reason, outcomes_of_run, status_of_run, unstored
 from dlperf_core.storage import (
     BenchmarkRunRecord,
-    ProbeRecord,
+    FabricRecord,
     ResultRecord,
     ResultStore,
     default_db_url,
@@ -139,12 +139,12 @@ def store_fabric_step(done: ExecutedRun, ids: RunIds) -> Measurement:
     (idempotently), return the measurement."""
     run = done.run
     measurement, result = measure_fabric_run(run.case, done.outcome)
-    record = ProbeRecord.from_probe(
+    record = FabricRecord.from_fabric(
         ids.dag_id, ids.run_id, run, measurement, result, done.outcome, environment_id=done.planned.environment_id
     )
     store = ResultStore(default_db_url())
     try:
-        store.upsert_probe(record)
+        store.upsert_fabric(record)
     finally:
         store.dispose()
     largest = result.largest if result is not None and measurement.status == "ok" else None

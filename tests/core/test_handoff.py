@@ -29,7 +29,16 @@ from dlperf_core.storage.records import ResultRecord
 from dlperf_core.suite import load_suite
 from helpers import REPO
 
-SETTINGS = RunSettings("suites/smoke.yaml", "docker", "inventories/docker-local.yaml", 600.0, None)
+INVENTORY = load_inventory(REPO / "inventories/docker-local.yaml")
+SETTINGS = RunSettings(
+    "suites/smoke.yaml",
+    "docker",
+    "inventories/docker-local.yaml",
+    600.0,
+    None,
+    inventory_name=INVENTORY.name,
+    nodes=INVENTORY.nodes,
+)
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
 
@@ -46,14 +55,13 @@ def every_hand_off() -> list[object]:
     assert searches, "the fixture suite has a max batch search"
     plan = Plan(
         SETTINGS,
-        cases=[PlannedRun.of(r, SETTINGS) for r in runs],
-        searches=[PlannedRun.of(CaseRun(s.case, 0, 9000 + s.index), SETTINGS, s) for s in searches],
+        cases=[PlannedRun.of(r, SETTINGS, inventory) for r in runs],
+        searches=[PlannedRun.of(CaseRun(s.case, 0, 9000 + s.index), SETTINGS, inventory, s) for s in searches],
     )
     outcome = CaseOutcome(
         NOW, NOW, [NodeOutcome("node0", 0, 0, "/logs/node0.log")], None, 812.5, {"node0": [(1.0, 300.0), (2.0, 310.5)]}
     )
-    routed = PlannedRun.of(CaseRun(searches[0].case, 1, 3, 4), SETTINGS).with_environment(7)
-    routed = PlannedRun(**{**vars(routed), "nodes": ("node0", "node1")})
+    routed = PlannedRun.of(CaseRun(searches[0].case, 1, 3, 4), SETTINGS, inventory).with_environment(7)
     node = NodeSpec(
         node="node0",
         address="10.0.0.1",
@@ -90,7 +98,8 @@ def test_every_hand_off_survives_its_json_form():
         back = type(value).from_json(_json_round_trip(value.to_json()))  # type: ignore[attr-defined]
         assert back == value, type(value).__name__
     plan, executed = every_hand_off()[:2]
-    assert executed.planned.nodes == ("node0", "node1") and executed.planned.environment_id == 7  # type: ignore[union-attr]
+    assert executed.planned.node_names == ["node0"] and executed.planned.environment_id == 7  # type: ignore[union-attr]
+    assert executed.planned.nodes == INVENTORY.nodes[:1] and executed.planned.image  # type: ignore[union-attr]
     assert executed.outcome.log_path == "/logs/node0.log"  # type: ignore[union-attr]
     assert plan.searches[0].label.startswith("max batch ") and executed.label.endswith(" r1")  # type: ignore[union-attr]
 
@@ -164,7 +173,7 @@ def test_a_version_1_form_reads_back_as_the_value_it_was():
         assert cls.deserialize(_json_round_trip(value.to_json()), 2) == value, cls.__name__
         with pytest.raises(TypeError, match="newer"):
             cls.deserialize(value.to_json(), 3)
-    assert SearchResult.deserialize(VERSION_1_FORMS[0][2], 1).probes == VERSION_1_FORMS[0][0].trials  # old name
+    assert SearchResult.deserialize(VERSION_1_FORMS[0][2], 1).trials == VERSION_1_FORMS[0][0].trials  # "probes" then
 
 
 def test_a_wrong_shape_is_refused_by_name():
@@ -227,3 +236,23 @@ def test_a_result_row_is_filled_from_the_case_the_measurement_and_the_outcome():
         5,
         case.compile,
     )
+
+
+def test_a_plan_written_before_planning_resolved_the_nodes_reads_with_them():
+    """A plan (and the planned runs in an executed run) as version 1 wrote them, naming only the inventory file:
+    read back, each planned run has what planning now resolves (its nodes, image, figure origin), read from that
+    file once, as the newer dlperf would have planned it."""
+    plan = every_hand_off()[0]
+    assert isinstance(plan, Plan)
+    old = plan.to_json()
+    for key in ("inventory_name", "nodes"):
+        del old["settings"][key]
+    for item in [*old["cases"], *old["searches"]]:
+        for key in ("inventory_name", "image", "figure_origin"):
+            del item[key]
+        item["nodes"] = []
+    assert Plan.deserialize(_json_round_trip(old), 1) == plan
+    executed = ExecutedRun(plan.searches[0], CaseOutcome(NOW, NOW, [], None))
+    data = executed.to_json()
+    data["planned"] = old["searches"][0] | {"nodes": ["node0"]}  # node routing wrote the node names
+    assert ExecutedRun.deserialize(_json_round_trip(data), 1) == executed

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from dlperf_core.storage import models, records, rows
+from dlperf_core.storage import models, records
 from dlperf_core.storage.shape import BOOKKEEPING, ShapeError, column_values, record_of_table, row_of_table
 from dlperf_core.storage.sql import id_of, upsert
-from dlperf_core.storage.store import ResultStore
 
 RECORD_TABLES = {  # record type -> its table, and the fields it carries beside the columns
     records.BenchmarkRunRecord: (models.BenchmarkRun, ()),
@@ -138,15 +137,5 @@ def test_one_upsert_inserts_updates_keeps_and_leaves_alone(tmp_path: Path) -> No
     engine.dispose()
 
 
-def test_the_old_probe_names_are_aliases_of_the_fabric_benchmark_names() -> None:
-    import dlperf_core.storage as storage
-
-    assert models.FabricProbe is models.FabricBenchmark and models.FabricProbeSize is models.FabricBenchmarkSize
-    assert storage.ProbeRecord is records.FabricRecord is storage.FabricRecord
-    assert storage.ProbeSizeRecord is records.FabricSizeRecord is storage.FabricSizeRecord
-    assert storage.ProbeRow is rows.FabricRow is storage.FabricRow
-    assert records.FabricRecord.from_probe == records.FabricRecord.from_fabric
-    assert ResultStore.upsert_probe is ResultStore.upsert_fabric
-    assert ResultStore.probe_rows is ResultStore.fabric_rows
-    assert ResultStore.probes is ResultStore.fabric_benchmarks
+def test_the_fabric_benchmark_table_keeps_its_name() -> None:
     assert models.FabricBenchmark.__tablename__ == "fabric_probes"  # the table keeps its name: no migration

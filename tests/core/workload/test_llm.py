@@ -137,7 +137,7 @@ def test_tiny_transformer_and_fabric_benchmark_through_the_dag_into_postgres(tmp
     # sequences/s figure would be seq_len = 64 times smaller). No speed threshold: the machine may be busy.
     assert (rows["throughput"] > 0).all() and ((rows["throughput"] / rows["reported_throughput"] - 1).abs() < 0.5).all()
     assert rows["mfu"].isna().all() and rows["energy_per_sample_j"].isna().all()  # CPU: NULL, never 0
-    probes = store.probes(run_id=run_id)
+    probes = store.fabric_benchmarks(run_id=run_id)
     assert len(probes) == 6 and set(probes["status"]) == {"ok"}
     assert set(probes[probes["nodes"] * probes["gpus_per_node"] == 1]["avg_busbw_gbs"].isna()) == {True}  # no fabric
     fabric = store.fabric_summary(run_id=run_id)
