@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dlperf_core.errors import ConfigError
-from dlperf_core.form import with_compile_override
+from dlperf_core.form_overrides import with_compile_override
 from dlperf_core.frameworks import LaunchContext, get_adapter
 from dlperf_core.inventory import load_inventory
 from dlperf_core.model import series_base
