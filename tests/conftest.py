@@ -12,26 +12,31 @@ from pathlib import Path
 
 import pytest
 
-# --------------------------------------------------------------------------- the fault ledger
+# --------------------------------------------------------------------------- the fault ledger, the skip guard
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """The fault ledger (tests/fault_ledger.py) as a session plugin: on the controller too under pytest-xdist, where
-    it merges the workers' records and prints the one ledger."""
+    it merges the workers' records and prints the one ledger. The skip guard (tests/ci_skips.py): on CI (CI=true) a
+    skipped test that is not in its ALLOWED_ON_CI fails the session; it runs on the controller, which sees every
+    worker's reports."""
+    import ci_skips
     from fault_ledger import register
 
     register(config)
+    ci_skips.register(config)
 
 
 # --------------------------------------------------------------------------- two workers (pytest-xdist)
 
 ENGINE_GROUP = "docker-engine"
 ENGINE_TESTS = (
+    "tests/airflow_plugin/test_container_oom.py",
     "tests/airflow_plugin/test_docker_network.py",
     "tests/airflow_plugin/test_docker_tls.py",
     "tests/airflow_plugin/test_node_routing.py",
+    "tests/airflow_plugin/test_ssh_preflight.py",
     "tests/core/test_maxbatch.py",
-    "tests/core/test_preflight.py",
     "tests/core/test_reproduce.py",
     "tests/deploy/test_compose.py",
     "tests/deploy/test_docker_images.py",

@@ -1,5 +1,6 @@
 """Environment capture: the probe's parsers on GPU-node output, the real probe on this GPU-less machine,
-storage once per content hash (PostgreSQL), the capture_environment step, and the GPU memory peak."""
+storage once per content hash (PostgreSQL), and the GPU memory peak. The DAG's capture_environment step:
+tests/airflow_plugin/test_environment_step.py."""
 
 from __future__ import annotations
 
@@ -23,9 +24,7 @@ from dlperf_core.environment import (
     parse_topology,
     run_probe_locally,
 )
-from dlperf_core.gpu_sampling import GpuMemoryPeak, parse_memory_sample
-from dlperf_core.handoff import Plan, PlannedRun, RunSettings
-from dlperf_core.model import Case, CaseRun
+from dlperf_core.gpu_sampling import GpuSamples, parse_memory_sample
 from dlperf_core.storage import ResultStore
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "environment"
@@ -244,50 +243,11 @@ def test_environment_is_stored_once_per_content_hash(pg_url, local_probe_output)
     store.dispose()
 
 
-# A case as the DAG's capture step gets it in an item.
-STEP_CASE = {
-    "framework": "pytorch_reference",
-    "model": "resnet50_v1.5",
-    "precision": "fp32",
-    "batch_size_per_device": 8,
-    "nodes": 1,
-    "gpus_per_node": 1,
-    "warmup_iterations": 1,
-    "measured_iterations": 2,
-}
-
-
-@pytest.mark.postgres
-def test_capture_step_tags_every_item(pg_url, monkeypatch):
-    from dlperf_airflow.environment_step import capture_step
-    from dlperf_core.model import RunIds
-
-    monkeypatch.setenv("DLPERF_DB_URL", pg_url)
-    runs = [CaseRun(Case(**STEP_CASE), r) for r in range(2)] + [CaseRun(Case(**{**STEP_CASE, "nodes": 2}), 0)]
-    settings = RunSettings("suites/smoke.yaml", "local", "inventories/local.yaml", 60.0, None)
-    tagged = capture_step(Plan(settings, [PlannedRun.of(run, settings) for run in runs]), RunIds("dag", "run"))
-    env_ids = {item.environment_id for item in tagged}
-    assert len(tagged) == 3 and len(env_ids) == 1 and None not in env_ids  # one machine, one environment
-    store = ResultStore(pg_url)
-    assert len(store.environments()) == 1
-    store.dispose()
-
-
-def test_capture_step_never_raises(monkeypatch):
-    from dlperf_airflow.environment_step import capture_step
-    from dlperf_core.model import RunIds
-
-    monkeypatch.setenv("DLPERF_DB_URL", "postgresql+psycopg2://nobody@127.0.0.1:1/none")
-    settings = RunSettings("suites/smoke.yaml", "docker", "/nonexistent/inventory.yaml", 60.0, None)
-    item = PlannedRun.of(CaseRun(Case(**{**STEP_CASE, "model": "m"}), 0), settings).with_environment(3)
-    assert capture_step(Plan(settings, [item]), RunIds("dag", "run")) == [item.with_environment(None)]
-
-
 # --------------------------------------------------------------------------- GPU memory
 
 
 def test_gpu_memory_peak_over_samples():
-    peak = GpuMemoryPeak()
+    peak = GpuSamples()
     assert peak.peak_mb is None
     assert peak.feed("0, 1024\n1, 2048\n")
     assert peak.feed("0, 30000\n1, 512\n")
@@ -298,7 +258,7 @@ def test_gpu_memory_peak_over_samples():
 
 
 def test_gpu_memory_peak_only_counts_the_case_devices():
-    peak = GpuMemoryPeak(gpus={1})
+    peak = GpuSamples(gpus={1})
     peak.feed("0, 70000\n1, 100\n")
     assert peak.peak_mb == 100.0
     assert parse_memory_sample("  3 ,  12.5 \nbad line\n") == {3: 12.5}

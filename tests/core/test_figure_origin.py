@@ -1,7 +1,7 @@
 """Every result records where its throughput figure came from (``results.figure_origin``, migration 0009): each
-adapter's answer on CPU and on nvidia nodes, the record's check, the DAG's store step, ``dlperf import`` and
-``dlperf parse --json``, the migration of a populated 0008 database, the reports and the results page. Real
-SQLite and PostgreSQL throughout."""
+adapter's answer on CPU and on nvidia nodes, the record's check, ``dlperf import`` and ``dlperf parse --json``, the
+migration of a populated 0008 database, the reports. Real SQLite and PostgreSQL throughout. The DAG's store step
+and the results page: tests/airflow_plugin/test_steps.py and test_results_page_flags.py."""
 
 from __future__ import annotations
 
@@ -10,19 +10,16 @@ import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
 from html import escape
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-import yaml
 
 from dlperf_core.frameworks import ADAPTERS, get_adapter
-from dlperf_core.handoff import ExecutedRun, PlannedRun
-from dlperf_core.inventory import Inventory, Node
+from dlperf_core.inventory import Node
 from dlperf_core.measure import Measurement
-from dlperf_core.model import Case, CaseOutcome, CaseRun, NodeOutcome, RunIds, series_base
+from dlperf_core.model import Case, CaseOutcome, NodeOutcome, series_base
 from dlperf_core.origin import FIGURE_ORIGINS, ORIGIN_WORDS
-from dlperf_core.reporting import build_report, load_overview
+from dlperf_core.reporting import build_report
 from dlperf_core.storage import ResultRecord, ResultStore, current_revision, downgrade, head_revision, upgrade
 from helpers import DLPERF, REPO, T0, cli_env, result_record, run_record, store_results_before_head
 
@@ -134,7 +131,7 @@ def test_from_run_carries_the_origin():
         ResultRecord.from_run("d", "r", case, 0, ok, outcome, figure_origin="guess")
 
 
-# --------------------------------------------------------------------------- stored by the DAG's store step
+# --------------------------------------------------------------------------- a results database of each dialect
 
 
 @pytest.fixture
@@ -143,38 +140,6 @@ def store(dialect_url: str) -> Iterator[ResultStore]:
     result_store.ensure_schema()
     yield result_store
     result_store.dispose()
-
-
-def _inventory_file(tmp_path: Path, accelerator: str) -> Path:
-    path = tmp_path / f"{accelerator}.yaml"
-    inventory = Inventory(name=accelerator, nodes=nodes_of(accelerator, gpus=2))
-    path.write_text(yaml.safe_dump(inventory.model_dump(mode="json")))
-    return path
-
-
-def _executed(case: Case, inventory: str, log: Path, repeat: int, failure: str | None = None) -> ExecutedRun:
-    outcome = CaseOutcome(T0, T0 + timedelta(seconds=30), [NodeOutcome("node0", 0, 0, str(log))], failure)
-    planned = PlannedRun(CaseRun(case, repeat), "docker", inventory=inventory, timeout_s=60, watchdog_s=None)
-    return ExecutedRun(planned, outcome)
-
-
-def test_the_store_step_stores_the_adapters_origin(store: ResultStore, dialect_url: str, tmp_path, monkeypatch):
-    """The OneFlow CPU log through store_result: on CPU nodes dlperf's driver printed it, on nvidia nodes (the
-    GPU image) OneFlow-Benchmark would have; a failed repeat keeps its origin; an inventory gone is unknown."""
-    from dlperf_airflow import steps
-
-    monkeypatch.setenv("DLPERF_DB_URL", dialect_url)
-    monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
-    case = a_case("oneflow", nodes=1, gpus=2, batch=4)
-    ids = RunIds("dlperf_benchmark", "manual__origin")
-    cpu, gpu = str(_inventory_file(tmp_path, "cpu")), str(_inventory_file(tmp_path, "nvidia"))
-    verdict = steps.store_step(_executed(case, cpu, ONEFLOW_LOG, 0), ids)
-    assert verdict.status == "ok", verdict.reason
-    assert steps.store_step(_executed(case, gpu, ONEFLOW_LOG, 1), ids).status == "ok"
-    assert steps.store_step(_executed(case, cpu, ONEFLOW_LOG, 2, failure="exit code 1"), ids).status == "failed"
-    assert steps.store_step(_executed(case, str(tmp_path / "gone.yaml"), ONEFLOW_LOG, 3), ids).status == "ok"
-    rows = store.results(run_id=ids.run_id).set_index("repeat")
-    assert list(rows["figure_origin"].fillna("NULL")) == ["dlperf", "framework", "dlperf", "NULL"]
 
 
 # --------------------------------------------------------------------------- dlperf import and dlperf parse
@@ -281,7 +246,7 @@ def test_migrating_a_populated_0008_database_backfills_only_pytorch_reference(di
         store.dispose()
 
 
-# --------------------------------------------------------------------------- shown: reports and the results page
+# --------------------------------------------------------------------------- shown: the reports
 
 SHOWN = run_record(dag_id="dlperf_benchmark", run_id="manual__shown", trigger="manual", status="success")
 
@@ -319,21 +284,3 @@ def test_the_reports_say_who_printed_each_tables_figure(store: ResultStore, tmp_
     assert cases["pytorch_reference/resnet50_v1.5/fp32/b8/1n2g"]["figure_origin"] == "dlperf"
     assert cases["mindspore/resnet50_v1.5/fp32/b8/1n1g"]["figure_origin"] == "framework"
     assert cases["ngc_mxnet/resnet50_v1.5/fp32/b8/1n1g"]["figure_origin"] is None
-
-
-def test_the_results_page_has_a_figure_from_column(store: ResultStore):
-    from dlperf_airflow.results_page import render_page
-
-    _shown(store)
-    view = load_overview(store, SHOWN.run_id)
-    assert {r["case_key"]: r["figure_origin"] for r in view.results.rows}[
-        "mindspore/resnet50_v1.5/fp32/b8/1n1g"
-    ] == "framework"
-    page = render_page(view, ui_base="/", db="x", routed=False)
-    table = page[page.index('<table id="results">') :]
-    table = table[: table.index("</table>")]
-    assert "<th>framework's figure</th><th>figure from</th><th>reason</th>" in table
-    assert table.count('<td class="origin">dlperf</td>') == 2
-    assert table.count('<td class="origin">framework</td>') == 2
-    assert table.count('<td class="origin">unknown</td>') == 1
-    assert page.count("figure from") == 1  # that table only

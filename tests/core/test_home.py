@@ -115,15 +115,14 @@ def test_dlperf_home_moves_everything_and_specific_overrides_win(tmp_path, monke
 
 
 @pytest.mark.usefixtures("no_overrides")
-def test_the_dags_suite_and_inventory_paths_follow_the_same_home(tmp_path, monkeypatch):
-    from dlperf_airflow import steps
+def test_the_triggers_suite_and_inventory_paths_follow_the_same_home(tmp_path, monkeypatch):
     from dlperf_core.defaults import DeploymentDefaults
     from dlperf_core.trigger import resolve_trigger
 
     monkeypatch.chdir(tmp_path)
     form = {"suite": "suites/smoke.yaml", "runtime": "local", "inventory": "inventories/local.yaml"}
     settings = resolve_trigger(form, DeploymentDefaults()).settings
-    assert steps.dlperf_home() == REPO
+    assert home.dlperf_home() == REPO
     assert (settings.suite, settings.inventory) == (
         str(REPO / "suites/smoke.yaml"),
         str(REPO / "inventories/local.yaml"),
@@ -134,7 +133,7 @@ def test_the_dags_suite_and_inventory_paths_follow_the_same_home(tmp_path, monke
     (tmp_path / "inventories/local.yaml").write_text((REPO / "inventories/local.yaml").read_text())
     monkeypatch.setenv("DLPERF_HOME", str(tmp_path))
     settings = resolve_trigger(form, DeploymentDefaults()).settings
-    assert steps.dlperf_home() == tmp_path
+    assert home.dlperf_home() == tmp_path
     assert (settings.suite, settings.inventory) == (
         str(tmp_path / "suites/smoke.yaml"),
         str(tmp_path / "inventories/local.yaml"),

@@ -192,34 +192,3 @@ def test_search_through_the_dag_finds_the_largest_batch_that_trains(tmp_path, pg
     assert f"| {search.max_batch} " in run.stdout.replace("  ", " ") or str(search.max_batch) in run.stdout
     info = store.run_info("dlperf_benchmark", run_id)  # a typed row (dlperf_core.storage.rows.BenchmarkRunRow)
     assert info is not None and info.status == "success"
-
-
-@pytest.mark.docker
-def test_a_container_past_its_memory_limit_fails_as_out_of_memory(tmp_path):
-    """Docker: the node's device memory becomes the container's memory limit; the kernel's OOM killer ends it
-    and the supervisor names it, so a search on docker CPU nodes sees "out of memory" too."""
-    from helpers import docker_available, image_present
-
-    image = "dlperf/pytorch-reference:cpu"
-    if not docker_available() or not image_present(image):
-        pytest.skip(f"needs a Docker engine and {image} (make test builds both)")
-    from dlperf_airflow.docker_runtime import ContainerProcess
-    from dlperf_core.runtime.base import supervise
-
-    node = Node(name="node0", device_memory_mb=64)
-    spec = container_spec_for(
-        node,
-        name=f"dlperf-oom-{tmp_path.name[-12:]}".replace("_", "-"),
-        image=image,
-        command=("python3", "-c", "b = bytearray(512 << 20); print(len(b))"),
-        environment={},
-        labels={"dlperf.test": "oom", "dlperf.node": "node0"},
-    )
-    proc = ContainerProcess(node.docker_url, spec, tmp_path / "node0.log")
-    try:
-        reason = supervise([proc], timeout_s=120, watchdog_s=None)
-    finally:
-        proc.close()
-    assert proc.oom_killed
-    assert reason == "node0: out of memory: killed by the kernel's OOM killer (exit code 137)"
-    assert Trial(32, "failed", reason).out_of_memory

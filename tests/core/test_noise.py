@@ -18,9 +18,8 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from dlperf_airflow.results_page import render_page, speedup_png
 from dlperf_core.noise import MAX_RELIABLE_CV, UNRELIABLE_LEGEND, UNRELIABLE_RULE, unreliable_reason
-from dlperf_core.reporting import build_report, load_overview, seed_tables
+from dlperf_core.reporting import build_report, seed_tables
 from dlperf_core.reporting.plots import speedup_figure
 from dlperf_core.storage import ResultStore, current_revision, downgrade, upgrade
 from dlperf_core.storage.migrate import MIGRATIONS_DIR
@@ -164,25 +163,6 @@ def test_latest_summary_carries_the_flag(store: ResultStore):
 
 
 # --------------------------------------------------------------------------- where a user reads it
-
-
-def test_results_page_shows_the_cv_and_the_flag(store: ResultStore):
-    view = load_overview(store)
-    assert view.summary.rows == []  # a manual run: no night yet, it is the latest of any run
-    rows = {r["case_key"]: r for r in view.latest_any.rows}
-    assert rows[key("noisy", "1n1g")]["unreliable"] is True and rows[key("quiet", "1n1g")]["unreliable"] is False
-    assert rows[key("quiet", "1n2g")]["unreliable_reason"] is None
-    page = render_page(view, ui_base="/", db="x", routed=False)
-    assert "<th>CV (%)</th>" in page and "<th>reliability</th>" in page
-    assert escape(UNRELIABLE_RULE) in page  # the rule, with its threshold, above the table
-    assert "⚠ unreliable: CV 0.73 &gt; 0.10" in page  # autoescaped
-    assert "⚠ unreliable: speedup 4.38 &gt; 2 devices" in page
-    # noisy 1n1g and 1n2g, edges 1n1g, 1n2g (single repeats), 1n4g and 2n2g: in the latest of any run (the run
-    # is a manual one: the latest nightly summary is empty)
-    assert page.count("⚠ unreliable: ") == 6
-    assert ">72.5<" in page  # the noisy 1n1g's CV in percent, one decimal
-    png = speedup_png(view.latest_any.rows)
-    assert png is not None and png.startswith(b"\x89PNG")
 
 
 def test_speedup_plot_crosses_out_the_unreliable_points(store: ResultStore):

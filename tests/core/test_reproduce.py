@@ -1,6 +1,7 @@
 """Reproduce any data point with one command: every result the DAG stores keeps its launch spec
 (``results.launch_spec``, :mod:`dlperf_core.launch_spec`), and ``dlperf reproduce RUN_ID CASE_KEY`` prints it as
-shell commands or, with ``--run``, re-runs the point through the DAG as a new run.
+shell commands or, with ``--run``, re-runs the point through the DAG as a new run. The DAG's store step keeping
+the spec, and collect_case merging the node tasks' specs: tests/airflow_plugin/test_steps.py, test_node_step.py.
 
 Real parts throughout: jobs built by ``build_job`` for the real runtimes, the real store (SQLite), the real CLI;
 the docker test runs a suite on the docker-local stand-in nodes, runs the printed lines with bash, parses the
@@ -13,7 +14,6 @@ import re
 import shlex
 import subprocess
 from dataclasses import replace
-from datetime import timedelta
 from importlib.metadata import version
 from pathlib import Path
 
@@ -23,7 +23,6 @@ import yaml
 from dlperf_core.commands import DryRunDocker
 from dlperf_core.errors import ConfigError
 from dlperf_core.form_overrides import apply_form
-from dlperf_core.handoff import ExecutedRun, NodeReport, PlannedRun
 from dlperf_core.inventory import Inventory, load_inventory
 from dlperf_core.jobs import build_job
 from dlperf_core.launch_spec import (
@@ -39,7 +38,7 @@ from dlperf_core.launch_spec import (
     scrub_env,
     shell_script,
 )
-from dlperf_core.model import CaseOutcome, NodeOutcome, RunIds, series_base
+from dlperf_core.model import RunIds, series_base
 from dlperf_core.parsing import parse_file
 from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
 from dlperf_core.reproduce import reproduce_form, reproduce_params
@@ -51,7 +50,6 @@ from e2e_helpers import docker_output, run_ok
 from helpers import (
     DLPERF,
     REPO,
-    T0,
     cli_env,
     dlperf_containers,
     docker_marks,
@@ -269,12 +267,8 @@ def test_node_routing_merges_what_each_node_saw_itself():
     )
     merged = base.merged({"g0": base, "g1": seen_by_g1})
     assert [n.image.id if n.image else None for n in merged.nodes] == [None, "sha256:1"]
-
-    from dlperf_airflow.node_step import merged_launch_spec  # collect_case: the reports of the node tasks
-
-    reports = {"g0": NodeReport("g0", launch_spec=base), "g1": NodeReport("g1", launch_spec=seen_by_g1)}
-    assert merged_launch_spec(reports) == merged
-    assert merged_launch_spec({"g1": NodeReport("g1")}) is None  # no node task said what it launched
+    assert base.merged({}) == base  # no node said more than the plan
+    # collect_case's merge of the node tasks' reports: tests/airflow_plugin/test_node_step.py
 
 
 def test_the_registry_digest_is_the_tags_repository():
@@ -282,42 +276,6 @@ def test_the_registry_digest_is_the_tags_repository():
     assert pick_digest(digests, "registry.example.com/dlperf/pt:24.01") == "registry.example.com/dlperf/pt@sha256:2"
     assert pick_digest(digests, "other:tag") == "mirror.example.com/x@sha256:1"
     assert pick_digest([], IMAGE) is None and pick_digest(None, IMAGE) is None
-
-
-def test_store_result_keeps_the_launch_spec(tmp_path, monkeypatch):
-    """The DAG's store step writes the executed run's launch spec on the row; the executed run carries it in
-    its JSON form from run_case (XCom)."""
-    from dlperf_airflow import steps
-
-    db = f"sqlite:///{tmp_path / 'r.db'}"
-    monkeypatch.setenv("DLPERF_DB_URL", db)
-    monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
-    store = ResultStore(db)
-    store.ensure_schema()  # plan_cases' doing in a DAG run
-    inventory = load_inventory(REPO / "inventories/local.yaml")
-    runtime = LocalRuntime()
-    run, job = smoke_job(inventory, runtime=runtime)
-    log = tmp_path / "node0.log"  # the log does not matter here: the row is stored, ok or failed
-    log.write_text("")
-    outcome = CaseOutcome(T0, T0 + timedelta(seconds=9), [NodeOutcome("node0", 0, 0, str(log))], None)
-    planned = PlannedRun(run, "local", "inventories/local.yaml", 60, None, suite="suites/smoke.yaml")
-    spec = LaunchSpec(
-        case_key=run.case.key,
-        repeat=0,
-        nodes=runtime.node_specs(job),
-        suite=planned.suite,
-        inventory=planned.inventory,
-    )
-    executed = ExecutedRun(planned, outcome, spec)
-    carried = ExecutedRun.from_json(json.loads(json.dumps(executed.to_json())))  # through XCom
-    assert carried == executed
-    steps.store_step(carried, IDS)
-    try:
-        row = store.results(run_id=IDS.run_id).iloc[0]
-        assert LaunchSpec.from_json(row["launch_spec"]) == spec
-        assert row["configuration"] == run.case.configuration
-    finally:
-        store.dispose()
 
 
 # --------------------------------------------------------------------------- planning one case by its key

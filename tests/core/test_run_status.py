@@ -1,5 +1,5 @@
-"""Whether a run passed (dlperf_core.run_status): verdicts on hand-made lists of outcomes, then finish_run on a
-SQLite results database (the run's status, its summary and the message the DAG run fails with)."""
+"""Whether a run passed (dlperf_core.run_status): verdicts on hand-made lists of outcomes, then status_of_run on a
+SQLite results database. The DAG's finish_run step over it: tests/airflow_plugin/test_steps.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from dlperf_core.run_status import (
     fabric_benchmark,
     max_batch_search,
     status_of_outcomes,
+    status_of_run,
 )
+from dlperf_core.storage import ResultStore
 from helpers import result_record, run_record
 
 KEY = "pytorch_reference/resnet50_v1.5/fp32/b8/1n2g"
@@ -84,7 +86,32 @@ def test_only_failed_searches_and_fabric_benchmarks_fail_the_run():
     assert Outcome("case_run", KEY, "failed", repeat=0).failed
 
 
-# --------------------------------------------------------------------------- finish_run on a results database
+# --------------------------------------------------------------------------- status_of_run on a results database
+
+
+@pytest.mark.parametrize("failed_repeat", [False, True])
+def test_status_of_run_judges_the_stored_rows_of_that_run_only(sqlite_url, failed_repeat):
+    run = run_record(dag_id="dlperf_benchmark", run_id="manual__1", trigger="manual", runtime="local")
+    other = replace(run, dag_id="another_dag")  # same run id, another DAG
+    store = ResultStore(sqlite_url)
+    store.ensure_schema()
+    try:
+        store.upsert_run(run)
+        store.upsert_results([_result(run, 0, "ok"), _result(run, 1, "failed" if failed_repeat else "ok", "boom")])
+        store.upsert_run(other)
+        store.upsert_results([_result(other, 0, "failed", "not ours")])
+        verdict = status_of_run(store, run.dag_id, run.run_id)
+        assert verdict.summary() == RunCounts(
+            results=2, failed=int(failed_repeat), max_batch_searches=0, fabric_benchmarks=0
+        )
+        assert verdict.passed is not failed_repeat
+        if failed_repeat:
+            assert verdict.message == (
+                f"1 of 2 case runs, 0 of 0 max batch searches and 0 of 0 fabric benchmarks failed: {KEY} r1: boom"
+            )
+        assert not status_of_run(store, run.dag_id, "manual__nothing").passed
+    finally:
+        store.dispose()
 
 
 def _result(run, repeat: int, status: str, reason: str | None = None):
@@ -97,159 +124,3 @@ def _result(run, repeat: int, status: str, reason: str | None = None):
         started_at=run.started_at + timedelta(minutes=repeat),
         benchmark_run=run,
     )
-
-
-@pytest.mark.parametrize("failed_repeat", [False, True])
-def test_finish_run_closes_the_run_with_the_core_verdict(sqlite_url, monkeypatch, tmp_path, failed_repeat):
-    from dlperf_airflow import steps
-    from dlperf_core.model import RunIds
-    from dlperf_core.run_status import status_of_run
-    from dlperf_core.storage import ResultStore
-
-    monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
-    monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
-    store = ResultStore(sqlite_url)
-    store.ensure_schema()
-    run = run_record(dag_id="dlperf_benchmark", run_id="manual__1", trigger="manual", runtime="local")
-    store.upsert_run(run)
-    store.upsert_results([_result(run, 0, "ok"), _result(run, 1, "failed" if failed_repeat else "ok", "boom")])
-    other = replace(run, dag_id="another_dag")  # same run id, another DAG
-    store.upsert_run(other)
-    store.upsert_results([_result(other, 0, "failed", "not ours")])
-    try:
-        verdict = status_of_run(store, run.dag_id, run.run_id)
-        assert verdict.summary() == RunCounts(
-            results=2, failed=int(failed_repeat), max_batch_searches=0, fabric_benchmarks=0
-        )
-        ids = RunIds(run.dag_id, run.run_id)
-        if failed_repeat:
-            with pytest.raises(RuntimeError) as raised:
-                steps.finish_step(ids)
-            assert str(raised.value) == (
-                f"1 of 2 case runs, 0 of 0 max batch searches and 0 of 0 fabric benchmarks failed: {KEY} r1: boom"
-            )
-        else:
-            assert steps.finish_step(ids) == verdict.summary()
-        info = store.run_info(run.dag_id, run.run_id)
-        assert info is not None and info.status == ("failed" if failed_repeat else "success")
-        assert info.finished_at is not None
-    finally:
-        store.dispose()
-
-
-def test_finish_run_fails_a_run_that_stored_nothing(sqlite_url, monkeypatch, tmp_path):
-    from dlperf_airflow import steps
-    from dlperf_core.model import RunIds
-    from dlperf_core.storage import ResultStore
-
-    monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
-    monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
-    ResultStore(sqlite_url).ensure_schema()
-    with pytest.raises(RuntimeError, match="^no case run was stored: planning failed"):
-        steps.finish_step(RunIds("dlperf_benchmark", "manual__nothing"))
-
-
-def test_a_planned_case_run_that_stored_nothing_is_stored_failed_with_what_its_tasks_say(
-    sqlite_url, monkeypatch, tmp_path
-):
-    """A case run whose task was killed with its worker hands nothing over: finish_run stores it as failed, with
-    its tasks' states as the reason, so the run fails naming it instead of passing without it; once the cleared
-    task stores it after all, the row is replaced (one row per case run and repeat), and the run passes."""
-    from dlperf_airflow import steps
-    from dlperf_core.defaults import DeploymentDefaults
-    from dlperf_core.handoff import Plan
-    from dlperf_core.model import RunIds
-    from dlperf_core.run_status import lost_reason, unstored
-    from dlperf_core.storage import ResultStore
-    from dlperf_core.trigger import plan_trigger, resolve_trigger
-    from helpers import REPO
-
-    monkeypatch.setenv("DLPERF_HOME", str(REPO))
-    monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
-    monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
-    full = plan_trigger(resolve_trigger({"suite": "suites/smoke.yaml", "runtime": "local"}, DeploymentDefaults()))
-    plan = Plan(full.settings, cases=full.cases[:2])
-    kept, lost = (p.run for p in plan.cases)
-    run = run_record(dag_id="dlperf_benchmark", run_id="manual__killed", trigger="manual", runtime="local")
-    ids = RunIds(run.dag_id, run.run_id)
-    store = ResultStore(sqlite_url)
-    store.ensure_schema()
-    store.upsert_run(run)
-
-    def stored(case_run, status="ok"):
-        return result_record(
-            case_key=case_run.case.key, repeat=case_run.repeat, status=status, benchmark_run=run, throughput=50.0
-        )
-
-    store.upsert_result(stored(kept))
-
-    class Killed:
-        """run_case[1] handed nothing over: it was killed with its worker."""
-
-        asked: list[int] = []
-
-        def outcome(self, index):  # noqa: ARG002 - the interface's
-            return None
-
-        def states(self, index):
-            self.asked.append(index)
-            return {"run_case": "failed", "store_result": "upstream_failed"}
-
-    try:
-        with pytest.raises(RuntimeError, match=r"1 of 2 case runs, .* failed: .* lost: run_case failed, store_result "):
-            steps.finish_step(ids, plan, Killed())
-        assert Killed.asked == [1]
-        rows = {(r.case_key, r.repeat): r for r in store.result_rows(run_id=run.run_id)}
-        assert rows[(lost.case.key, lost.repeat)].status == "failed"
-        assert rows[(lost.case.key, lost.repeat)].reason == lost_reason(Killed().states(1))
-        assert "killed, lost its worker" in lost_reason({})  # what the reason offers as causes
-        assert "none of its tasks ran" in lost_reason({})
-
-        store.upsert_result(stored(lost))  # the cleared run_case and store_result, run again
-        assert steps.finish_step(ids, plan, Killed()).failed == 0
-        assert len(store.result_rows(run_id=run.run_id)) == 2
-        assert unstored([(kept.case.key, kept.repeat), ("other", 0)], []) == [0, 1]
-    finally:
-        store.dispose()
-
-
-def test_a_case_run_whose_store_result_never_ran_is_stored_from_what_its_task_handed_over(
-    sqlite_url, monkeypatch, tmp_path
-):
-    """When one run_case fails (killed), Airflow marks the mapped store_result upstream_failed as a whole: the
-    other case runs ran but nothing stored them. finish_run stores each from the outcome its run_case handed over
-    (here one that failed with its own reason), not as lost."""
-    from datetime import UTC, datetime
-
-    from dlperf_airflow import steps
-    from dlperf_core.defaults import DeploymentDefaults
-    from dlperf_core.handoff import ExecutedRun, Plan
-    from dlperf_core.model import CaseOutcome, RunIds
-    from dlperf_core.storage import ResultStore
-    from dlperf_core.trigger import plan_trigger, resolve_trigger
-    from helpers import REPO
-
-    monkeypatch.setenv("DLPERF_HOME", str(REPO))
-    monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
-    monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
-    full = plan_trigger(resolve_trigger({"suite": "suites/smoke.yaml", "runtime": "local"}, DeploymentDefaults()))
-    plan = Plan(full.settings, cases=full.cases[:1])
-    now = datetime.now(UTC)
-    handed_over = ExecutedRun(plan.cases[0], CaseOutcome(now, now, [], "exit code 3 on node0"), None)
-
-    class RanUnstored:
-        def outcome(self, index):
-            return handed_over if index == 0 else None
-
-        def states(self, index):  # noqa: ARG002 - the interface's
-            raise AssertionError("not asked: the outcome is there")
-
-    ResultStore(sqlite_url).ensure_schema()
-    with pytest.raises(RuntimeError, match="exit code 3 on node0"):
-        steps.finish_step(RunIds("dlperf_benchmark", "manual__unstored"), plan, RanUnstored())
-    store = ResultStore(sqlite_url)
-    try:
-        (row,) = store.result_rows(run_id="manual__unstored")
-        assert (row.status, row.reason) == ("failed", "exit code 3 on node0")
-    finally:
-        store.dispose()

@@ -1,9 +1,8 @@
 """A case run as one share per node (node routing): real local processes, one thread per node standing in for
 each node's task, meeting on a board. The real board (XCom between tasks on different Celery workers) is
-exercised in tests/airflow_plugin/test_node_routing.py; here the board is a dict of the posts' JSON forms (as XCom
-keeps them), the processes and the supervisor are real."""
+exercised in tests/airflow_plugin/test_node_routing.py (XComBoard alone: test_node_step.py); here the board is a
+dict of the posts' JSON forms (as XCom keeps them), the processes and the supervisor are real."""
 
-import json
 import sys
 import threading
 import time
@@ -276,35 +275,3 @@ def test_a_peer_reads_as_its_posts_say():
     assert peer.poll() == 0
     board.view("node1").post(NodeState(GAVE_UP, beat=5, reason="no engine"))
     assert peer.poll() == 1
-
-
-class FakeTaskInstance:
-    """What XComBoard uses of Airflow's task instance: push under its own task, pull another's (same map index);
-    what XCom holds must be JSON."""
-
-    map_index = 3
-
-    def __init__(self, task: str, xcom: dict, failing: list[bool] | None = None):
-        self.task, self.xcom, self.failing = task, xcom, failing or []
-
-    def xcom_push(self, key: str, value: object) -> None:
-        self.xcom[(self.task, key, self.map_index)] = json.loads(json.dumps(value))
-
-    def xcom_pull(self, task_ids: str, key: str, map_indexes: int) -> object:
-        if self.failing and self.failing.pop(0):
-            raise ConnectionError("api-server busy")
-        return self.xcom.get((task_ids, key, map_indexes))
-
-
-def test_the_xcom_board_keeps_json_and_reads_states_back():
-    from dlperf_airflow.node_step import STATE_KEY, XComBoard
-
-    xcom: dict = {}
-    node0 = XComBoard(FakeTaskInstance("case_run.on_node0", xcom))
-    node1 = XComBoard(FakeTaskInstance("case_run.on_node1", xcom, failing=[False, True]), patience_s=60)
-    assert node1.read("node0") is None  # nothing posted yet
-    state = NodeState(STARTED, beat=2, client_pub="ssh-ed25519 AAAA c", host_pub="ssh-ed25519 BBBB h")
-    node0.post(state)
-    assert xcom[("case_run.on_node0", STATE_KEY, 3)] == state.to_json()  # plain JSON on XCom
-    assert node1.read("node0") is None  # the read failed: the last state known (none yet), not an error
-    assert node1.read("node0") == state

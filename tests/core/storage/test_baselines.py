@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from dlperf_core.noise import MAX_RELIABLE_CV, SINGLE_REPEAT, unreliable_reason
-from dlperf_core.reporting import load_overview, seed_tables
+from dlperf_core.reporting import seed_tables
 from dlperf_core.storage import ResultStore
 from dlperf_core.storage.migrate import MIGRATIONS_DIR
 from helpers import T0, result_record, run_record
@@ -173,18 +173,6 @@ def test_reports_and_dlperf_results_name_the_baseline(store: ResultStore):
     assert "speedup_vs" in text and f"latest nightly 2026-01-01 ({NIGHT.run_id})" in text
     text = seed_tables(store.summary(run_id=ONE_REPEAT.run_id))
     assert "this run" in text and SINGLE_REPEAT in text
-
-
-def test_the_results_page_shows_the_latest_nightly_first_and_says_so(store: ResultStore):
-    from dlperf_airflow.results_page import render_page
-
-    view = load_overview(store)
-    assert {r["run_id"] for r in view.summary.rows} == {NIGHT.run_id}
-    assert ONE_REPEAT.run_id in {r["run_id"] for r in view.latest_any.rows}
-    page = render_page(view, ui_base="/", db="x", routed=False)
-    assert "latest nightly" in page and "latest of any run" in page
-    assert f"latest nightly 2026-01-01 ({NIGHT.run_id})" in page  # the no-1n1g run's speedup, named
-    assert SINGLE_REPEAT in page
 
 
 def test_migration_0012_writes_the_core_threshold_and_words():
