@@ -23,7 +23,6 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from dlperf_core.json_form import JsonForm
@@ -498,7 +497,3 @@ def capture_local(framework: str | None = None, probe_output: str | None = None)
     """The environment of this machine (the local runtime), from a fresh probe or the given output."""
     probe = parse_probe(probe_output if probe_output is not None else run_probe_locally())
     return combine([probe], framework=framework)
-
-
-def captured_now() -> datetime:
-    return datetime.now(UTC)

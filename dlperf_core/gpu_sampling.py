@@ -112,10 +112,6 @@ class GpuSamples:
             return list(self._power)
 
 
-#: Backwards-compatible name (memory was all it sampled once).
-GpuMemoryPeak = GpuSamples
-
-
 def mean_power_w(
     series: list[tuple[float, float]], start: float | None = None, end: float | None = None
 ) -> float | None:

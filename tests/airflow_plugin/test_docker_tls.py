@@ -405,19 +405,19 @@ def test_a_case_without_a_registry_login(setup, tmp_path):
 
 
 def test_a_wrong_password_is_refused_by_the_registry(setup, tmp_path, monkeypatch):
-    from dlperf_airflow.docker_runtime import docker_client
+    from dlperf_airflow.docker_runtime import endpoint_of
 
     node = _node(setup, "tlswrong", registry={"server": setup.registry, "username": USER})
     _login(monkeypatch, node, setup.registry, "not-the-password")
     with pytest.raises(docker.errors.APIError, match="401|unauthorized|Unauthorized"):
-        docker_client(node)  # the hook's own login, through the engine, to the registry
+        endpoint_of(node).client()  # the hook's own login, through the engine, to the registry
     _, _, outcome = _run(node, setup.image, tmp_path, "wrong")
     assert outcome.failure and outcome.failure.startswith("could not start node tlswrong: APIError")
 
     # the inventory says the node has a registry, the connection is missing: said before any login
     monkeypatch.delenv(f"AIRFLOW_CONN_{node.docker_conn_id.upper()}")
     with pytest.raises(ConfigError, match="connection dlperf_docker_tlswrong that logs in to the registry does not"):
-        docker_client(node)
+        endpoint_of(node).client()
 
 
 def test_the_engine_answers_tls_clients_with_a_certificate_only(setup):
