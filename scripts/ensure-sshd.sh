@@ -3,7 +3,7 @@
 #
 # Only installs (apt-get install openssh-server) when missing. It does NOT start, configure or enable the
 # system sshd: the preflight tests start their own sshd on a loopback port, with a per-test host key,
-# authorized key and config in a temporary folder (tests/core/test_preflight.py). Idempotent; needs root only
+# authorized key and config in a temporary folder (tests/airflow_plugin/test_ssh_preflight.py). Idempotent; needs root only
 # when it has to install.
 set -euo pipefail
 # shellcheck source=scripts/lib/apt-install.sh

@@ -54,7 +54,7 @@ EXTERNAL: dict[str, FaultRecord] = {
         injected="the same DAG run (same logical date, same run id) run twice on container nodes",
         expected="6 rows both times, the same row ids (updated in place); no container left",
     ),
-    "tests/core/test_preflight.py::test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run": FaultRecord(
+    "tests/airflow_plugin/test_ssh_preflight.py::test_cases_on_a_bad_node_fail_with_the_reason_and_the_rest_run": FaultRecord(
         kind="fault",
         name="node unreachable (sshd down)",
         injected="inventory node 'bad' points at a port where no sshd listens (real sshd for 'good'); "
