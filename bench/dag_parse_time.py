@@ -4,7 +4,7 @@ file parses in the same time whatever the matrix; planning the matrix is measure
 
 Each parse runs in a fresh process, as Airflow 3's dag-processor parses every file in a process forked for it
 (nothing the DAG file computed survives to the next parse but what it leaves on disk). The trigger form's
-choices (:func:`dlperf_core.form_choices.discover_choices`) are cached in the dlperf home's state folder, so the parse
+choices (:func:`dlperf_core.plan.form_choices.discover_choices`) are cached in the dlperf home's state folder, so the parse
 is timed twice per round: cold (no cache file: every suite and inventory is read) and warm (the cache file of
 the cold parse: one small JSON file is read, no suite). The dlperf home is a copy of the repository's
 suites/ and inventories/ in a temporary folder, so the repository's own state folder is left alone.
@@ -48,7 +48,7 @@ print(json.dumps({"import_airflow_s": t1 - t0, "parse_s": t2 - t1, "suites_opene
 """
 
 CACHE = Path(".dlperf") / "cache" / "form-choices.json"
-"""The form choices' cache under the dlperf home (dlperf_core.form_choices.choices_cache_path)."""
+"""The form choices' cache under the dlperf home (dlperf_core.plan.form_choices.choices_cache_path)."""
 
 
 def parse_once(env: dict[str, str], home: Path) -> dict[str, float]:
@@ -81,7 +81,7 @@ def parse_rounds(rounds: int) -> dict[str, list[dict[str, float]]]:
 
 def discovery_rounds(rounds: int) -> dict[str, list[float]]:
     """``rounds`` x (cold, warm) calls of discover_choices in this process (modules already imported)."""
-    from dlperf_core.form_choices import discover_choices
+    from dlperf_core.plan.form_choices import discover_choices
 
     times: dict[str, list[float]] = {"cold": [], "warm": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,9 +102,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="cold + warm parses, each in a fresh process")
     args = parser.parse_args()
-    from dlperf_core.inventory import Inventory, Node
-    from dlperf_core.plan import plan_suite
-    from dlperf_core.suite import parse_suite
+    from dlperf_core.cluster.inventory import Inventory, Node
+    from dlperf_core.plan.cases import plan_suite
+    from dlperf_core.plan.suite import parse_suite
 
     times = parse_rounds(args.rounds)
     suite = parse_suite(

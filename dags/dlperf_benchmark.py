@@ -1,9 +1,9 @@
 """dlperf_benchmark: run a benchmark suite on the cluster and store every repeat in the results database.
 
 Nightly at 02:00 UTC on the default suite, and on demand from the Trigger form (suite, runtime, filters,
-repeats). Planning happens once: ``plan_cases`` returns the plan (:class:`dlperf_core.handoff.Plan`): its
+repeats). Planning happens once: ``plan_cases`` returns the plan (:class:`dlperf_core.run.handoff.Plan`): its
 ``cases``, ``searches`` and ``settings`` are what every later task reads. Every task takes and returns
-dlperf's own types (:mod:`dlperf_core.handoff` and their kin); XCom carries their JSON form
+dlperf's own types (:mod:`dlperf_core.run.handoff` and their kin); XCom carries their JSON form
 (:mod:`dlperf_core.json_form`), so Airflow's ``allowed_deserialization_classes`` must name ``dlperf_core.*``.
 Shape (one module renders both, whatever the routing; a case run is always the mapped task group ``case_run``):
 
@@ -16,14 +16,14 @@ what its ``run_case`` handed over, or told lost. The group is mapped over the pl
 each task pulls its own planned run from an XCom of its own, :mod:`dlperf_airflow.handout`, so that no task pulls
 the whole list); ``run_case`` holds the ``dlperf_cluster`` pool for the whole case run (start every node at once,
 wait, collect logs, remove the containers), one case run at a time, so no two benchmarks share a device, also
-across DAG runs. ``search_max_batch`` holds the same pool while it tries batch after batch (``dlperf_core.maxbatch``)
+across DAG runs. ``search_max_batch`` holds the same pool while it tries batch after batch (``dlperf_core.measure.maxbatch``)
 and stores what it found in ``max_batch_searches``. A failed training is stored as a failed row with its reason and
 fails only its own ``store_result``; ``finish_run`` then fails the DAG run.
 With per-node Celery workers (Airflow's configuration option ``[dlperf] cluster_inventory``, environment
 variable ``AIRFLOW__DLPERF__CLUSTER_INVENTORY``, set to the cluster's inventory) the group holds, instead of
 ``run_case``, ``on_<node>`` for each node of that inventory, on the node's queue and in its one-slot pool, which
 starts that node's container (the nodes of a case gang up through XCom), and ``collect_case``, which puts their
-shares together (the same outcome builder as ``run_case``'s, :mod:`dlperf_core.case_run`); ``route_cases`` hands the
+shares together (the same outcome builder as ``run_case``'s, :mod:`dlperf_core.run.case_run`); ``route_cases`` hands the
 case runs out (each node probes its own environment) and ``remove_containers_<node>`` tears down on each node:
 
     plan_cases -> route_cases -> case_run[i](on_<node>... -> collect_case -> store_result) -> finish_run
@@ -54,13 +54,13 @@ from dlperf_airflow.task_ids import (
     node_task_id,
 )
 from dlperf_airflow.trigger_params import trigger_params
-from dlperf_core.handoff import ExecutedRun, NodeReport, Plan, PlannedRun
-from dlperf_core.maxbatch import SearchResult
-from dlperf_core.measure import Measurement
+from dlperf_core.cluster.preflight import PreflightReport
+from dlperf_core.measure.maxbatch import SearchResult
+from dlperf_core.measure.measurement import Measurement
+from dlperf_core.measure.regression import DetectionReport
 from dlperf_core.model import RunIds
-from dlperf_core.preflight import PreflightReport
-from dlperf_core.regression import DetectionReport
-from dlperf_core.run_status import RunCounts
+from dlperf_core.run.handoff import ExecutedRun, NodeReport, Plan, PlannedRun
+from dlperf_core.run.run_status import RunCounts
 
 DAG_ID = "dlperf_benchmark"
 POOL = "dlperf_cluster"
@@ -93,7 +93,7 @@ def _ids() -> RunIds:
     tags=["dlperf", "benchmark"],
     doc_md=__doc__,
     default_args={"retries": 0},
-    # The Trigger form: a Param per field of dlperf_core.trigger_form.TriggerForm, offering what the suites in
+    # The Trigger form: a Param per field of dlperf_core.plan.trigger_form.TriggerForm, offering what the suites in
     # suites/ allow on their inventories (cached in the dlperf home's state folder; the adapter registry's if none can
     # be read: never raises, so a broken suite cannot break parsing). plan_cases re-checks every value.
     params=trigger_params(steps.dlperf_home()),
@@ -136,7 +136,7 @@ def dlperf_benchmark():
 
     @task(task_id=RUN_CASE, **ON_THE_CLUSTER)
     def run_case(index: int, health: PreflightReport) -> ExecutedRun:
-        """Every node of the case from this worker (dlperf_core.case_run.execute_case)."""
+        """Every node of the case from this worker (dlperf_core.run.case_run.execute_case)."""
         ctx = get_current_context()
         item = handed_out(ctx["ti"], HAND_OUT, index)
         ctx["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]

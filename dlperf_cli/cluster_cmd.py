@@ -31,8 +31,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from dlperf_core.cluster.inventory import DOCKER_CONN_PREFIX, Inventory, Node
 from dlperf_core.errors import ConfigError
-from dlperf_core.inventory import DOCKER_CONN_PREFIX, Inventory, Node
 
 PREFIX = "dlperf_node_"
 POOL_DESCRIPTION = "one task at a time on node {name} (dlperf cluster sync)"
@@ -219,7 +219,7 @@ def _metadata_db_ready() -> str | None:
 
 
 def cmd_cluster_sync(args: argparse.Namespace) -> int:
-    from dlperf_core.inventory import load_inventory
+    from dlperf_core.cluster.inventory import load_inventory
 
     try:
         inventory = load_inventory(args.inventory)

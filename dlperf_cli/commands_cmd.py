@@ -20,11 +20,11 @@ def _cmd_commands(args: argparse.Namespace) -> int:
 
 def _suite_commands(args: argparse.Namespace) -> str:
     """The text ``dlperf commands`` prints; ConfigError or ValueError for a suite or inventory it cannot use."""
-    from dlperf_core.commands import suite_commands
+    from dlperf_core.cluster.inventory import load_inventory
     from dlperf_core.errors import ConfigError
-    from dlperf_core.inventory import load_inventory
-    from dlperf_core.plan import PlanFilters
-    from dlperf_core.suite import load_suite
+    from dlperf_core.plan.cases import PlanFilters
+    from dlperf_core.plan.suite import load_suite
+    from dlperf_core.run.commands import suite_commands
 
     suite = load_suite(args.suite)
     inventory_path = args.inventory or suite.inventory_path()

@@ -16,7 +16,7 @@ def _store(url: str | None):
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from dlperf_core.compare import compare_runs, format_table, to_frame
+    from dlperf_core.measure.compare import compare_runs, format_table, to_frame
 
     store = _store(args.db)
     try:

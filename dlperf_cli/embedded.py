@@ -9,8 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from dlperf_core.defaults import MAX_CASE_RUNS
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
+from dlperf_core.plan.defaults import MAX_CASE_RUNS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DAG_ID = "dlperf_benchmark"
@@ -19,7 +19,7 @@ DAG_ID = "dlperf_benchmark"
 def airflow_settings(airflow_home: Path) -> dict[str, str]:
     """The embedded Airflow's configuration (environment variables): this checkout's DAGs and plugins, no
     examples, an SQLite metadata database in ``airflow_home``, quiet logs, dlperf's hand-offs allowed back, up to
-    :data:`~dlperf_core.defaults.MAX_CASE_RUNS` mapped case runs."""
+    :data:`~dlperf_core.plan.defaults.MAX_CASE_RUNS` mapped case runs."""
     return {
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
@@ -29,7 +29,7 @@ def airflow_settings(airflow_home: Path) -> dict[str, str]:
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         # the DAG's tasks hand each other dlperf's types (dlperf_core.json_form): Airflow must read them back
         "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES": ALLOWED_DESERIALIZATION_CLASSES,
-        # a real night maps more case runs than Airflow's default 1,024 (dlperf_core.defaults.MAX_CASE_RUNS)
+        # a real night maps more case runs than Airflow's default 1,024 (dlperf_core.plan.defaults.MAX_CASE_RUNS)
         "AIRFLOW__CORE__MAX_MAP_LENGTH": str(MAX_CASE_RUNS),
     }
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from dlperf_core.errors import ConfigError
-    from dlperf_core.plan import check_suite
-    from dlperf_core.suite import load_suite
+    from dlperf_core.plan.cases import check_suite
+    from dlperf_core.plan.suite import load_suite
 
     try:
         check_suite(load_suite(args.suite))  # refuse a bad suite before Airflow even starts
@@ -24,8 +24,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.db:
         os.environ["DLPERF_DB_URL"] = args.db
     os.environ.setdefault("DLPERF_PROGRESS", "1")
-    from dlperf_core.defaults import SUITE_RUNTIME
-    from dlperf_core.trigger_form import TriggerForm
+    from dlperf_core.plan.defaults import SUITE_RUNTIME
+    from dlperf_core.plan.trigger_form import TriggerForm
 
     form = TriggerForm(
         suite=str(Path(args.suite).resolve()),
@@ -95,7 +95,7 @@ def results_database_line(args: argparse.Namespace) -> str | None:
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
-    from dlperf_core.origin import IMPORTED
+    from dlperf_core.measure.origin import IMPORTED
     from dlperf_core.parsing import parse_file
 
     out: list[dict] = []
@@ -121,9 +121,9 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 def _cmd_import(args: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from dlperf_core.dlperf_folder import result_json, scan_folder
-    from dlperf_core.log_import import ImportSummary, import_folder, import_run
-    from dlperf_core.mlperf import is_submission
+    from dlperf_core.importers.dlperf_folder import result_json, scan_folder
+    from dlperf_core.importers.log_import import ImportSummary, import_folder, import_run
+    from dlperf_core.importers.mlperf import is_submission
     from dlperf_core.storage import ResultStore, default_db_url
 
     root = Path(args.folder).resolve()

@@ -1,6 +1,6 @@
 """``dlperf import`` of an MLPerf Training submission folder (``<submitter>/results/<system>/<benchmark>/result_*.txt``
 with ``<submitter>/systems/<system>.json``): every run, the system descriptions and the official scores, stored;
-the scores printed. The reading and scoring are :mod:`dlperf_core.mlperf`'s."""
+the scores printed. The reading and scoring are :mod:`dlperf_core.importers.mlperf`'s."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dlperf_core.mlperf import SubmittedRun
+    from dlperf_core.importers.mlperf import SubmittedRun
 
 
 def import_mlperf(args: argparse.Namespace, root: Path, redact: Callable[[str], str]) -> int:
     """Store every run under ``root`` with its system and the systems' official scores; print the scores.
     ``redact`` masks the password of the database URL it names (``dlperf_cli.main``'s)."""
-    from dlperf_core import mlperf
+    from dlperf_core.importers import mlperf
     from dlperf_core.storage import ResultStore, default_db_url
 
     ruleset = args.ruleset or mlperf.ruleset_of(root)

@@ -1,6 +1,6 @@
 """``dlperf reproduce RUN_ID CASE_KEY [--repeat N] [--db URL] [--run]``: one stored data point, again.
 
-Without ``--run`` it prints the result's launch spec (``results.launch_spec``, :mod:`dlperf_core.launch_spec`) as
+Without ``--run`` it prints the result's launch spec (``results.launch_spec``, :mod:`dlperf_core.run.launch_spec`) as
 shell commands to run by hand on the nodes. With ``--run`` it re-runs the point through the same
 ``dlperf_benchmark`` DAG as ``dlperf run`` (so it holds the same pool), as a new DAG run whose plan is that case
 once (the ``case_keys`` filter), stores its row beside the original's and prints one comparison line.
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dlperf_core.launch_spec import LaunchSpec
+    from dlperf_core.run.launch_spec import LaunchSpec
     from dlperf_core.storage import ResultStore
     from dlperf_core.storage.rows import ResultRow
 
@@ -106,7 +106,7 @@ def find_row(store: ResultStore, run_id: str, case_key: str, repeat: int | None)
 
 def figure_of(row: ResultRow) -> str:
     """``123.45 samples/s``, or ``failed: reason``."""
-    from dlperf_core.efficiency import throughput_unit
+    from dlperf_core.measure.efficiency import throughput_unit
 
     if row.status == "ok" and row.throughput is not None:
         return f"{row.throughput:.2f} {throughput_unit(row.model)}"
@@ -115,14 +115,14 @@ def figure_of(row: ResultRow) -> str:
 
 def _launch_spec(row: ResultRow) -> LaunchSpec:
     """The row's launch spec (:func:`find_row` only hands on rows that have one)."""
-    from dlperf_core.launch_spec import LaunchSpec
+    from dlperf_core.run.launch_spec import LaunchSpec
 
     assert row.launch_spec is not None, f"{row.case_key} repeat {row.repeat} has no launch spec"
     return LaunchSpec.from_json(row.launch_spec)
 
 
 def script_of(row: ResultRow) -> str:
-    from dlperf_core.launch_spec import shell_script
+    from dlperf_core.run.launch_spec import shell_script
 
     return shell_script(_launch_spec(row), run_id=row.run_id, dag_id=row.dag_id, figure=figure_of(row))
 
@@ -133,12 +133,12 @@ def rerun_conf(row: ResultRow) -> dict[str, object]:
     back."""
     from dataclasses import replace
 
+    from dlperf_core.cluster.inventory import load_inventory
     from dlperf_core.errors import ConfigError
-    from dlperf_core.form_overrides import apply_form
-    from dlperf_core.inventory import load_inventory
-    from dlperf_core.plan import plan_suite
-    from dlperf_core.reproduce import reproduce_form
-    from dlperf_core.suite import load_suite
+    from dlperf_core.plan.cases import plan_suite
+    from dlperf_core.plan.form_overrides import apply_form
+    from dlperf_core.plan.reproduce import reproduce_form
+    from dlperf_core.plan.suite import load_suite
 
     spec = _launch_spec(row)
     key = row.case_key

@@ -4,7 +4,7 @@ A dataclass that mixes in :class:`JsonForm` gets ``to_json()``/``from_json()`` f
 ``TypeAdapter`` over its own type hints (nested dataclasses, tuples, datetimes and ``None`` included), so
 no field is ever written twice by hand; and the ``serialize()``/``deserialize(data, version)`` pair with
 ``__version__`` that Airflow's serde looks for. A DAG task then takes and returns the type itself: Airflow
-stores ``{"__classname__": "dlperf_core.handoff.PlannedRun", "__version__": 1, "__data__": <to_json()>}``
+stores ``{"__classname__": "dlperf_core.run.handoff.PlannedRun", "__version__": 1, "__data__": <to_json()>}``
 and the task that reads it gets a ``PlannedRun`` back, provided Airflow's
 ``[core] allowed_deserialization_classes`` names ``dlperf_core.*`` wherever tasks run (the compose file, the
 embedded runtime of ``dlperf run``, the tests' stacks: :data:`ALLOWED_DESERIALIZATION_CLASSES`).

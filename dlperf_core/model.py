@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dlperf_core.inventory import Mount, Node
+from dlperf_core.cluster.inventory import Mount, Node
+from dlperf_core.cluster.sshkeys import ContainerFile
 from dlperf_core.json_form import JsonForm
-from dlperf_core.sshkeys import ContainerFile
 
 if TYPE_CHECKING:
-    from dlperf_core.cpu_placement import HostCores
-    from dlperf_core.gpu_sampling import GpuSamples
+    from dlperf_core.cluster.cpu_placement import HostCores
+    from dlperf_core.cluster.gpu_sampling import GpuSamples
 
 # Exit codes dlperf gives a node itself (the runtime's supervisor names them in a failure's reason)
 SSH_SETUP_EXIT = 97  # mpirun's node 0 could not reach a peer's sshd (dlperf_core.frameworks.mpi)
-PEER_LOST_EXIT = -1000  # a peer node's task stopped reporting: its worker is gone (dlperf_core.runtime.gang)
+PEER_LOST_EXIT = -1000  # a peer node's task stopped reporting: its worker is gone (dlperf_core.run.runtime.gang)
 
 
 _TOPOLOGY = re.compile(r"^(\d+)n(\d+)g$")
@@ -244,7 +244,7 @@ class ContainerSpec:
     files: tuple[ContainerFile, ...] = field(default=(), repr=False)  # put in before start (per-case keys)
     memory_limit_mb: int | None = None  # CPU stand-in nodes: device_memory_mb x devices (no swap)
     cpuset_cpus: str | None = (
-        None  # CPU stand-in nodes: the cores of this node's ranks ("0,1"; dlperf_core.cpu_placement)
+        None  # CPU stand-in nodes: the cores of this node's ranks ("0,1"; dlperf_core.cluster.cpu_placement)
     )
 
 
@@ -259,7 +259,7 @@ class CaseJob:
     timeout_s: float
     watchdog_s: float | None
     devices_per_node: int | None = None  # GPUs (or CPU processes) each node runs: which GPUs to sample
-    # CPU stand-in nodes whose host has fewer cores than their ranks (dlperf_core.cpu_placement); None: each has its own
+    # CPU stand-in nodes whose host has fewer cores than their ranks (dlperf_core.cluster.cpu_placement); None: each has its own
     oversubscription: str | None = None
 
 
@@ -315,7 +315,7 @@ class CaseInPhases(Protocol):
     """One case run in three phases, so that what waits between them need not hold a worker (a runtime whose jobs
     queue in a scheduler defers between polls): :meth:`submit` starts every node, :meth:`poll` looks once (True:
     the case ended, however), :meth:`collect` stops and removes every node and gives the outcome. The runtimes'
-    is :class:`dlperf_core.runtime.base.CaseRunning`."""
+    is :class:`dlperf_core.run.runtime.base.CaseRunning`."""
 
     poll_s: float  # how long to wait between two polls
 
@@ -345,7 +345,7 @@ class Runtime(Protocol):
         ...
 
     def host_cores(self, node: Node) -> HostCores | None:
-        """The host ``node`` runs on and its cores (:mod:`dlperf_core.cpu_placement`), None where not known."""
+        """The host ``node`` runs on and its cores (:mod:`dlperf_core.cluster.cpu_placement`), None where not known."""
         ...
 
     def submit(self, job: CaseJob) -> CaseInPhases:
@@ -359,7 +359,7 @@ class Runtime(Protocol):
     def start_node(
         self, job: CaseJob, i: int, files: tuple[ContainerFile, ...] | None = None, samples: GpuSamples | None = None
     ) -> NodeProcess:
-        """Start only launch ``i`` of ``job`` (a node's own share, :mod:`dlperf_core.runtime.gang`);
+        """Start only launch ``i`` of ``job`` (a node's own share, :mod:`dlperf_core.run.runtime.gang`);
         ``files`` replace the container's ssh files (None: the job's own); ``samples`` collect the node's GPU
         memory and power while it runs, where the runtime samples per node (docker)."""
         ...

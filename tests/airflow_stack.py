@@ -18,8 +18,13 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlperf_core.defaults import CELERY_CONFIG_OPTIONS, EXECUTION_API_RETRIES, MAX_CASE_RUNS, TASK_SUPERVISOR_WAKE_S
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
+from dlperf_core.plan.defaults import (
+    CELERY_CONFIG_OPTIONS,
+    EXECUTION_API_RETRIES,
+    MAX_CASE_RUNS,
+    TASK_SUPERVISOR_WAKE_S,
+)
 from helpers import REPO
 
 AIRFLOW = [sys.executable, "-m", "airflow"]

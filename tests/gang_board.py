@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from dlperf_core.runtime.gang import NodeState
+from dlperf_core.run.runtime.gang import NodeState
 
 
 class DictBoard:

@@ -55,7 +55,7 @@ stand-in nodes on a network of their own, with names of their own."""
 
 def network_of(inventory: Path) -> str:
     """The one network of an inventory's nodes."""
-    from dlperf_core.inventory import load_inventory
+    from dlperf_core.cluster.inventory import load_inventory
 
     (network,) = {node.network for node in load_inventory(inventory).nodes}
     return network
@@ -66,7 +66,7 @@ def own_networks() -> dict[str, frozenset[str]]:
     """Network -> its nodes' names, of OWN_NETWORK_INVENTORIES. Those tests' containers are on that network, but for
     the environment probe, which runs on Docker's bridge labelled with its node (dlperf.probe). They count the
     containers of their own network; the group's checks that no dlperf container is left count every other one."""
-    from dlperf_core.inventory import load_inventory
+    from dlperf_core.cluster.inventory import load_inventory
 
     return {
         network_of(path): frozenset(node.name for node in load_inventory(path).nodes)

@@ -6,7 +6,7 @@ and algorithm bandwidth per message size), and the regression detector reads it 
 slower framework.
 
 A suite asks for it with ``fabric_benchmark: {...}`` (one fabric case per topology of its benchmarks, see
-:class:`dlperf_core.suite.FabricBenchmark`) or as a benchmark ``{framework: allreduce_probe, model: allreduce}``.
+:class:`dlperf_core.plan.suite.FabricBenchmark`) or as a benchmark ``{framework: allreduce_probe, model: allreduce}``.
 The adapter's name ``allreduce_probe`` (and so the case keys, the ``fabric_probes`` rows' ``probe_key`` and the
 suites' ``framework:``) is older than the name "fabric benchmark" and is kept: it is stored.
 The case's warm-up and measured iterations are the untimed and timed all-reduces per size; precision
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
+from dlperf_core.cluster.inventory import Node
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext
 from dlperf_core.frameworks.pytorch_reference import PytorchReference, torchrun_launches
-from dlperf_core.inventory import Node
+from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch
-from dlperf_core.origin import Figure
 
 FABRIC_MODEL = "allreduce"
 

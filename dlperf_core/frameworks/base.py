@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from dlperf_core.container import container_spec_for
+from dlperf_core.cluster.container import container_spec_for
+from dlperf_core.cluster.inventory import Node
 from dlperf_core.frameworks.shape import ModelShape
-from dlperf_core.inventory import Node
+from dlperf_core.measure.origin import Figure, FigureOrigin
 from dlperf_core.model import Case, ContainerSpec, NodeLaunch, OptionValue
-from dlperf_core.origin import Figure, FigureOrigin
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class FrameworkAdapter(ABC):
     # The precisions the CPU image trains (None: every one of ``precisions``). Another precision on CPU nodes
     # is refused when the suite is planned, before anything runs (see :meth:`refuses`).
     cpu_precisions: ClassVar[frozenset[str] | None] = None
-    # Who prints the lines the parser reads the throughput from (dlperf_core.origin): on the GPU image (and a
+    # Who prints the lines the parser reads the throughput from (dlperf_core.measure.origin): on the GPU image (and a
     # suite's own ``image:``), and on the CPU image (None: as on the GPU image). Confirm against the image
     # recipes (docker/<framework>/, docker/<framework>-cpu/README.md) before changing one.
     gpu_figure: ClassVar[Figure]

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
+from dlperf_core.cluster.inventory import Node
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
-from dlperf_core.inventory import Node
+from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch, OptionValue
-from dlperf_core.origin import Figure
 
 RESNET = "/workspace/resnet"
 

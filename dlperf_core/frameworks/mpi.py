@@ -3,7 +3,7 @@
 What the seeds did by hand (install sshd in every container, copy keys, ``mpirun -H host:8,...`` from the
 first node) as one pure function. The order is part of the commands: node 0 first checks that it can reach
 every other node's sshd with the case's key (and fails with :data:`SSH_SETUP_EXIT` naming the node if one does
-not answer), then execs mpirun. The keys are made per case run (:mod:`dlperf_core.sshkeys`) and put into the
+not answer), then execs mpirun. The keys are made per case run (:mod:`dlperf_core.cluster.sshkeys`) and put into the
 containers by the runtime before they start; no image carries one.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import shlex
 
+from dlperf_core.cluster.inventory import Node
 from dlperf_core.frameworks.base import LaunchContext
-from dlperf_core.inventory import Node
 from dlperf_core.model import SSH_SETUP_EXIT, Case, NodeLaunch
 
 SSH_WAIT_S = 120

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from dlperf_core.cluster.inventory import Node
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.pytorch_reference import PytorchReference, reference_resnet_shape
 from dlperf_core.frameworks.shape import ModelShape
-from dlperf_core.inventory import Node
+from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch, OptionValue
-from dlperf_core.origin import Figure
 
 RN50 = "/workspace/rn50"
 

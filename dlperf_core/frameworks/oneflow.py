@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
+from dlperf_core.cluster.inventory import Node
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu, rendezvous_flags
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
-from dlperf_core.inventory import Node
+from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch, OptionValue
-from dlperf_core.origin import Figure
 
 CNNS = "/workspace/cnns"
 PRINT_EVERY = 20

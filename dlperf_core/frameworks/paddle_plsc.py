@@ -35,11 +35,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from dlperf_core.cluster.inventory import Node
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, overrides, shape_against
-from dlperf_core.inventory import Node
+from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch, OptionValue
-from dlperf_core.origin import Figure
 
 PLSC = "/workspace/PLSC"
 PLSC_CPU = "/workspace/plsc"  # docker/paddle-cpu: PLSC 2.4's train.py + the CPU config

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from dlperf_core.cluster.inventory import Node
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext
 from dlperf_core.frameworks.pytorch_reference import PytorchReference
-from dlperf_core.inventory import Node
+from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch
-from dlperf_core.origin import Figure
 
 SYNTHETIC = "synthetic"
 

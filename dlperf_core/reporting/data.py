@@ -130,9 +130,9 @@ def load_report_data(store: ResultStore, run_id: str | None = None, dag_id: str 
 
 def mlperf_beside(store: ResultStore, summary: pd.DataFrame) -> pd.DataFrame:
     """The run's configurations of an MLPerf model beside the imported MLPerf systems of the same accelerator and
-    nearest count (``dlperf_core.mlperf_comparison``): one row per system, or one row with the note saying there
+    nearest count (``dlperf_core.importers.mlperf_comparison``): one row per system, or one row with the note saying there
     is none. Empty when the run has no such configuration or no MLPerf result was imported."""
-    from dlperf_core.mlperf_comparison import MLPERF_BENCHMARKS, beside_the_record, field_systems
+    from dlperf_core.importers.mlperf_comparison import MLPERF_BENCHMARKS, beside_the_record, field_systems
 
     if summary.empty or not inspect(store.engine).has_table("mlperf_systems"):
         return pd.DataFrame()

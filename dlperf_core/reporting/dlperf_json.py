@@ -1,6 +1,6 @@
 """The report as JSON: the run, and per framework the DLPerf result JSON (per model and case:
 average_speed, median_speed, speedup, batch_size_per_device, 2 decimals) built by
-:func:`dlperf_core.dlperf_folder.result_json` from the run's repeats, plus the case summary (with each case's
+:func:`dlperf_core.importers.dlperf_folder.result_json` from the run's repeats, plus the case summary (with each case's
 ``cv``, ``unreliable``, ``unreliable_reason`` and ``figure_origin``, and the rule under ``unreliable_rule``) and
 the run's regressions."""
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from dlperf_core.dlperf_folder import FolderLog, RepeatFigure, ResultJson, result_json
-from dlperf_core.noise import MAX_RELIABLE_CV, UNRELIABLE_RULE
+from dlperf_core.importers.dlperf_folder import FolderLog, RepeatFigure, ResultJson, result_json
+from dlperf_core.measure.noise import MAX_RELIABLE_CV, UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData, records
 from dlperf_core.reporting.tables import case_origins
 

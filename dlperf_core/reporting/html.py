@@ -8,7 +8,7 @@ from html import escape
 
 import pandas as pd
 
-from dlperf_core.noise import UNRELIABLE_RULE
+from dlperf_core.measure.noise import UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData
 from dlperf_core.reporting.markdown import PLOT_SECTIONS, no_history_note, run_lines, run_regressions
 from dlperf_core.reporting.plots import Plot

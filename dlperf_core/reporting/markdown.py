@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlperf_core.noise import BASELINE_RULE, UNRELIABLE_RULE
+from dlperf_core.measure.noise import BASELINE_RULE, UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData
 from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (

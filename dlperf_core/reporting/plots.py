@@ -11,7 +11,7 @@ One function per plot; each takes the frames it shows and the file to write, and
 
 In the scaling and speedup panels each configuration has one line per topology family (:func:`topology_families`:
 1 node x N GPUs, N nodes x 1 GPU, N nodes x M GPUs), so 1n2g and 2n1g, both on 2 GPUs, are never joined; an
-unreliable case (:mod:`dlperf_core.noise`: CV above the threshold, or a speedup above its device count) is crossed
+unreliable case (:mod:`dlperf_core.measure.noise`: CV above the threshold, or a speedup above its device count) is crossed
 out with a red ``x``, under one legend entry.
 """
 
@@ -29,7 +29,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from dlperf_core.noise import UNRELIABLE_LEGEND  # noqa: E402
+from dlperf_core.measure.noise import UNRELIABLE_LEGEND  # noqa: E402
 from dlperf_core.reporting.tables import GROUP_KEYS, unreliable_reasons, variant_label  # noqa: E402
 
 DPI = 110

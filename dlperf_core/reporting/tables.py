@@ -4,8 +4,8 @@
     | n | failed | cv(%) | unreliable |
 
 ``speedup_vs`` names the 1n1g the speedup is against (``this run``, or ``latest nightly <night> (<run>)``;
-:mod:`dlperf_core.noise`). ``cv(%)`` is the spread of the ok repeats (stdev / mean, in percent); ``unreliable`` says why a row is too noisy
-to read (:mod:`dlperf_core.noise`: ``CV 0.71 > 0.10``, ``speedup 4.40 > 2 devices``, ``single repeat``,
+:mod:`dlperf_core.measure.noise`). ``cv(%)`` is the spread of the ok repeats (stdev / mean, in percent); ``unreliable`` says why a row is too noisy
+to read (:mod:`dlperf_core.measure.noise`: ``CV 0.71 > 0.10``, ``speedup 4.40 > 2 devices``, ``single repeat``,
 the oversubscription), empty when it is not.
 
 Built as pandas frames from the ``case_summary`` view (one row per case of a run), then rendered as
@@ -23,11 +23,11 @@ from typing import Any
 
 import pandas as pd
 
-from dlperf_core.efficiency import throughput_unit
 from dlperf_core.frameworks import get_adapter
+from dlperf_core.measure.efficiency import throughput_unit
+from dlperf_core.measure.noise import BASELINE_OF, UNRELIABLE_RULE, unreliable_reason
+from dlperf_core.measure.origin import origin_words
 from dlperf_core.model import ARGS_MARK, UNKNOWN_ARGS, fingerprint_of
-from dlperf_core.noise import BASELINE_OF, UNRELIABLE_RULE, unreliable_reason
-from dlperf_core.origin import origin_words
 
 GROUP_KEYS: tuple[str, ...] = ("framework", "model", "precision", "batch_size_per_device", "variant")
 """One seed table per distinct value of these summary columns."""
@@ -103,7 +103,7 @@ BASELINE_COLUMN = "speedup_vs"
 """Header of the seed table's column that names what the speedup is against (:func:`baseline_label`)."""
 
 UNRELIABLE_COLUMN = "unreliable"
-"""Header of a seed table's last column: why the row is unreliable (:mod:`dlperf_core.noise`), '' when not."""
+"""Header of a seed table's last column: why the row is unreliable (:mod:`dlperf_core.measure.noise`), '' when not."""
 UNRELIABLE_MARK = "\u26a0"
 """The warning sign before an unreliable row's reason on HTML pages (the text tables keep to ASCII)."""
 
@@ -154,7 +154,7 @@ def baseline_labels(summary: pd.DataFrame) -> list[str]:
 
 def unreliable_reasons(summary: pd.DataFrame) -> list[str | None]:
     """Per row of a case summary, why it is unreliable, or None: the view's ``unreliable_reason`` where the frame
-    has it, else :func:`dlperf_core.noise.unreliable_reason` of its ``cv``, ``speedup`` and device count."""
+    has it, else :func:`dlperf_core.measure.noise.unreliable_reason` of its ``cv``, ``speedup`` and device count."""
     if "unreliable_reason" in summary:
         return [None if pd.isna(r) or not r else str(r) for r in summary["unreliable_reason"]]
     missing = pd.Series([None] * len(summary), index=summary.index, dtype=object)
@@ -389,7 +389,7 @@ MAX_BATCH_COLUMNS: tuple[str, ...] = (
 def max_batch_frame(searches: pd.DataFrame) -> pd.DataFrame:
     """The ``max_batch_searches`` rows of a run as a table: what was tried and the largest batch that fit
     (the seeds' "以32为最小单位，最大batch size为128" as a row); ``first_oom`` is the batch that ran out of
-    memory, ``status`` says how far the search got (dlperf_core.maxbatch)."""
+    memory, ``status`` says how far the search got (dlperf_core.measure.maxbatch)."""
     if searches is None or searches.empty:
         return pd.DataFrame(columns=list(MAX_BATCH_COLUMNS))
     rows = []

@@ -70,13 +70,13 @@ REGRESSION_STATUSES: tuple[str, ...] = ("open", "closed")
 """Allowed values of ``regressions.status``."""
 
 SEARCH_STATUSES: tuple[str, ...] = ("found", "limit_reached", "none_fit", "failed")
-"""Allowed values of ``max_batch_searches.status`` (``dlperf_core.maxbatch.SearchStatus``)."""
+"""Allowed values of ``max_batch_searches.status`` (``dlperf_core.measure.maxbatch.SearchStatus``)."""
 
 DIRECTIONS: tuple[str, ...] = ("slower", "faster")
 """Allowed values of ``regressions.direction``."""
 
 REGRESSION_LABELS: tuple[str, ...] = ("fabric", "framework", "unexplained")
-"""Allowed values of ``regressions.label`` (``dlperf_core.regression.Label``; NULL before migration 0007)."""
+"""Allowed values of ``regressions.label`` (``dlperf_core.measure.regression.Label``; NULL before migration 0007)."""
 
 
 def one_of(column: str, values: tuple[str, ...]) -> CheckConstraint:
@@ -135,7 +135,7 @@ class BenchmarkRun(Base):
 
 
 class StoredEnvironment(Base):
-    """One distinct environment (see :class:`dlperf_core.environment.Environment`), stored once."""
+    """One distinct environment (see :class:`dlperf_core.cluster.environment.Environment`), stored once."""
 
     __tablename__ = "environments"
     __table_args__ = (UniqueConstraint("content_hash"),)
@@ -229,7 +229,7 @@ class Result(Base):
     mfu: Mapped[float | None] = mapped_column(Float, nullable=True)
     energy_per_sample_j: Mapped[float | None] = mapped_column(Float, nullable=True)
     gpu_power_mean_w: Mapped[float | None] = mapped_column(Float, nullable=True)
-    # who printed the lines the figure was read from: framework | dlperf | imported (dlperf_core.origin,
+    # who printed the lines the figure was read from: framework | dlperf | imported (dlperf_core.measure.origin,
     # migration 0009; NULL: stored before, unknown). PostgreSQL also CHECKs the values (SQLite cannot add a
     # CHECK to an existing table; ResultRecord checks what dlperf writes).
     figure_origin: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -237,7 +237,7 @@ class Result(Base):
     # per node (dlperf reproduce), migration 0010; NULL: stored before, unknown (case_key ends +args=unknown)
     configuration: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     launch_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    # why the case's ranks had no cores of their own (dlperf_core.cpu_placement); NULL: they had (migration 0012)
+    # why the case's ranks had no cores of their own (dlperf_core.cluster.cpu_placement); NULL: they had (migration 0012)
     oversubscription: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
@@ -252,7 +252,7 @@ class Result(Base):
 
 
 class Regression(Base):
-    """A change of one configuration's median outside its nightly noise (dlperf_core.regression)."""
+    """A change of one configuration's median outside its nightly noise (dlperf_core.measure.regression)."""
 
     __tablename__ = "regressions"
     __table_args__ = (
@@ -354,7 +354,7 @@ class FabricBenchmarkSize(Base):
 
 
 class MaxBatchSearchResult(Base):
-    """What one max batch size search concluded in one benchmark run (``dlperf_core.maxbatch``)."""
+    """What one max batch size search concluded in one benchmark run (``dlperf_core.measure.maxbatch``)."""
 
     __tablename__ = "max_batch_searches"
     __table_args__ = (
@@ -396,7 +396,7 @@ class MaxBatchSearchResult(Base):
 
 class StoredMlperfSystem(Base):
     """One MLPerf system description (``<submitter>/systems/<system>.json``) of one round, as imported
-    (``dlperf_core.mlperf.MlperfSystem``; migration 0011). Its environment row holds the same description."""
+    (``dlperf_core.importers.mlperf.MlperfSystem``; migration 0011). Its environment row holds the same description."""
 
     __tablename__ = "mlperf_systems"
     __table_args__ = (UniqueConstraint("ruleset", "submitter_folder", "system_folder"),)
@@ -499,7 +499,7 @@ case_summary = Table(
     Column("mfu", Float),
     Column("energy_per_sample_j", Float),
     Column("environment_id", Integer),
-    # too noisy to read (migration 0008; the rule: dlperf_core.noise): CV > MAX_RELIABLE_CV or speedup > devices
+    # too noisy to read (migration 0008; the rule: dlperf_core.measure.noise): CV > MAX_RELIABLE_CV or speedup > devices
     Column("unreliable", Boolean),
     Column("unreliable_reason", Text),  # e.g. "CV 0.71 > 0.10", "speedup 4.40 > 2 devices"; NULL when reliable
     # migration 0012: the flags of one ok repeat and of ranks without cores of their own, and the 1n1g the

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from dlperf_core.json_form import IsoDatetime, JsonForm
-from dlperf_core.origin import check_origin
+from dlperf_core.measure.origin import check_origin
 from dlperf_core.storage.models import (
     RESULT_STATUSES,
     RUN_STATUSES,
@@ -31,11 +31,11 @@ from dlperf_core.storage.models import (
 from dlperf_core.storage.shape import record_of_table
 
 if TYPE_CHECKING:  # only for annotations: storage does not need the measurement code to load
-    from dlperf_core.maxbatch import SearchResult, Trial
-    from dlperf_core.measure import Measurement
+    from dlperf_core.measure.maxbatch import SearchResult, Trial
+    from dlperf_core.measure.measurement import Measurement
     from dlperf_core.model import Case, CaseOutcome, CaseRun
     from dlperf_core.parsing.fabric import FabricResult
-    from dlperf_core.plan import SearchRun
+    from dlperf_core.plan.cases import SearchRun
 
 
 @record_of_table(BenchmarkRun)
@@ -104,17 +104,17 @@ class ResultRecord(JsonForm):
     window_fitted: bool = False  # the window was shortened to fit a log dlperf did not launch
     variant: str | None = None  # the case key's options suffix ("+compile", ...); None: taken from case_key
     compile: bool = False  # ran under torch.compile
-    mfu: float | None = None  # model FLOPs utilisation, 0..1 (dlperf_core.efficiency); None when unknown
+    mfu: float | None = None  # model FLOPs utilisation, 0..1 (dlperf_core.measure.efficiency); None when unknown
     energy_per_sample_j: float | None = None  # joules per sample of the case's GPUs; None when unknown
     gpu_power_mean_w: float | None = None  # mean board power of the case's GPUs, summed (W)
-    # who printed the lines the figure was read from: "framework" | "dlperf" | "imported" (dlperf_core.origin);
+    # who printed the lines the figure was read from: "framework" | "dlperf" | "imported" (dlperf_core.measure.origin);
     # None: unknown
     figure_origin: str | None = None
     # everything that changes the work (Case.configuration; its fingerprint ends case_key); None: unknown
     configuration: dict[str, Any] | None = None
-    # what was launched on each node (dlperf_core.launch_spec, for dlperf reproduce); None: unknown
+    # what was launched on each node (dlperf_core.run.launch_spec, for dlperf reproduce); None: unknown
     launch_spec: dict[str, Any] | None = None
-    # why the case's ranks had no cores of their own (dlperf_core.cpu_placement): its figures are flagged and its
+    # why the case's ranks had no cores of their own (dlperf_core.cluster.cpu_placement): its figures are flagged and its
     # speedup is not reported; None: each rank had its own cores, or not a CPU stand-in
     oversubscription: str | None = None
     benchmark_run: BenchmarkRunRecord | None = None
@@ -154,9 +154,9 @@ class ResultRecord(JsonForm):
     ) -> ResultRecord:
         """The row of one repeat of ``case``: its configuration from the case, its figures from the
         measurement, its times, log and GPU memory peak from the runtime's outcome, and ``figure_origin``: who
-        printed the lines the figure was read from (``dlperf_core.measure.figure_origin`` for a run dlperf
+        printed the lines the figure was read from (``dlperf_core.measure.measurement.figure_origin`` for a run dlperf
         launched, ``imported`` for a log from elsewhere), and ``launch_spec``: what was launched on each node
-        (``dlperf_core.launch_spec.LaunchSpec.to_json``; None for a log from elsewhere). The one place a result
+        (``dlperf_core.run.launch_spec.LaunchSpec.to_json``; None for a log from elsewhere). The one place a result
         row is filled in (the DAG's store_result and ``dlperf import`` both come here)."""
         return cls(
             dag_id=dag_id,
@@ -312,7 +312,7 @@ class FabricRecord:
         environment_id: int | None = None,
     ) -> FabricRecord:
         """The row of one repeat of a fabric benchmark case: status and reason from ``measurement``
-        (:func:`dlperf_core.measure.measure_fabric_run`), what its table says from ``result``, its sizes only
+        (:func:`dlperf_core.measure.measurement.measure_fabric_run`), what its table says from ``result``, its sizes only
         when the measurement is ok, its times and log from the runtime's outcome."""
         case = run.case
         good = result if measurement.status == "ok" else None

@@ -7,7 +7,7 @@ a timestamp an aware UTC ``datetime`` and a night a ``date``, whichever database
 answered: :func:`row_of` converts one database row by the field types. Pandas stays at the reporting edge: the
 store's DataFrame reads (``summary()``, ``history()``, ...) are for reports, tables and plots only.
 
-The fields are standard-library types only: the pure core (:mod:`dlperf_core.regression`) names these rows in
+The fields are standard-library types only: the pure core (:mod:`dlperf_core.measure.regression`) names these rows in
 its annotations (imported under ``TYPE_CHECKING``: loading this module loads the storage package) and builds its
 own types from them with one ``from_*`` constructor each. A JSON column (``results.configuration``,
 ``results.launch_spec``, ``max_batch_searches.probes``) comes back as the JSON value it stores: those are the
@@ -184,7 +184,9 @@ class ResultRow(Configuration):
     figure_origin: str | None
     configuration: dict[str, Any] | None  # the JSON column (Case.configuration); None: not known
     launch_spec: dict[str, Any] | None  # the JSON column (LaunchSpec.to_json); None: not known
-    oversubscription: str | None  # why its ranks had no cores of their own (dlperf_core.cpu_placement); None: they had
+    oversubscription: (
+        str | None
+    )  # why its ranks had no cores of their own (dlperf_core.cluster.cpu_placement); None: they had
     created_at: datetime
     updated_at: datetime
 
@@ -216,7 +218,7 @@ class EnvironmentRow:
     missing: str | None  # "; "-separated
 
     def fields_of(self, names: tuple[str, ...]) -> dict[str, object]:
-        """``{name: value}`` of the fields ``names`` (e.g. ``dlperf_core.environment.INFRASTRUCTURE_FIELDS``)."""
+        """``{name: value}`` of the fields ``names`` (e.g. ``dlperf_core.cluster.environment.INFRASTRUCTURE_FIELDS``)."""
         return {name: getattr(self, name) for name in names}
 
 
@@ -271,7 +273,9 @@ class MaxBatchSearchRow:
     max_batch: int | None
     first_oom_batch: int | None
     reason: str | None
-    probes: list[dict[str, Any]]  # the JSON column (its first name): each trial as dlperf_core.maxbatch.Trial.to_json
+    probes: list[
+        dict[str, Any]
+    ]  # the JSON column (its first name): each trial as dlperf_core.measure.maxbatch.Trial.to_json
     environment_id: int | None
     started_at: datetime
     finished_at: datetime

@@ -33,9 +33,9 @@ from dlperf_core.storage.shape import column_values
 from dlperf_core.storage.sql import id_of, now, retry, table_of, upsert, utc
 
 if TYPE_CHECKING:
-    from dlperf_core.environment import Environment
-    from dlperf_core.mlperf import MlperfSystem, SubmittedRun
-    from dlperf_core.regression import Verdict
+    from dlperf_core.cluster.environment import Environment
+    from dlperf_core.importers.mlperf import MlperfSystem, SubmittedRun
+    from dlperf_core.measure.regression import Verdict
     from dlperf_core.storage.rows import Configuration
 
 RUN_KEY = ("dag_id", "run_id")

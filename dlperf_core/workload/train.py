@@ -195,7 +195,7 @@ def _cpu_cores() -> int:
 
 
 CPUS_ENV = "DLPERF_CPUS"
-"""The cores dlperf gives this node's ranks (``0,1``; dlperf_core.cpu_placement.CPUS_ENV, the same name)."""
+"""The cores dlperf gives this node's ranks (``0,1``; dlperf_core.cluster.cpu_placement.CPUS_ENV, the same name)."""
 
 
 def pin_rank(info: DistInfo, threads: int) -> list[int]:

@@ -9,8 +9,8 @@ import logging
 from typing import Any
 
 from dlperf_airflow.task_ids import CASE_RUN_GROUP
-from dlperf_core.handoff import ExecutedRun
 from dlperf_core.model import RunIds
+from dlperf_core.run.handoff import ExecutedRun
 
 log = logging.getLogger("dlperf")
 

@@ -27,13 +27,13 @@ from docker.errors import APIError, ImageNotFound, NotFound
 from docker.tls import TLSConfig
 from docker.types import DeviceRequest, Mount, Ulimit
 
-from dlperf_core.cpu_placement import HostCores
+from dlperf_core.cluster.cpu_placement import HostCores
+from dlperf_core.cluster.gpu_sampling import QUERY_COMMAND, GpuSampler, GpuSamples
+from dlperf_core.cluster.inventory import DOCKER_CONN_PREFIX, Inventory, Node, insecure_docker_nodes
 from dlperf_core.errors import ConfigError
-from dlperf_core.gpu_sampling import QUERY_COMMAND, GpuSampler, GpuSamples
-from dlperf_core.inventory import DOCKER_CONN_PREFIX, Inventory, Node, insecure_docker_nodes
-from dlperf_core.launch_spec import ImageRef, NodeSpec, docker_node, pick_digest
 from dlperf_core.model import CaseJob, CaseOutcome, ContainerSpec
-from dlperf_core.runtime.base import CaseRunning, run_to_end
+from dlperf_core.run.launch_spec import ImageRef, NodeSpec, docker_node, pick_digest
+from dlperf_core.run.runtime.base import CaseRunning, run_to_end
 
 log = logging.getLogger("dlperf")
 
@@ -477,7 +477,7 @@ class DockerRuntime:
         return proc
 
     def node_specs(self, job: CaseJob) -> tuple[NodeSpec, ...]:
-        """What ran on each node of ``job`` (:mod:`dlperf_core.launch_spec`): its container spec, and the image
+        """What ran on each node of ``job`` (:mod:`dlperf_core.run.launch_spec`): its container spec, and the image
         and working directory the engine reported for the containers this runtime started (only the tag for a
         node it did not start: another node's task, or a start that failed)."""
         out = []

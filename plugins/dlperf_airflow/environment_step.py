@@ -2,7 +2,7 @@
 and tag every planned case run with its ``environment_id`` (store_result links the results).
 
 What an environment is, which cases share one and how a probe container looks are decided in
-:mod:`dlperf_core.environment_capture`; here the probe container is started the way the docker runtime starts
+:mod:`dlperf_core.cluster.environment_capture`; here the probe container is started the way the docker runtime starts
 every container (``run_to_completion``, through the node's Docker connection), and the environments are stored.
 Node routing captures on each node's own worker with the same cache and rule (:mod:`dlperf_airflow.node_step`).
 
@@ -17,8 +17,8 @@ import functools
 import logging
 from datetime import UTC, datetime
 
-from dlperf_core.environment import run_probe_locally
-from dlperf_core.environment_capture import (
+from dlperf_core.cluster.environment import run_probe_locally
+from dlperf_core.cluster.environment_capture import (
     PROBE_TIMEOUT_S,
     EnvironmentKey,
     ProbeCache,
@@ -28,10 +28,10 @@ from dlperf_core.environment_capture import (
     probe_folder,
     probe_spec,
 )
-from dlperf_core.handoff import Plan, PlannedRun, ProbeOutput
-from dlperf_core.inventory import Node
-from dlperf_core.jobs import default_log_root
+from dlperf_core.cluster.inventory import Node
 from dlperf_core.model import RunIds
+from dlperf_core.run.handoff import Plan, PlannedRun, ProbeOutput
+from dlperf_core.run.jobs import default_log_root
 from dlperf_core.storage import ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf_core.handoff import PlannedRun
+from dlperf_core.run.handoff import PlannedRun
 
 KEY_PREFIX = "case_run_"
 

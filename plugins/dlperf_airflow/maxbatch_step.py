@@ -1,4 +1,4 @@
-"""The ``search_max_batch`` step: run one max batch size search (``dlperf_core.maxbatch``) and store it.
+"""The ``search_max_batch`` step: run one max batch size search (``dlperf_core.measure.maxbatch``) and store it.
 
 Each trial is an ordinary case run at one batch size (same runtime, supervisor, watchdog, cleanup and log
 parser as ``run_case``), judged like one; the pure search decides what to try next. The task holds the
@@ -12,14 +12,14 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from dlperf_airflow.steps import execute_step, progress
-from dlperf_core.efficiency import throughput_unit
-from dlperf_core.handoff import PlannedRun
-from dlperf_core.maxbatch import SearchResult, Trial, run_search
-from dlperf_core.measure import measure_case_run
+from dlperf_core.cluster.preflight import PreflightReport
+from dlperf_core.measure.efficiency import throughput_unit
+from dlperf_core.measure.maxbatch import SearchResult, Trial, run_search
+from dlperf_core.measure.measurement import measure_case_run
 from dlperf_core.model import CaseRun, RunIds
-from dlperf_core.preflight import PreflightReport
+from dlperf_core.plan.trigger import SEARCH_INDEX_BASE
+from dlperf_core.run.handoff import PlannedRun
 from dlperf_core.storage import MaxBatchSearchRecord, ResultStore, default_db_url
-from dlperf_core.trigger import SEARCH_INDEX_BASE
 
 log = logging.getLogger("dlperf")
 

@@ -5,7 +5,7 @@ Set Airflow's configuration option ``[dlperf] cluster_inventory`` (the deploymen
 every Airflow component, and the DAG renders, for every case run, one task per node of that inventory:
 ``case_run.on_<node>`` runs on the node's ``queue``, holds the node's one-slot pool ``dlperf_node_<name>`` and
 starts that node's container through the node's own Docker socket (``docker_url``, read on the node). The nodes
-of a case meet on XCom (:class:`XComBoard`, protocol in :mod:`dlperf_core.runtime.gang`): they start together,
+of a case meet on XCom (:class:`XComBoard`, protocol in :mod:`dlperf_core.run.runtime.gang`): they start together,
 and the first failure anywhere stops them all. ``case_run.collect_case`` then puts their shares together into
 the case's outcome (node 0's log, the first failure, the environment probed on each node) for ``store_result``.
 
@@ -25,12 +25,12 @@ from pathlib import Path
 from dlperf_airflow.environment_step import probe_cache
 from dlperf_airflow.runtimes import RUNNER
 from dlperf_airflow.task_ids import OLD_ROUTING_ENV, ROUTING_ENV, cluster_inventory, in_case_run, node_task_id
-from dlperf_core.case_run import NODE_ENV, collect_case, merged_launch_spec, node_share, reported_environment
-from dlperf_core.handoff import ExecutedRun, NodeReport, Plan, PlannedRun
-from dlperf_core.inventory import Inventory, load_inventory
+from dlperf_core.cluster.inventory import Inventory, load_inventory
+from dlperf_core.cluster.preflight import PreflightReport
 from dlperf_core.model import RunIds
-from dlperf_core.preflight import PreflightReport
-from dlperf_core.runtime.gang import Board, GangSettings, NodeState
+from dlperf_core.run.case_run import NODE_ENV, collect_case, merged_launch_spec, node_share, reported_environment
+from dlperf_core.run.handoff import ExecutedRun, NodeReport, Plan, PlannedRun
+from dlperf_core.run.runtime.gang import Board, GangSettings, NodeState
 
 log = logging.getLogger("dlperf")
 
@@ -60,7 +60,7 @@ def routing_inventory(home: Path) -> Inventory | None:
 
 class XComBoard:
     """The gang's board on XCom: a node posts under its own task (same map index), reads its peers'. XCom holds
-    a post's JSON form (:class:`~dlperf_core.runtime.gang.NodeState`'s ``to_json``), read back as the type.
+    a post's JSON form (:class:`~dlperf_core.run.runtime.gang.NodeState`'s ``to_json``), read back as the type.
 
     A read that fails (the api-server busy for a moment, a post that is not a state) answers the peer's last
     known state; only when reads keep failing for ``patience_s`` does the error reach the supervisor (and fail
@@ -104,14 +104,14 @@ def node_step(
     planned: PlannedRun, ids: RunIds, node_name: str, preflight: PreflightReport | None, board: Board
 ) -> NodeReport:
     """This node's share of one case run (``skipped`` set when the case does not use it):
-    :func:`dlperf_core.case_run.node_share`, with this deployment's runtimes and this DAG run's probe cache."""
+    :func:`dlperf_core.run.case_run.node_share`, with this deployment's runtimes and this DAG run's probe cache."""
     settings = GangSettings(join_s=float(os.environ.get(JOIN_ENV, GangSettings.join_s)))
     probes = probe_cache(ids) if planned.runtime == "docker" else None
     return node_share(planned, ids, node_name, preflight, board, RUNNER, probes, settings)
 
 
 def collect_step(planned: PlannedRun, reports: Mapping[str, NodeReport | None], ids: RunIds) -> ExecutedRun:
-    """The case's outcome from its nodes' reports (:func:`dlperf_core.case_run.collect_case`, the outcome builder
+    """The case's outcome from its nodes' reports (:func:`dlperf_core.run.case_run.collect_case`, the outcome builder
     ``run_case`` uses too), with the environment the nodes probed stored as ``capture_environment`` stores it."""
     outcome, spec = collect_case(planned, reports, ids)
     environment_id = planned.environment_id

@@ -1,7 +1,7 @@
 """Regression alerts through Airflow's notifier mechanism.
 
 ``detect_regressions`` hands :func:`notify_regressions` the new regressions as typed alerts
-(:class:`dlperf_core.regression.RegressionAlert`); it calls every configured notifier (an Airflow
+(:class:`dlperf_core.measure.regression.RegressionAlert`); it calls every configured notifier (an Airflow
 ``BaseNotifier``) once with the task context plus two keys: ``dlperf_regressions`` (the alerts' JSON form, a
 list of objects, one per new regression, with the names of the ``regressions`` table's columns; the night as
 ISO text) and ``dlperf_regressions_text`` (the same as readable lines). The context is where the alerts
@@ -30,7 +30,7 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
-from dlperf_core.regression import RegressionAlert, describe_regression
+from dlperf_core.measure.regression import RegressionAlert, describe_regression
 
 log = logging.getLogger("dlperf.regressions")
 

@@ -1,5 +1,5 @@
 """The ``detect_regressions`` step: judge every case of a finished run against its nightly history
-(dlperf_core.regression: median and MAD over the last good nights), store the verdicts and alert.
+(dlperf_core.measure.regression: median and MAD over the last good nights), store the verdicts and alert.
 
 * Scheduled (nightly) run: new regressions are stored in ``regressions`` and sent to the notifiers;
   a night that is still at a regressed level only updates ``last_seen_run_id``; a night back within
@@ -13,7 +13,7 @@ A good night of a configuration: a scheduled run, finished, where the configurat
 ok repeat and no failed one.
 
 The rules (good nights, verdicts, labels, open / touch / close) are the core's:
-:func:`dlperf_core.regression.decide_run`. This step reads what they need from the store, writes the
+:func:`dlperf_core.measure.regression.decide_run`. This step reads what they need from the store, writes the
 decisions back, logs them and calls the notifiers.
 """
 
@@ -24,9 +24,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from dlperf_core.environment import INFRASTRUCTURE_FIELDS
-from dlperf_core.model import RunIds, series_base
-from dlperf_core.regression import (
+from dlperf_core.cluster.environment import INFRASTRUCTURE_FIELDS
+from dlperf_core.measure.regression import (
     CaseResult,
     DetectionReport,
     FabricFigure,
@@ -39,6 +38,7 @@ from dlperf_core.regression import (
     environment_ids,
     fabric_dropped_tonight,
 )
+from dlperf_core.model import RunIds, series_base
 from dlperf_core.storage import ResultStore, default_db_url
 
 log = logging.getLogger("dlperf")
@@ -58,7 +58,7 @@ def fabric_of(
 ) -> bool | None:
     """Whether this run's all-reduce probe of the topology dropped against its own nightly history (at the
     largest message size both measured); None when there is no probe of it tonight or too little history
-    (the rule: :func:`dlperf_core.regression.fabric_dropped_tonight`)."""
+    (the rule: :func:`dlperf_core.measure.regression.fabric_dropped_tonight`)."""
     tonight = [FabricFigure.from_summary(r) for r in store.fabric_summary_rows(run_id=ids.run_id, dag_id=ids.dag_id)]
     if not any((f.nodes, f.gpus_per_node) == (nodes, gpus_per_node) for f in tonight):
         return None  # no probe of this topology tonight: its history is not needed
@@ -89,7 +89,7 @@ def detect_step(
 
 def load_decisions(store: ResultStore, ids: RunIds, policy: Policy = Policy()) -> RunDecisions:
     """Read what run ``ids`` is judged on from the store and let the core decide
-    (:func:`dlperf_core.regression.decide_run`); nothing is written."""
+    (:func:`dlperf_core.measure.regression.decide_run`); nothing is written."""
     run = store.run_info(ids.dag_id, ids.run_id)
     if run is None:
         raise RuntimeError(f"no benchmark run {ids.dag_id}/{ids.run_id} in the results database")
@@ -116,7 +116,7 @@ def load_decisions(store: ResultStore, ids: RunIds, policy: Policy = Policy()) -
 
 def _series_history(store: ResultStore, case: CaseResult, before: datetime) -> list[NightlyRow]:
     """The nightly rows before ``before`` of ``case``'s configuration under every fingerprint (its own series and
-    those :func:`dlperf_core.regression.history_restart` reports): same fields and options, any ``+args=``."""
+    those :func:`dlperf_core.measure.regression.history_restart` reports): same fields and options, any ``+args=``."""
     rows = store.history_rows(case.configuration, any_variant=True, before=before)
     base = series_base(case.case_key)
     return [NightlyRow.from_history(row) for row in rows if series_base(row.case_key) == base]

@@ -20,7 +20,7 @@ import pandas as pd
 
 from dlperf_airflow.run_page import report_links, run_href
 from dlperf_airflow.task_ids import CASE_RUNS_TASK, PLAN_CASES
-from dlperf_core.noise import BASELINE_RULE, UNRELIABLE_RULE
+from dlperf_core.measure.noise import BASELINE_RULE, UNRELIABLE_RULE
 from dlperf_core.reporting.data import HISTORY_COLUMNS, REGRESSION_COLUMNS, JsonRow, ResultsOverview, Section
 from dlperf_core.reporting.tables import baseline_label, column_label, format_cell
 

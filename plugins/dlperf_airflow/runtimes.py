@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from dlperf_core.case_run import CaseRunner
-from dlperf_core.inventory import Inventory, Node
+from dlperf_core.cluster.inventory import Inventory, Node
 from dlperf_core.model import Runtime
-from dlperf_core.runtime.local import LocalRuntime
+from dlperf_core.run.case_run import CaseRunner
+from dlperf_core.run.runtime.local import LocalRuntime
 
 log = logging.getLogger("dlperf")
 
@@ -37,4 +37,4 @@ def runtime_error(runtime: Runtime | None, nodes: Sequence[Node], exc: Exception
 
 
 RUNNER = CaseRunner(make_runtime, runtime_error)
-"""This deployment's runtimes and how their errors read, for :mod:`dlperf_core.case_run`."""
+"""This deployment's runtimes and how their errors read, for :mod:`dlperf_core.run.case_run`."""

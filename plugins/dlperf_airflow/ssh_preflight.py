@@ -1,4 +1,4 @@
-"""Preflight over SSH: run ``dlperf_core.preflight``'s check script on every node with the SSH provider.
+"""Preflight over SSH: run ``dlperf_core.cluster.preflight``'s check script on every node with the SSH provider.
 
 Each node is reached through its Airflow connection ``dlperf_node_<name>`` (made by ``dlperf cluster
 sync``) when it exists, else straight from the inventory's ``ssh`` block. Nodes are checked at the same
@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from airflow.providers.ssh.hooks.ssh import SSHHook
 
-from dlperf_core.inventory import Inventory, Node
-from dlperf_core.preflight import NodeHealth, health_of_output, preflight_script, unreachable
+from dlperf_core.cluster.inventory import Inventory, Node
+from dlperf_core.cluster.preflight import NodeHealth, health_of_output, preflight_script, unreachable
 
 log = logging.getLogger("dlperf.preflight")
 

@@ -1,6 +1,6 @@
 """The steps of the dlperf_benchmark DAG as plain functions over the core's types.
 
-Each DAG task is a one-line call into here with the types it was handed (:mod:`dlperf_core.handoff`; XCom
+Each DAG task is a one-line call into here with the types it was handed (:mod:`dlperf_core.run.handoff`; XCom
 carries their JSON form); everything substantive is in ``dlperf_core``. Kept free of task-context plumbing so
 the same steps can be read (and tested) without a scheduler.
 """
@@ -16,18 +16,19 @@ from typing import Any, Protocol
 
 from dlperf_airflow.node_step import routing_inventory
 from dlperf_airflow.runtimes import RUNNER, make_runtime
-from dlperf_core.case_run import execute_case
-from dlperf_core.defaults import DeploymentDefaults
-from dlperf_core.efficiency import throughput_unit
+from dlperf_core.cluster.inventory import Inventory
+from dlperf_core.cluster.preflight import PreflightReport
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import get_adapter
-from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
 from dlperf_core.home import dlperf_home
-from dlperf_core.inventory import Inventory
-from dlperf_core.measure import Measurement, measure_case_run, measure_fabric_run
+from dlperf_core.measure.efficiency import throughput_unit
+from dlperf_core.measure.measurement import Measurement, measure_case_run, measure_fabric_run
 from dlperf_core.model import CaseOutcome, RunIds
-from dlperf_core.preflight import PreflightReport
-from dlperf_core.run_status import RunCounts, lost_reason, outcomes_of_run, status_of_run, unstored
+from dlperf_core.plan.defaults import DeploymentDefaults
+from dlperf_core.plan.trigger import plan_trigger, resolve_trigger
+from dlperf_core.run.case_run import execute_case
+from dlperf_core.run.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
+from dlperf_core.run.run_status import RunCounts, lost_reason, outcomes_of_run, status_of_run, unstored
 from dlperf_core.storage import (
     BenchmarkRunRecord,
     FabricRecord,
@@ -36,14 +37,13 @@ from dlperf_core.storage import (
     default_db_url,
 )
 from dlperf_core.storage.spool import ResultSpool, store_or_spool
-from dlperf_core.trigger import plan_trigger, resolve_trigger
 
 log = logging.getLogger("dlperf")
 
 
 def plan_step(params: Mapping[str, Any], ids: RunIds, trigger: str, triggered_by: str | None = None) -> Plan:
     """Validate the trigger form (``params``, the JSON edge) and plan, once for the whole DAG run
-    (:mod:`dlperf_core.trigger`); record the benchmark run. A refused trigger (ConfigError) fails the task with the
+    (:mod:`dlperf_core.plan.trigger`); record the benchmark run. A refused trigger (ConfigError) fails the task with the
     refusal's text, which is also kept in the run's report folder for its "dlperf results" tab: such a run has no
     row and no report."""
     from dlperf_core.reporting.paths import clear_refusal, write_refusal  # not at DAG parse time
@@ -89,7 +89,7 @@ def plan_step(params: Mapping[str, Any], ids: RunIds, trigger: str, triggered_by
 
 def max_map_length() -> int:
     """The most items Airflow maps a task over (``[core] max_map_length``; dlperf's deployments set
-    :data:`dlperf_core.defaults.MAX_CASE_RUNS`, Airflow's own default is 1,024)."""
+    :data:`dlperf_core.plan.defaults.MAX_CASE_RUNS`, Airflow's own default is 1,024)."""
     from airflow.sdk import conf
 
     return conf.getint("core", "max_map_length", fallback=1024)
@@ -100,7 +100,7 @@ PREFLIGHT_NO_SSH = "skipped: no ssh access declared"
 
 def preflight_step(plan: Plan) -> PreflightReport:
     """Check, over SSH, every node the planned cases and searches use before any case runs
-    (``dlperf_core.preflight``). A sick node is reported here, never raised: its cases fail with the reason,
+    (``dlperf_core.cluster.preflight``). A sick node is reported here, never raised: its cases fail with the reason,
     the others run. Inventories without ``ssh`` on their nodes (local runtime, docker-local) are skipped with
     :data:`PREFLIGHT_NO_SSH`."""
     planned = [*plan.cases, *plan.searches]
@@ -119,7 +119,7 @@ def preflight_step(plan: Plan) -> PreflightReport:
 
 
 def execute_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | None = None) -> ExecutedRun:
-    """One case run from this worker: :func:`dlperf_core.case_run.execute_case` with this deployment's runtimes."""
+    """One case run from this worker: :func:`dlperf_core.run.case_run.execute_case` with this deployment's runtimes."""
     return execute_case(planned, ids, RUNNER, preflight)
 
 
@@ -234,7 +234,9 @@ def finish_step(ids: RunIds, plan: Plan | None = None, tasks: CaseTaskView | Non
         store_step(executed, ids)
     store = ResultStore(default_db_url())
     try:
-        run_status = status_of_run(store, ids.dag_id, ids.run_id)  # the rule: dlperf_core.run_status.status_of_outcomes
+        run_status = status_of_run(
+            store, ids.dag_id, ids.run_id
+        )  # the rule: dlperf_core.run.run_status.status_of_outcomes
         store.finish_run(ids.dag_id, ids.run_id, run_status.status, datetime.now(UTC))
     finally:
         store.dispose()

@@ -4,7 +4,7 @@ whatever the DAG's shape), and the outcome its case-running task handed over."""
 
 from dlperf_airflow.case_tasks import CaseTasks
 from dlperf_core.model import RunIds
-from dlperf_core.run_status import lost_reason
+from dlperf_core.run.run_status import lost_reason
 
 IDS = RunIds("dlperf_benchmark", "manual__1")
 

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from dlperf_core.defaults import CELERY_CONFIG_OPTIONS
+from dlperf_core.plan.defaults import CELERY_CONFIG_OPTIONS
 from helpers import REPO
 
 HEAVY = ("pandas", "sqlalchemy", "alembic", "docker", "numpy", "dlperf_core", "dlperf_airflow", "paramiko")

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from dlperf_airflow.docker_runtime import ContainerProcess
-from dlperf_core.container import container_spec_for
-from dlperf_core.inventory import Node
-from dlperf_core.runtime.base import supervise
+from dlperf_core.cluster.container import container_spec_for
+from dlperf_core.cluster.inventory import Node
+from dlperf_core.run.runtime.base import supervise
 from helpers import docker_available, image_present
 
 IMAGE = "dlperf/pytorch-reference:cpu"

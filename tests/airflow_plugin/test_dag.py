@@ -191,7 +191,7 @@ def test_a_refused_trigger_fails_at_planning_and_its_tab_says_why(tmp_path):
     import os
     from html import unescape
 
-    from dlperf_core.trigger import TRIGGER_KEYS
+    from dlperf_core.plan.trigger import TRIGGER_KEYS
 
     confs = {
         "key": {"suite": "suites/smoke.yaml", "runtime": "local", "topology": ["1n1g"], "repeats": 1},

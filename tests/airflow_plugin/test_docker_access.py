@@ -17,8 +17,8 @@ import json
 
 import pytest
 
+from dlperf_core.cluster.inventory import Inventory, Node, check_docker_access, insecure_docker_nodes
 from dlperf_core.errors import ConfigError
-from dlperf_core.inventory import Inventory, Node, check_docker_access, insecure_docker_nodes
 
 pytest.importorskip("docker")
 
@@ -77,7 +77,7 @@ def test_the_docker_block_is_validated(tmp_path):
 
 
 def test_the_example_cluster_declares_tls():
-    from dlperf_core.inventory import load_inventory
+    from dlperf_core.cluster.inventory import load_inventory
     from helpers import REPO
 
     inventory = load_inventory(REPO / "inventories/example-cluster.yaml")
@@ -86,8 +86,8 @@ def test_the_example_cluster_declares_tls():
 
 
 def test_the_docker_runtime_refuses_it_at_planning(tmp_path):
-    from dlperf_core.defaults import DeploymentDefaults
-    from dlperf_core.trigger import resolve_trigger
+    from dlperf_core.plan.defaults import DeploymentDefaults
+    from dlperf_core.plan.trigger import resolve_trigger
     from helpers import REPO
 
     def resolve_settings(params):
@@ -396,7 +396,7 @@ def test_cluster_sync_spec_of_the_docker_connection(tmp_path, monkeypatch, provi
 
 def test_the_environment_probe_is_started_like_every_container(fake_hook):
     from dlperf_airflow.environment_step import probe_output, probe_spec
-    from dlperf_core.environment import PROBE_SCRIPT
+    from dlperf_core.cluster.environment import PROBE_SCRIPT
     from dlperf_core.model import ContainerSpec, RunIds
 
     ids = RunIds("dlperf_benchmark", "manual__1")

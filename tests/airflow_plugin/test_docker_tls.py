@@ -42,8 +42,8 @@ from pathlib import Path
 
 import pytest
 
+from dlperf_core.cluster.inventory import Inventory, Node
 from dlperf_core.errors import ConfigError
-from dlperf_core.inventory import Inventory, Node
 from dlperf_core.model import CaseJob, ContainerSpec, NodeLaunch
 
 docker = pytest.importorskip("docker")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from dlperf_airflow.environment_step import capture_step
-from dlperf_core.handoff import Plan, PlannedRun, RunSettings
-from dlperf_core.inventory import load_inventory
+from dlperf_core.cluster.inventory import load_inventory
 from dlperf_core.model import Case, CaseRun, RunIds
+from dlperf_core.run.handoff import Plan, PlannedRun, RunSettings
 from dlperf_core.storage import ResultStore
 from helpers import REPO
 

@@ -9,7 +9,7 @@ from helpers import REPO
 
 COUNT = r"""
 import json, sys, collections
-from dlperf_core.inventory import Inventory
+from dlperf_core.cluster.inventory import Inventory
 
 reads = collections.Counter()
 validate = Inventory.model_validate.__func__

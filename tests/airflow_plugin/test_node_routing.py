@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from airflow_stack import CELERY_WORKER, AirflowStack, celery_env, prepare_stack, redis_url, start_stack
-from dlperf_core.handoff import NodeReport, PlannedRun, RunSettings
+from dlperf_core.run.handoff import NodeReport, PlannedRun, RunSettings
 from dlperf_core.storage import ResultStore
 from e2e_helpers import run_ok
 from helpers import DLPERF, REPO, dlperf_containers, docker_marks
@@ -159,7 +159,7 @@ def test_each_node_task_runs_on_its_node_worker(stack: AirflowStack, pg_url, clu
         assert status == 200, entry
         stored = entry["value"]  # type: ignore[index]
         stored = json.loads(stored) if isinstance(stored, str) else stored  # the serde form: class, version, data
-        assert stored["__classname__"] == "dlperf_core.handoff.NodeReport", stored
+        assert stored["__classname__"] == "dlperf_core.run.handoff.NodeReport", stored
         report = NodeReport.from_json(stored["__data__"])
         assert report.ran_on == node, f"task for {node} ran on the worker of {report.ran_on}"
         assert report.share is not None and report.share.exit_code == 0 and report.share.failure is None, report
@@ -220,10 +220,10 @@ def test_the_dag_renders_one_task_per_node_on_its_queue_and_pool(cluster, tmp_pa
 
 def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, cluster):
     from dlperf_airflow.node_step import node_step
-    from dlperf_core.inventory import load_inventory
+    from dlperf_core.cluster.inventory import load_inventory
     from dlperf_core.model import RunIds
-    from dlperf_core.plan import PlanFilters, plan_suite
-    from dlperf_core.suite import load_suite
+    from dlperf_core.plan.cases import PlanFilters, plan_suite
+    from dlperf_core.plan.suite import load_suite
     from gang_board import DictBoard
 
     suite = load_suite(REPO / "suites/smoke.yaml")
@@ -247,9 +247,9 @@ def test_a_task_on_another_nodes_worker_refuses_to_run(monkeypatch, cluster):
 
 
 def test_a_trigger_outside_the_deployments_inventory_is_refused(tmp_path, cluster):
+    from dlperf_core.cluster.inventory import load_inventory
     from dlperf_core.errors import ConfigError
-    from dlperf_core.inventory import load_inventory
-    from dlperf_core.trigger import check_routed
+    from dlperf_core.plan.trigger import check_routed
 
     routing = load_inventory(cluster)
     check_routed(routing, routing)

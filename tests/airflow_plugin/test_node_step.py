@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 
 from dlperf_airflow.node_step import STATE_KEY, XComBoard, merged_launch_spec
-from dlperf_core.commands import DryRunDocker
-from dlperf_core.handoff import NodeReport
-from dlperf_core.inventory import load_inventory
-from dlperf_core.jobs import build_job
-from dlperf_core.launch_spec import ImageRef, LaunchSpec, docker_node
+from dlperf_core.cluster.inventory import load_inventory
 from dlperf_core.model import RunIds
-from dlperf_core.plan import plan_suite
-from dlperf_core.runtime.gang import STARTED, NodeState
-from dlperf_core.suite import load_suite
+from dlperf_core.plan.cases import plan_suite
+from dlperf_core.plan.suite import load_suite
+from dlperf_core.run.commands import DryRunDocker
+from dlperf_core.run.handoff import NodeReport
+from dlperf_core.run.jobs import build_job
+from dlperf_core.run.launch_spec import ImageRef, LaunchSpec, docker_node
+from dlperf_core.run.runtime.gang import STARTED, NodeState
 from helpers import REPO
 
 IMAGE = "dlperf/pytorch-reference:cpu"

@@ -16,9 +16,9 @@ from airflow.sdk import BaseNotifier
 
 from dlperf_airflow.notifiers import LogRegressionNotifier, configured_notifiers, notify_regressions
 from dlperf_airflow.regression_step import detect_step
-from dlperf_core.environment import capture_local
+from dlperf_core.cluster.environment import capture_local
+from dlperf_core.measure.regression import RegressionAlert
 from dlperf_core.model import RunIds
-from dlperf_core.regression import RegressionAlert
 from dlperf_core.storage import FabricRecord, FabricSizeRecord, ResultStore
 from helpers import result_record, run_record
 

@@ -1,5 +1,5 @@
 """What the results page (dlperf_airflow.results_page) shows of the flags the core computes, on SQLite and
-PostgreSQL: a noisy configuration's CV and its ``unreliable`` flag (dlperf_core.noise, tests/core/test_noise.py),
+PostgreSQL: a noisy configuration's CV and its ``unreliable`` flag (dlperf_core.measure.noise, tests/core/test_noise.py),
 the baseline each speedup is measured against (migration 0012, tests/core/storage/test_baselines.py), and who
 printed each figure (``figure_origin``, tests/core/test_figure_origin.py). Each fixture stores the rows its
 core test reasons about; the page is rendered from the real store."""
@@ -13,7 +13,7 @@ from html import escape
 import pytest
 
 from dlperf_airflow.results_page import render_page, speedup_png
-from dlperf_core.noise import SINGLE_REPEAT, UNRELIABLE_RULE
+from dlperf_core.measure.noise import SINGLE_REPEAT, UNRELIABLE_RULE
 from dlperf_core.reporting import load_overview
 from dlperf_core.storage import ResultStore
 from helpers import T0, result_record, run_record

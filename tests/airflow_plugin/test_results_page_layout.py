@@ -46,7 +46,7 @@ def run_id(night: datetime) -> str:
 def seed(url: str) -> ResultStore:
     """Two scheduled nights of both configurations (the second with a failed repeat) and a regression found on
     the second night."""
-    from dlperf_core.regression import Verdict
+    from dlperf_core.measure.regression import Verdict
     from dlperf_core.storage.rows import Configuration
 
     store = ResultStore(url)

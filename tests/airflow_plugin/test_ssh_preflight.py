@@ -23,9 +23,9 @@ import pytest
 
 from dlperf_airflow import steps
 from dlperf_airflow.ssh_preflight import check_node
-from dlperf_core.inventory import Inventory, Node, SshAccess
+from dlperf_core.cluster.inventory import Inventory, Node, SshAccess
+from dlperf_core.cluster.preflight import PreflightReport
 from dlperf_core.model import RunIds
-from dlperf_core.preflight import PreflightReport
 from dlperf_core.storage import ResultStore
 from helpers import REPO, docker_available, image_present
 

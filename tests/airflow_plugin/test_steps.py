@@ -1,5 +1,5 @@
 """The DAG's step functions (dlperf_airflow.steps) over the core, on a real results database: finish_run closes
-a run with the core's verdict (dlperf_core.run_status, tests/core/test_run_status.py) and stores the case runs its
+a run with the core's verdict (dlperf_core.run.run_status, tests/core/test_run_status.py) and stores the case runs its
 tasks lost; store_result stores the adapter's figure origin (tests/core/test_figure_origin.py) and the launch spec
 of the executed run (tests/core/test_reproduce.py); plan_cases plans from the suites and inventories of
 ``DLPERF_HOME`` (tests/core/test_home.py)."""
@@ -15,20 +15,20 @@ import pytest
 import yaml
 
 from dlperf_airflow import steps
-from dlperf_core.commands import DryRunDocker
-from dlperf_core.defaults import DeploymentDefaults
+from dlperf_core.cluster.inventory import Inventory, Node, load_inventory
 from dlperf_core.frameworks import get_adapter
-from dlperf_core.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
-from dlperf_core.inventory import Inventory, Node, load_inventory
-from dlperf_core.jobs import build_job
-from dlperf_core.launch_spec import LaunchSpec
 from dlperf_core.model import Case, CaseOutcome, CaseRun, NodeOutcome, RunIds
-from dlperf_core.plan import plan_suite
-from dlperf_core.run_status import lost_reason, status_of_run, unstored
-from dlperf_core.runtime.local import LocalRuntime
+from dlperf_core.plan.cases import plan_suite
+from dlperf_core.plan.defaults import DeploymentDefaults
+from dlperf_core.plan.suite import load_suite
+from dlperf_core.plan.trigger import plan_trigger, resolve_trigger
+from dlperf_core.run.commands import DryRunDocker
+from dlperf_core.run.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
+from dlperf_core.run.jobs import build_job
+from dlperf_core.run.launch_spec import LaunchSpec
+from dlperf_core.run.run_status import lost_reason, status_of_run, unstored
+from dlperf_core.run.runtime.local import LocalRuntime
 from dlperf_core.storage import ResultStore
-from dlperf_core.suite import load_suite
-from dlperf_core.trigger import plan_trigger, resolve_trigger
 from helpers import REPO, T0, result_record, run_record
 
 KEY = "pytorch_reference/resnet50_v1.5/fp32/b8/1n2g"

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from dlperf_airflow.trigger_params import params_of, trigger_params
-from dlperf_core.form_choices import FormChoices, discover_choices
-from dlperf_core.trigger_form import TRIGGER_KEYS
+from dlperf_core.plan.form_choices import FormChoices, discover_choices
+from dlperf_core.plan.trigger_form import TRIGGER_KEYS
 from helpers import REPO
 
 BEFORE = json.loads((REPO / "tests/data/trigger-params.json").read_text())

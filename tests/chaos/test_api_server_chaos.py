@@ -52,7 +52,7 @@ def test_the_api_server_stopped_and_started_mid_case_loses_nothing(
         "the api-server (REST and the execution API every task talks to) stopped while a case run trains, kept down "
         "20 s (the task's heartbeats fail meanwhile), then started again on the same port",
         "the task's supervisor retries its calls until the api-server answers again (10 tries: "
-        "dlperf_core/defaults.py EXECUTION_API_RETRIES; with Airflow's 5 the task that pushed its result meanwhile "
+        "dlperf_core/plan/defaults.py EXECUTION_API_RETRIES; with Airflow's 5 the task that pushed its result meanwhile "
         f"failed) and the scheduler's heartbeat timeout, Airflow's {AIRFLOW_DEFAULT_HEARTBEAT_TIMEOUT_S} s, outlasts "
         "the outage: every case run ok, one row each, the run succeeds; no container left",
     )

@@ -1,4 +1,4 @@
-"""Accelerator names normalised (dlperf_core.accelerators): every name in the MLPerf Training v1.0 system
+"""Accelerator names normalised (dlperf_core.cluster.accelerators): every name in the MLPerf Training v1.0 system
 descriptions, and names as nvidia-smi prints them."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from dlperf_core.accelerators import Accelerator, normalise, same_accelerator
+from dlperf_core.cluster.accelerators import Accelerator, normalise, same_accelerator
 from helpers import SHARED
 
 V1 = SHARED / "mlperf" / "training_v1.0"

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pandas as pd
 import pytest
 
-from dlperf_core.compare import compare_runs, format_table
+from dlperf_core.measure.compare import compare_runs, format_table
 from helpers import DLPERF, REPO, cli_env, result_record
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

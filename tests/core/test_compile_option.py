@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from dlperf_core.cluster.inventory import load_inventory
 from dlperf_core.errors import ConfigError
-from dlperf_core.form_overrides import with_compile_override
 from dlperf_core.frameworks import LaunchContext, get_adapter
-from dlperf_core.inventory import load_inventory
 from dlperf_core.model import series_base
-from dlperf_core.plan import check_suite, plan_suite
-from dlperf_core.suite import parse_suite
+from dlperf_core.plan.cases import check_suite, plan_suite
+from dlperf_core.plan.form_overrides import with_compile_override
+from dlperf_core.plan.suite import parse_suite
 from e2e_helpers import run_suite
 from helpers import REPO
 
@@ -158,10 +158,10 @@ def test_eager_and_compiled_end_to_end_on_cpu(tmp_path, pg_url):
 def test_gpu_single_suite_is_ready_for_one_local_gpu():
     """suites/gpu-single.yaml on inventories/gpu-local.yaml (no GPU needed to plan): AMP bf16 and fp16 and
     TF32, each eager and compiled, 5 repeats, the local runtime's commands asking for CUDA."""
-    from dlperf_core.jobs import build_job
     from dlperf_core.model import RunIds
-    from dlperf_core.runtime.local import LocalRuntime
-    from dlperf_core.suite import load_suite
+    from dlperf_core.plan.suite import load_suite
+    from dlperf_core.run.jobs import build_job
+    from dlperf_core.run.runtime.local import LocalRuntime
 
     gpu = load_inventory(REPO / "inventories" / "gpu-local.yaml")
     s = load_suite(REPO / "suites" / "gpu-single.yaml")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from dlperf_core.measure.regression import NightlyRow, Policy, history_restart
 from dlperf_core.model import Case, configuration_fingerprint, series_base
-from dlperf_core.regression import NightlyRow, Policy, history_restart
 from dlperf_core.storage import ResultRecord, ResultStore, current_revision, downgrade, head_revision, upgrade
 from helpers import T0, result_record, run_record, store_results_before_head
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf_core.cpu_placement import CPUS_ENV, THREADS_PER_RANK, HostCores, place_ranks
+from dlperf_core.cluster.cpu_placement import CPUS_ENV, THREADS_PER_RANK, HostCores, place_ranks
 from dlperf_core.workload import train
 
 TWO = HostCores(host="host0", cores=(0, 1))
@@ -93,11 +93,11 @@ def test_the_workload_pins_each_local_rank_to_its_own_slice():
 
 
 def _smoke_jobs(runtime):
-    from dlperf_core.inventory import load_inventory
-    from dlperf_core.jobs import build_job
+    from dlperf_core.cluster.inventory import load_inventory
     from dlperf_core.model import RunIds
-    from dlperf_core.plan import plan_suite
-    from dlperf_core.suite import load_suite
+    from dlperf_core.plan.cases import plan_suite
+    from dlperf_core.plan.suite import load_suite
+    from dlperf_core.run.jobs import build_job
     from helpers import REPO
 
     inventory = load_inventory(REPO / "inventories" / "docker-local.yaml")
@@ -132,7 +132,7 @@ def test_smoke_jobs_on_a_two_core_engine_pin_one_core_per_rank():
 
 
 def test_local_runtime_jobs_have_one_thread_per_rank_and_no_pinning():
-    from dlperf_core.runtime.local import LocalRuntime
+    from dlperf_core.run.runtime.local import LocalRuntime
 
     for job in _smoke_jobs(LocalRuntime()).values():
         assert all(c.cpuset_cpus is None and CPUS_ENV not in l.env for c, l in zip(job.containers, job.launches))

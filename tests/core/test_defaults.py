@@ -1,4 +1,4 @@
-"""The deployment's defaults (dlperf_core/defaults.py): what a run uses when its trigger leaves the suite,
+"""The deployment's defaults (dlperf_core/plan/defaults.py): what a run uses when its trigger leaves the suite,
 runtime or inventory open, read from the environment when the run is planned, never at DAG parse time."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from dlperf_core.defaults import (
+from dlperf_core.errors import ConfigError
+from dlperf_core.plan.defaults import (
     DEFAULT_SUITE,
     FORM_DEFAULT,
     DeploymentDefaults,
     fill_from_defaults,
 )
-from dlperf_core.errors import ConfigError
-from dlperf_core.trigger import resolve_trigger
+from dlperf_core.plan.trigger import resolve_trigger
 from helpers import REPO
 
 COMPOSE = {

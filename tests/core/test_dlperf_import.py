@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from dlperf_core.dlperf_folder import PRECISION_ALIASES, RepeatFigure, result_json, scan_folder
+from dlperf_core.importers.dlperf_folder import PRECISION_ALIASES, RepeatFigure, result_json, scan_folder
 from dlperf_core.storage import ResultStore
 from helpers import DLPERF, REPO
 from parsing_logs import NGC, needs_ngc_logs

@@ -12,7 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from dlperf_core.efficiency import (
+from dlperf_core.cluster.gpu_sampling import GpuSampler, GpuSamples, case_power_w, mean_power_w, parse_sample
+from dlperf_core.cluster.inventory import Node
+from dlperf_core.measure.efficiency import (
     ModelSize,
     energy_per_sample,
     gpu_peak,
@@ -22,11 +24,9 @@ from dlperf_core.efficiency import (
     resnet50_v15_forward_macs,
     training_flops_per_sample,
 )
-from dlperf_core.gpu_sampling import GpuSampler, GpuSamples, case_power_w, mean_power_w, parse_sample
-from dlperf_core.inventory import Node
-from dlperf_core.measure import measure_case_run
+from dlperf_core.measure.measurement import measure_case_run
 from dlperf_core.model import Case, CaseJob, CaseOutcome, NodeLaunch, NodeOutcome
-from dlperf_core.runtime.local import LocalRuntime
+from dlperf_core.run.runtime.local import LocalRuntime
 from dlperf_core.workload.resnet import resnet50
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dlperf_core.environment import (
+from dlperf_core.cluster.environment import (
     PYTHON_PROBE,
     capture_local,
     combine,
@@ -24,7 +24,7 @@ from dlperf_core.environment import (
     parse_topology,
     run_probe_locally,
 )
-from dlperf_core.gpu_sampling import GpuSamples, parse_memory_sample
+from dlperf_core.cluster.gpu_sampling import GpuSamples, parse_memory_sample
 from dlperf_core.storage import ResultStore
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "environment"

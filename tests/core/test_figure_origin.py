@@ -14,11 +14,11 @@ from html import escape
 import pytest
 import sqlalchemy as sa
 
+from dlperf_core.cluster.inventory import Node
 from dlperf_core.frameworks import ADAPTERS, get_adapter
-from dlperf_core.inventory import Node
-from dlperf_core.measure import Measurement
+from dlperf_core.measure.measurement import Measurement
+from dlperf_core.measure.origin import FIGURE_ORIGINS, ORIGIN_WORDS
 from dlperf_core.model import Case, CaseOutcome, NodeOutcome, series_base
-from dlperf_core.origin import FIGURE_ORIGINS, ORIGIN_WORDS
 from dlperf_core.reporting import build_report
 from dlperf_core.storage import ResultRecord, ResultStore, current_revision, downgrade, head_revision, upgrade
 from helpers import DLPERF, REPO, T0, cli_env, result_record, run_record, store_results_before_head

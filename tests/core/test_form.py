@@ -1,5 +1,5 @@
-"""The trigger form's choices (dlperf_core/form_choices.py), the DAG's Params built from them, and the plan-time
-checks behind them (dlperf_core/form_overrides.py, dlperf_core/trigger.py)."""
+"""The trigger form's choices (dlperf_core/plan/form_choices.py), the DAG's Params built from them, and the plan-time
+checks behind them (dlperf_core/plan/form_overrides.py, dlperf_core/plan/trigger.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from dlperf_core.cluster.inventory import Inventory
 from dlperf_core.errors import ConfigError
-from dlperf_core.form_choices import (
+from dlperf_core.frameworks import ADAPTERS
+from dlperf_core.plan.cases import PlanFilters, plan_suite
+from dlperf_core.plan.form_choices import (
     MAX_BATCH_PER_DEVICE,
     choices_cache_path,
     choices_for,
@@ -22,11 +25,8 @@ from dlperf_core.form_choices import (
     registry_choices,
     topology_label,
 )
-from dlperf_core.form_overrides import check_trigger, with_batch_override
-from dlperf_core.frameworks import ADAPTERS
-from dlperf_core.inventory import Inventory
-from dlperf_core.plan import PlanFilters, plan_suite
-from dlperf_core.suite import parse_suite
+from dlperf_core.plan.form_overrides import check_trigger, with_batch_override
+from dlperf_core.plan.suite import parse_suite
 from helpers import REPO
 
 TWO_BY_TWO = Inventory.model_validate({"name": "two", "nodes": [{"name": "a", "gpus": 2}, {"name": "b", "gpus": 2}]})
@@ -160,7 +160,7 @@ benchmarks:
 
 def spy_loads(monkeypatch) -> list[Path]:
     """Every suite and inventory file discover_choices loads from now on."""
-    from dlperf_core import form_choices as form
+    from dlperf_core.plan import form_choices as form
 
     loaded: list[Path] = []
     for name in ("load_suite", "load_inventory"):
@@ -279,10 +279,10 @@ def test_batch_override_replaces_every_batch_and_is_bounded():
 
 
 def test_plan_step_settings_refuse_and_override(monkeypatch):
-    """What plan_cases does with the form's values (dlperf_core.trigger): refused before any case runs when the
+    """What plan_cases does with the form's values (dlperf_core.plan.trigger): refused before any case runs when the
     chosen suite lacks a value; the batch override reaches every planned case."""
-    from dlperf_core.defaults import DeploymentDefaults
-    from dlperf_core.trigger import plan_trigger, resolve_trigger
+    from dlperf_core.plan.defaults import DeploymentDefaults
+    from dlperf_core.plan.trigger import plan_trigger, resolve_trigger
 
     def resolve(params):
         return resolve_trigger(params, DeploymentDefaults())
@@ -317,8 +317,8 @@ def test_a_plan_over_the_deployments_map_length_is_refused_before_any_case_runs(
     planned, with the count, the limit and the ways out, instead of failing the run after planning. dlperf's own
     deployments raise the limit above a real night's 1,350 case runs."""
     from dlperf_cli.embedded import airflow_settings
-    from dlperf_core.defaults import MAX_CASE_RUNS, DeploymentDefaults
-    from dlperf_core.trigger import plan_trigger, resolve_trigger
+    from dlperf_core.plan.defaults import MAX_CASE_RUNS, DeploymentDefaults
+    from dlperf_core.plan.trigger import plan_trigger, resolve_trigger
 
     monkeypatch.setenv("DLPERF_HOME", str(REPO))
     resolved = resolve_trigger({"suite": "suites/smoke.yaml", "runtime": "local"}, DeploymentDefaults())
@@ -332,9 +332,9 @@ def test_a_plan_over_the_deployments_map_length_is_refused_before_any_case_runs(
 
 def test_an_unknown_trigger_key_is_refused_first_naming_it_the_closest_key_and_the_known_ones(monkeypatch):
     """Airflow accepts any key in a trigger's conf: a misspelt ``topology`` planned every topology of the suite.
-    plan_cases refuses it (dlperf_core.trigger.check_keys) before it reads anything else, in words."""
-    from dlperf_core.defaults import DeploymentDefaults
-    from dlperf_core.trigger import TRIGGER_KEYS, resolve_trigger, unknown_keys
+    plan_cases refuses it (dlperf_core.plan.trigger.check_keys) before it reads anything else, in words."""
+    from dlperf_core.plan.defaults import DeploymentDefaults
+    from dlperf_core.plan.trigger import TRIGGER_KEYS, resolve_trigger, unknown_keys
 
     known = ", ".join(TRIGGER_KEYS)
     assert unknown_keys(["suite", "topologies", "repeats"]) is None
@@ -360,8 +360,8 @@ def test_a_suite_or_inventory_that_is_not_there_is_refused_in_words(monkeypatch,
     """The form's suite and inventory are free text without a JSON schema pattern (Airflow would answer a bad one
     with the schema's text); plan_cases refuses a name that is no YAML file there, with the known files and the
     closest of them."""
-    from dlperf_core.defaults import DeploymentDefaults
-    from dlperf_core.trigger import known_files, resolve_trigger, unknown_file
+    from dlperf_core.plan.defaults import DeploymentDefaults
+    from dlperf_core.plan.trigger import known_files, resolve_trigger, unknown_file
 
     known = ["suites/seeds.yaml", "suites/smoke.yaml"]
     home = Path("/opt/dlperf")
@@ -454,9 +454,9 @@ def test_dag_params_are_the_form_choices(tmp_path):
     assert accepted[("suite", '"x"')] and accepted[("inventory", '"a b"')]
     expected = discover_choices(REPO)
     schema = info["schema"]
-    # the form's fields are the trigger's keys: any other key is refused at planning (dlperf_core.trigger)
-    from dlperf_core.trigger import TRIGGER_KEYS
-    from dlperf_core.trigger_form import form_params
+    # the form's fields are the trigger's keys: any other key is refused at planning (dlperf_core.plan.trigger)
+    from dlperf_core.plan.trigger import TRIGGER_KEYS
+    from dlperf_core.plan.trigger_form import form_params
 
     assert list(schema) == list(TRIGGER_KEYS)
     # each Param is what the form's type renders for these choices (dlperf_airflow.trigger_params)
@@ -473,7 +473,7 @@ def test_dag_params_are_the_form_choices(tmp_path):
     assert schema["batch_size"]["maximum"] == expected.batch.maximum
     assert {"What to run", "Filters", "Measurement"} <= {schema[k].get("section") for k in schema}
     # a cleared field is null in the UI: allowed for every optional field, so the form never blocks on it
-    # suite and runtime left at their defaults mean the deployment's defaults (dlperf_core.defaults)
+    # suite and runtime left at their defaults mean the deployment's defaults (dlperf_core.plan.defaults)
     assert schema["runtime"]["enum"][0] == "default"
     for name in ("suite", "inventory", "frameworks", "models", "precisions", "topologies", "repeats", "batch_size"):
         assert "null" in schema[name]["type"], name

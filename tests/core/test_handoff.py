@@ -13,20 +13,20 @@ from datetime import UTC, datetime
 import pydantic
 import pytest
 
-from dlperf_core.handoff import ExecutedRun, NodeReport, Plan, PlannedRun, ProbeOutput, RunSettings
-from dlperf_core.inventory import load_inventory
+from dlperf_core.cluster.inventory import load_inventory
+from dlperf_core.cluster.preflight import NodeHealth, PreflightReport
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
-from dlperf_core.launch_spec import ContainerSettings, ImageRef, LaunchSpec, NodeSpec
-from dlperf_core.maxbatch import SearchResult, Trial
-from dlperf_core.measure import Measurement
+from dlperf_core.measure.maxbatch import SearchResult, Trial
+from dlperf_core.measure.measurement import Measurement
+from dlperf_core.measure.regression import DetectionReport, NewRegression
 from dlperf_core.model import Case, CaseOutcome, CaseRun, NodeOutcome
-from dlperf_core.plan import plan_searches, plan_suite
-from dlperf_core.preflight import NodeHealth, PreflightReport
-from dlperf_core.regression import DetectionReport, NewRegression
-from dlperf_core.run_status import RunCounts
-from dlperf_core.runtime.gang import NodeShare
+from dlperf_core.plan.cases import plan_searches, plan_suite
+from dlperf_core.plan.suite import load_suite
+from dlperf_core.run.handoff import ExecutedRun, NodeReport, Plan, PlannedRun, ProbeOutput, RunSettings
+from dlperf_core.run.launch_spec import ContainerSettings, ImageRef, LaunchSpec, NodeSpec
+from dlperf_core.run.run_status import RunCounts
+from dlperf_core.run.runtime.gang import NodeShare
 from dlperf_core.storage.records import ResultRecord
-from dlperf_core.suite import load_suite
 from helpers import REPO
 
 INVENTORY = load_inventory(REPO / "inventories/docker-local.yaml")

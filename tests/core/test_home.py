@@ -15,8 +15,8 @@ import pytest
 
 from dlperf_cli.main import build_parser, results_database_line
 from dlperf_core import home
-from dlperf_core.jobs import default_log_root
 from dlperf_core.reporting.paths import report_root
+from dlperf_core.run.jobs import default_log_root
 from dlperf_core.storage import default_db_url
 from dlperf_core.storage.spool import default_spool_dir
 from helpers import DLPERF, REPO
@@ -116,8 +116,8 @@ def test_dlperf_home_moves_everything_and_specific_overrides_win(tmp_path, monke
 
 @pytest.mark.usefixtures("no_overrides")
 def test_the_triggers_suite_and_inventory_paths_follow_the_same_home(tmp_path, monkeypatch):
-    from dlperf_core.defaults import DeploymentDefaults
-    from dlperf_core.trigger import resolve_trigger
+    from dlperf_core.plan.defaults import DeploymentDefaults
+    from dlperf_core.plan.trigger import resolve_trigger
 
     monkeypatch.chdir(tmp_path)
     form = {"suite": "suites/smoke.yaml", "runtime": "local", "inventory": "inventories/local.yaml"}

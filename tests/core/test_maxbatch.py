@@ -1,4 +1,4 @@
-"""Max batch size search: the pure search (dlperf_core.maxbatch), its suite option and plan, the CPU stand-in
+"""Max batch size search: the pure search (dlperf_core.measure.maxbatch), its suite option and plan, the CPU stand-in
 for a device's memory (a real kernel limit), and a real search through the DAG on the local runtime."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from dlperf_core.container import container_spec_for
+from dlperf_core.cluster.container import container_spec_for
+from dlperf_core.cluster.inventory import Inventory, Node
 from dlperf_core.errors import ConfigError
-from dlperf_core.inventory import Inventory, Node
-from dlperf_core.maxbatch import MaxBatchSearch, Trial, conclude, next_batch, run_search
+from dlperf_core.measure.maxbatch import MaxBatchSearch, Trial, conclude, next_batch, run_search
 from dlperf_core.model import series_base
-from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
-from dlperf_core.runtime.base import describe_exit
-from dlperf_core.runtime.local import with_memory_limit
-from dlperf_core.suite import parse_suite
+from dlperf_core.plan.cases import PlanFilters, plan_searches, plan_suite
+from dlperf_core.plan.suite import parse_suite
+from dlperf_core.run.runtime.base import describe_exit
+from dlperf_core.run.runtime.local import with_memory_limit
 from e2e_helpers import run_suite
 from helpers import REPO
 

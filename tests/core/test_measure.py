@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from dlperf_core.measure import measure_case_run
+from dlperf_core.measure.measurement import measure_case_run
 from dlperf_core.model import Case, CaseOutcome, NodeOutcome
 from dlperf_core.parsing.failures import error_line
 

@@ -1,4 +1,4 @@
-"""MLPerf Training submissions (dlperf_core.mlperf) over every ResNet-50 run of MLPerf Training v1.0 in
+"""MLPerf Training submissions (dlperf_core.importers.mlperf) over every ResNet-50 run of MLPerf Training v1.0 in
 ``$DLPERF_SHARED/mlperf/training_v1.0``: the official scores recomputed by mlperf_logging's own summarizer match
 the published ones, the compliance checker's verdicts and the system descriptions are read."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf_core import mlperf
+from dlperf_core.importers import mlperf
 from helpers import SHARED
 
 V1 = SHARED / "mlperf" / "training_v1.0"

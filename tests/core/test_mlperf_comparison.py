@@ -1,4 +1,4 @@
-"""A configuration beside the field's record (dlperf_core.mlperf_comparison), over MLPerf Training v1.0 imported
+"""A configuration beside the field's record (dlperf_core.importers.mlperf_comparison), over MLPerf Training v1.0 imported
 with ``dlperf import`` into SQLite: the systems of the same accelerator and nearest count, per accelerator;
 CPU-only per node; no matching system said so."""
 
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from dlperf_core.mlperf_comparison import FieldSystem, beside_the_record, field_systems
+from dlperf_core.importers.mlperf_comparison import FieldSystem, beside_the_record, field_systems
 from dlperf_core.storage import ResultStore
 from helpers import DLPERF, REPO, SHARED
 

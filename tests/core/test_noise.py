@@ -1,4 +1,4 @@
-"""Noisy configurations are flagged: the rule of dlperf_core.noise at its boundaries, the ``unreliable`` and
+"""Noisy configurations are flagged: the rule of dlperf_core.measure.noise at its boundaries, the ``unreliable`` and
 ``unreliable_reason`` columns of case_summary and latest_summary (migration 0008) on SQLite and PostgreSQL, and
 what a user reads: the results page, the markdown, HTML and JSON reports, the speedup plots and ``dlperf
 results``. Everything goes through the real store and real databases."""
@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from dlperf_core.noise import MAX_RELIABLE_CV, UNRELIABLE_LEGEND, UNRELIABLE_RULE, unreliable_reason
+from dlperf_core.measure.noise import MAX_RELIABLE_CV, UNRELIABLE_LEGEND, UNRELIABLE_RULE, unreliable_reason
 from dlperf_core.reporting import build_report, seed_tables
 from dlperf_core.reporting.plots import speedup_figure
 from dlperf_core.storage import ResultStore, current_revision, downgrade, upgrade

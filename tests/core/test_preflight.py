@@ -1,11 +1,11 @@
-"""Preflight's pure judgement (dlperf_core.preflight): the check script, the output of the checks split into
+"""Preflight's pure judgement (dlperf_core.cluster.preflight): the check script, the output of the checks split into
 blocks and judged against what the inventory declares, and which case a sick node blocks. The checks over real
 ssh against a private sshd, and the DAG's preflight step: tests/airflow_plugin/test_ssh_preflight.py."""
 
 from __future__ import annotations
 
-from dlperf_core.inventory import Node
-from dlperf_core.preflight import NodeHealth, case_blocker, health_of_output, preflight_script, split_blocks
+from dlperf_core.cluster.inventory import Node
+from dlperf_core.cluster.preflight import NodeHealth, case_blocker, health_of_output, preflight_script, split_blocks
 
 # --------------------------------------------------------------------------- the pure judgement
 

@@ -1,4 +1,4 @@
-"""Regression detection (dlperf_core.regression), pure: median/MAD verdicts on synthetic nightly histories, the
+"""Regression detection (dlperf_core.measure.regression), pure: median/MAD verdicts on synthetic nightly histories, the
 labels (fabric or framework), what a run decides and the alert it stores, the store's rows as the core's types.
 The detect_regressions step against a real PostgreSQL history (a planted 5% slowdown raises exactly one
 regression, a manual run stores nothing, the notifiers): tests/airflow_plugin/test_regression_step.py."""
@@ -11,8 +11,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from dlperf_core.environment import INFRASTRUCTURE_FIELDS
-from dlperf_core.regression import (
+from dlperf_core.cluster.environment import INFRASTRUCTURE_FIELDS
+from dlperf_core.measure.regression import (
     CaseResult,
     FabricFigure,
     Night,
@@ -144,7 +144,7 @@ GIB = 1 << 30
 
 
 def test_labels_follow_the_rules():
-    from dlperf_core.regression import FabricNight, Verdict, fabric_dropped, label_regression
+    from dlperf_core.measure.regression import FabricNight, Verdict, fabric_dropped, label_regression
 
     nights = [FabricNight(date(2026, 1, 1 + i), f"r{i}", 180.0 + (i % 3) * 0.5) for i in range(14)]
     assert fabric_dropped(nights, FabricNight(date(2026, 1, 20), "t", 150.0)) is True

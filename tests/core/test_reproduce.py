@@ -1,5 +1,5 @@
 """Reproduce any data point with one command: every result the DAG stores keeps its launch spec
-(``results.launch_spec``, :mod:`dlperf_core.launch_spec`), and ``dlperf reproduce RUN_ID CASE_KEY`` prints it as
+(``results.launch_spec``, :mod:`dlperf_core.run.launch_spec`), and ``dlperf reproduce RUN_ID CASE_KEY`` prints it as
 shell commands or, with ``--run``, re-runs the point through the DAG as a new run. The DAG's store step keeping
 the spec, and collect_case merging the node tasks' specs: tests/airflow_plugin/test_steps.py, test_node_step.py.
 
@@ -20,12 +20,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlperf_core.commands import DryRunDocker
+from dlperf_core.cluster.inventory import Inventory, load_inventory
 from dlperf_core.errors import ConfigError
-from dlperf_core.form_overrides import apply_form
-from dlperf_core.inventory import Inventory, load_inventory
-from dlperf_core.jobs import build_job
-from dlperf_core.launch_spec import (
+from dlperf_core.model import RunIds, series_base
+from dlperf_core.parsing import parse_file
+from dlperf_core.plan.cases import PlanFilters, plan_searches, plan_suite
+from dlperf_core.plan.form_overrides import apply_form
+from dlperf_core.plan.reproduce import reproduce_form, reproduce_params
+from dlperf_core.plan.suite import load_suite
+from dlperf_core.plan.trigger_form import TriggerForm
+from dlperf_core.run.commands import DryRunDocker
+from dlperf_core.run.jobs import build_job
+from dlperf_core.run.launch_spec import (
     REMOVED,
     ContainerSettings,
     ImageRef,
@@ -38,14 +44,8 @@ from dlperf_core.launch_spec import (
     scrub_env,
     shell_script,
 )
-from dlperf_core.model import RunIds, series_base
-from dlperf_core.parsing import parse_file
-from dlperf_core.plan import PlanFilters, plan_searches, plan_suite
-from dlperf_core.reproduce import reproduce_form, reproduce_params
-from dlperf_core.runtime.local import LocalRuntime
+from dlperf_core.run.runtime.local import LocalRuntime
 from dlperf_core.storage import ResultStore
-from dlperf_core.suite import load_suite
-from dlperf_core.trigger_form import TriggerForm
 from e2e_helpers import docker_output, run_ok
 from helpers import (
     DLPERF,

@@ -1,4 +1,4 @@
-"""Whether a run passed (dlperf_core.run_status): verdicts on hand-made lists of outcomes, then status_of_run on a
+"""Whether a run passed (dlperf_core.run.run_status): verdicts on hand-made lists of outcomes, then status_of_run on a
 SQLite results database. The DAG's finish_run step over it: tests/airflow_plugin/test_steps.py."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from dlperf_core.run_status import (
+from dlperf_core.run.run_status import (
     NOTHING_STORED,
     Outcome,
     RunCounts,

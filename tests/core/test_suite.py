@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dlperf_core.cluster.inventory import load_inventory
 from dlperf_core.errors import ConfigError
-from dlperf_core.inventory import load_inventory
 from dlperf_core.model import series_base
-from dlperf_core.plan import PlanFilters, check_suite, expand_cases, plan_suite
-from dlperf_core.suite import load_suite
+from dlperf_core.plan.cases import PlanFilters, check_suite, expand_cases, plan_suite
+from dlperf_core.plan.suite import load_suite
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -146,7 +146,7 @@ def test_options_make_distinct_cases(tmp_path):
 def test_the_fabric_benchmark_key_and_its_older_name_plan_the_same_cases(tmp_path):
     """``fabric_benchmark:`` is the key; ``fabric_probe:``, the older one (the suites in ``suites/`` use it), is read
     the same; both at once is refused by name."""
-    from dlperf_core.plan import fabric_cases
+    from dlperf_core.plan.cases import fabric_cases
 
     inventory = load_inventory(REPO / "inventories" / "docker-local.yaml")
     section = {"min_bytes": 1048576, "max_bytes": 4194304, "warmup": 2, "iters": 5, "repeats": 1}

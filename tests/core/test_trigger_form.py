@@ -1,4 +1,4 @@
-"""The trigger form's type (dlperf_core/trigger_form.py): its keys, reading a trigger's params, writing them back,
+"""The trigger form's type (dlperf_core/plan/trigger_form.py): its keys, reading a trigger's params, writing them back,
 and the Params it renders (compared with the hand-written Params it replaced: tests/data/trigger-params.json)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from dataclasses import fields
 import pytest
 
 from dlperf_core.errors import ConfigError
-from dlperf_core.form_choices import FormChoices, registry_choices
-from dlperf_core.plan import PlanFilters
-from dlperf_core.trigger_form import COMPILE_MODES, TRIGGER_KEYS, TriggerForm, form_fields, form_params
+from dlperf_core.plan.cases import PlanFilters
+from dlperf_core.plan.form_choices import FormChoices, registry_choices
+from dlperf_core.plan.trigger_form import COMPILE_MODES, TRIGGER_KEYS, TriggerForm, form_fields, form_params
 from helpers import REPO
 
 BEFORE = json.loads((REPO / "tests/data/trigger-params.json").read_text())
@@ -116,7 +116,7 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_each():
         "repeats: must be an integer, got '3'",
         "batch_size: must be an integer, got True",
     ]
-    # values the suite decides on are left to it (dlperf_core.form_overrides), in its words
+    # values the suite decides on are left to it (dlperf_core.plan.form_overrides), in its words
     assert TriggerForm.from_params({"compile": "always", "repeats": -1}).compile == "always"
 
 

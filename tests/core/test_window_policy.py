@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf_core.measure import measure_case_run
+from dlperf_core.measure.measurement import measure_case_run
 from dlperf_core.model import Case, CaseOutcome, NodeOutcome
 from dlperf_core.parsing import parse_log
 from dlperf_core.parsing.window import MIN_FITTED_MEASURED

@@ -19,8 +19,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlperf_core.defaults import CELERY_CONFIG_OPTIONS, EXECUTION_API_RETRIES, MAX_CASE_RUNS, TASK_SUPERVISOR_WAKE_S
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
+from dlperf_core.plan.defaults import (
+    CELERY_CONFIG_OPTIONS,
+    EXECUTION_API_RETRIES,
+    MAX_CASE_RUNS,
+    TASK_SUPERVISOR_WAKE_S,
+)
 from e2e_helpers import docker_output
 from helpers import REPO, docker_available, image_present
 

@@ -41,10 +41,10 @@ def pattern_of(quote: str) -> str:
 
 
 def refusal(params: dict) -> str:
-    """What plan_cases raises for a trigger's ``params`` (dlperf_core.trigger), as its task log shows it."""
-    from dlperf_core.defaults import DeploymentDefaults
+    """What plan_cases raises for a trigger's ``params`` (dlperf_core.plan.trigger), as its task log shows it."""
     from dlperf_core.errors import ConfigError
-    from dlperf_core.trigger import plan_trigger, resolve_trigger
+    from dlperf_core.plan.defaults import DeploymentDefaults
+    from dlperf_core.plan.trigger import plan_trigger, resolve_trigger
 
     try:
         plan_trigger(resolve_trigger(params, DeploymentDefaults()))
@@ -58,7 +58,7 @@ def runtime_error_of_a_silent_engine() -> str:
     the socket is not there)."""
     from dlperf_airflow.docker_runtime import DockerRuntime
     from dlperf_airflow.runtimes import runtime_error
-    from dlperf_core.inventory import Inventory, Node
+    from dlperf_core.cluster.inventory import Inventory, Node
 
     node = Node(name="node3", gpus=1, accelerator="cpu", docker_url="unix:///tmp/dlperf-doc-texts-no-engine.sock")
     runtime = DockerRuntime(Inventory(name="one", nodes=(node,)))
@@ -96,7 +96,7 @@ def spool_failure() -> str:
 
 def full_log_disk() -> str:
     """What a case run's repeat fails with when the log folder's disk is full."""
-    from dlperf_core.runtime.base import log_disk_full
+    from dlperf_core.run.runtime.base import log_disk_full
 
     with full_disk() as folder:
         said = log_disk_full(folder)
@@ -106,10 +106,10 @@ def full_log_disk() -> str:
 
 def too_big_for_the_inventory() -> str:
     """Planning the smoke suite at 4n8g on the local inventory (2 nodes)."""
+    from dlperf_core.cluster.inventory import load_inventory
     from dlperf_core.errors import ConfigError
-    from dlperf_core.inventory import load_inventory
-    from dlperf_core.plan import plan_suite
-    from dlperf_core.suite import parse_suite
+    from dlperf_core.plan.cases import plan_suite
+    from dlperf_core.plan.suite import parse_suite
 
     raw = yaml.safe_load((REPO / "suites/smoke.yaml").read_text())
     raw["benchmarks"][0]["topologies"] = ["4n8g"]
@@ -121,7 +121,7 @@ def too_big_for_the_inventory() -> str:
 
 
 def unreliable() -> str:
-    from dlperf_core.noise import unreliable_reason
+    from dlperf_core.measure.noise import unreliable_reason
 
     said = unreliable_reason(0.72, 7.09, 2)
     assert said is not None
@@ -129,7 +129,7 @@ def unreliable() -> str:
 
 
 def lost_run_case() -> str:
-    from dlperf_core.run_status import lost_reason
+    from dlperf_core.run.run_status import lost_reason
 
     return lost_reason({"run_case": "failed"})
 
@@ -242,7 +242,7 @@ def test_each_error_text_the_docs_quote_is_what_the_code_says(quote, monkeypatch
 
 def test_the_deploy_guide_lists_the_trigger_keys():
     """Step 5 names the keys a trigger's conf may have: those the DAG's plan_cases knows, no more, no fewer."""
-    from dlperf_core.trigger import TRIGGER_KEYS
+    from dlperf_core.plan.trigger import TRIGGER_KEYS
 
     text = page_text("deploy.md")
     listed = re.search(r"`conf` holds the Trigger form's fields \(([^)]*)\)", text)

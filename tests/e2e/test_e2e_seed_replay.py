@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from dlperf_core.cluster.inventory import Inventory, Mount, Node
 from dlperf_core.frameworks import get_adapter
-from dlperf_core.handoff import ExecutedRun, PlannedRun
-from dlperf_core.inventory import Inventory, Mount, Node
-from dlperf_core.jobs import build_job
 from dlperf_core.model import Case, CaseRun, RunIds
 from dlperf_core.parsing import parse_file
+from dlperf_core.run.handoff import ExecutedRun, PlannedRun
+from dlperf_core.run.jobs import build_job
 from dlperf_core.storage import ResultStore
 from helpers import SHARED, dlperf_containers, docker_marks
 from parsing_logs import ms_log, of_log

@@ -24,9 +24,9 @@ import pytest
 
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.parsing import parse_file
-from dlperf_core.plan import expand_cases
+from dlperf_core.plan.cases import expand_cases
+from dlperf_core.plan.suite import load_suite
 from dlperf_core.storage import ResultStore
-from dlperf_core.suite import load_suite
 from helpers import DLPERF, REPO, cli_env, dlperf_containers, docker_available, image_present, network_of, run_id_of
 
 # framework -> (its CPU image, a line written only once training ran): MindSpore's TimeMonitor, MXNet's

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import make_url, text
 
 from dlperf_airflow import steps
-from dlperf_core.handoff import ExecutedRun
 from dlperf_core.model import CaseOutcome, RunIds
+from dlperf_core.run.handoff import ExecutedRun
 from dlperf_core.storage import ResultStore
 from faults.common import DATA
 from helpers import REPO, cli_env

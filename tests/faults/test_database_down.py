@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from dlperf_airflow import steps
-from dlperf_core.handoff import ExecutedRun
 from dlperf_core.model import RunIds
-from dlperf_core.run_status import RunCounts
+from dlperf_core.run.handoff import ExecutedRun
+from dlperf_core.run.run_status import RunCounts
 from dlperf_core.storage import ResultStore
 from dlperf_core.storage.spool import ResultSpool
 from faults.private_pg import running_private_pg

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from dlperf_airflow.docker_runtime import DockerRuntime
-from dlperf_core.inventory import Inventory, Node
+from dlperf_core.cluster.inventory import Inventory, Node
 from dlperf_core.storage import ResultStore
 from faults.common import DATA, containers_of_run, run_cli
 from helpers import docker_marks, run_id_of

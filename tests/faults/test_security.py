@@ -269,8 +269,8 @@ def test_containers_are_never_privileged(fault):
     )
     docker = pytest.importorskip("docker")
     from dlperf_airflow.docker_runtime import host_config_for
-    from dlperf_core.container import container_spec_for
-    from dlperf_core.inventory import Node
+    from dlperf_core.cluster.container import container_spec_for
+    from dlperf_core.cluster.inventory import Node
     from dlperf_core.model import ContainerSpec
 
     assert not [f.name for f in dataclasses.fields(ContainerSpec) if "privileged" in f.name.lower()]

@@ -14,13 +14,13 @@ import shlex
 
 import pytest
 
-from dlperf_core.commands import GOLDEN_IDS, DryRunDocker, suite_commands
+from dlperf_core.cluster.inventory import load_inventory
 from dlperf_core.frameworks import ADAPTERS, LaunchContext, get_adapter
-from dlperf_core.inventory import load_inventory
-from dlperf_core.jobs import build_job
 from dlperf_core.model import Case, CaseRun
-from dlperf_core.plan import PlanFilters
-from dlperf_core.suite import load_suite
+from dlperf_core.plan.cases import PlanFilters
+from dlperf_core.plan.suite import load_suite
+from dlperf_core.run.commands import GOLDEN_IDS, DryRunDocker, suite_commands
+from dlperf_core.run.jobs import build_job
 from helpers import REPO, SHARED
 
 GOLDEN = REPO / "tests" / "golden"

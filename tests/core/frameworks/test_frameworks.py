@@ -3,12 +3,12 @@
 from dataclasses import replace
 from pathlib import Path
 
+from dlperf_core.cluster.inventory import load_inventory
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import LaunchContext, get_adapter
-from dlperf_core.inventory import load_inventory
-from dlperf_core.jobs import build_job
 from dlperf_core.model import Case, CaseRun, RunIds
-from dlperf_core.plan import check_fits
+from dlperf_core.plan.cases import check_fits
+from dlperf_core.run.jobs import build_job
 
 REPO = Path(__file__).resolve().parents[3]
 GPU = load_inventory(REPO / "inventories/example-cluster.yaml")  # the GPU nodes
@@ -40,7 +40,7 @@ class FakeRuntime:
     name, python, workload_dir = "docker", "python3", "/opt/dlperf/workload"
 
     def host_cores(self, _node):
-        from dlperf_core.cpu_placement import HostCores
+        from dlperf_core.cluster.cpu_placement import HostCores
 
         return HostCores(host="engine0", cores=tuple(range(8)))
 

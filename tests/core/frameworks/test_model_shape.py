@@ -9,7 +9,7 @@ import pytest
 
 from dlperf_core.frameworks import ADAPTERS, ModelShape, get_adapter
 from dlperf_core.frameworks.shape import FullSize, flag_values, overrides, shape_against
-from dlperf_core.suite import load_suite
+from dlperf_core.plan.suite import load_suite
 
 REPO = Path(__file__).resolve().parents[3]
 SEEDS_CPU = load_suite(REPO / "suites" / "seeds-cpu.yaml")

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from dlperf_core.mlperf import MlperfSystem
+from dlperf_core.importers.mlperf import MlperfSystem
 from dlperf_core.reporting import build_report
 from dlperf_core.reporting.tables import MLPERF_TITLE
 from dlperf_core.storage import ResultStore

@@ -99,7 +99,7 @@ def fill_store(url: str) -> dict[tuple, list[float]]:
 
 
 def record_regression(store: ResultStore, latest: dict[tuple, list[float]]) -> None:
-    from dlperf_core.regression import Verdict
+    from dlperf_core.measure.regression import Verdict
     from dlperf_core.storage.rows import Configuration
 
     framework, precision, batch = "pytorch_reference", "fp32", 128

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from matplotlib.lines import Line2D
 
-from dlperf_core.noise import UNRELIABLE_LEGEND
+from dlperf_core.measure.noise import UNRELIABLE_LEGEND
 from dlperf_core.reporting.plots import ONE_GPU, ONE_NODE, plot_scaling, speedup_figure, topology_families
 
 SMOKE = ((1, 1), (1, 2), (2, 1))  # the smoke suite's topologies

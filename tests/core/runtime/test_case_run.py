@@ -6,15 +6,15 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dlperf_core.case_run import collect_case
-from dlperf_core.handoff import NodeReport, PlannedRun, RunSettings
-from dlperf_core.inventory import Node, load_inventory
+from dlperf_core.cluster.inventory import Node, load_inventory
 from dlperf_core.model import CaseJob, NodeLaunch, RunIds
-from dlperf_core.plan import PlanFilters, plan_suite
-from dlperf_core.runtime.base import NodeEnd, case_outcome, run_to_end
-from dlperf_core.runtime.gang import NodeShare
-from dlperf_core.runtime.local import LocalRuntime
-from dlperf_core.suite import load_suite
+from dlperf_core.plan.cases import PlanFilters, plan_suite
+from dlperf_core.plan.suite import load_suite
+from dlperf_core.run.case_run import collect_case
+from dlperf_core.run.handoff import NodeReport, PlannedRun, RunSettings
+from dlperf_core.run.runtime.base import NodeEnd, case_outcome, run_to_end
+from dlperf_core.run.runtime.gang import NodeShare
+from dlperf_core.run.runtime.local import LocalRuntime
 from helpers import REPO
 
 NOW = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)

@@ -7,9 +7,10 @@ import sys
 import threading
 import time
 
-from dlperf_core.inventory import Node
+from dlperf_core.cluster.inventory import Node
+from dlperf_core.cluster.sshkeys import ContainerFile
 from dlperf_core.model import CaseJob, ContainerSpec, NodeLaunch
-from dlperf_core.runtime.gang import (
+from dlperf_core.run.runtime.gang import (
     EXITED,
     GAVE_UP,
     STARTED,
@@ -20,8 +21,7 @@ from dlperf_core.runtime.gang import (
     case_failure,
     run_node_share,
 )
-from dlperf_core.runtime.local import LocalRuntime
-from dlperf_core.sshkeys import ContainerFile
+from dlperf_core.run.runtime.local import LocalRuntime
 from gang_board import DictBoard, NodeView
 
 FAST = GangSettings(join_s=3.0, poll_s=0.1)

@@ -5,10 +5,10 @@ import os
 import sys
 import time
 
-from dlperf_core.inventory import Node
+from dlperf_core.cluster.inventory import Node
 from dlperf_core.model import CaseJob, NodeLaunch
-from dlperf_core.runtime.base import describe_exit
-from dlperf_core.runtime.local import LocalRuntime
+from dlperf_core.run.runtime.base import describe_exit
+from dlperf_core.run.runtime.local import LocalRuntime
 
 
 def job(tmp_path, *scripts, timeout_s=60.0, watchdog_s=None) -> CaseJob:

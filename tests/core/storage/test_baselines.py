@@ -16,7 +16,7 @@ from datetime import date, timedelta
 import pandas as pd
 import pytest
 
-from dlperf_core.noise import MAX_RELIABLE_CV, SINGLE_REPEAT, unreliable_reason
+from dlperf_core.measure.noise import MAX_RELIABLE_CV, SINGLE_REPEAT, unreliable_reason
 from dlperf_core.reporting import seed_tables
 from dlperf_core.storage import ResultStore
 from dlperf_core.storage.migrate import MIGRATIONS_DIR
@@ -181,7 +181,7 @@ def test_migration_0012_writes_the_core_threshold_and_words():
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    from dlperf_core.noise import BASELINE_OF
+    from dlperf_core.measure.noise import BASELINE_OF
 
     assert module.MAX_RELIABLE_CV == MAX_RELIABLE_CV and module.SINGLE_REPEAT == SINGLE_REPEAT
     assert (module.THIS_RUN, module.LATEST_NIGHTLY) == BASELINE_OF

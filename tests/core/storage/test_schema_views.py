@@ -14,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 from test_storage import CASE_KEYS, TABLES, VIEWS, expected_summary, synthetic_results
 
-from dlperf_core.environment import capture_local
-from dlperf_core.regression import Verdict
+from dlperf_core.cluster.environment import capture_local
+from dlperf_core.measure.regression import Verdict
 from dlperf_core.storage import (
     CASE_SUMMARY_COLUMNS,
     CONFIGURATION_COLUMNS,

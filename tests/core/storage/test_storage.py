@@ -18,7 +18,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.exc import IntegrityError
 
-from dlperf_core.noise import unreliable_reason
+from dlperf_core.measure.noise import unreliable_reason
 from dlperf_core.storage import (
     CASE_SUMMARY_COLUMNS,
     Base,
@@ -583,8 +583,8 @@ def test_summary_rows_are_the_summary_with_none_for_nan(store: ResultStore) -> N
 
 
 def test_environment_search_and_fabric_rows(store: ResultStore) -> None:
-    from dlperf_core.environment import INFRASTRUCTURE_FIELDS, capture_local
-    from dlperf_core.maxbatch import Trial
+    from dlperf_core.cluster.environment import INFRASTRUCTURE_FIELDS, capture_local
+    from dlperf_core.measure.maxbatch import Trial
     from dlperf_core.storage import FabricRecord, FabricSizeRecord, MaxBatchSearchRecord
     from dlperf_core.storage.rows import EnvironmentRow, FabricRow, MaxBatchSearchRow
 

@@ -11,7 +11,7 @@ from datetime import UTC
 import pytest
 import torch
 
-from dlperf_core.efficiency import mfu, throughput_unit, training_flops_per_sample
+from dlperf_core.measure.efficiency import mfu, throughput_unit, training_flops_per_sample
 from dlperf_core.parsing import parse_log
 from dlperf_core.parsing.fabric import parse_fabric_table
 from dlperf_core.workload.allreduce import bus_bandwidth, sizes
@@ -150,10 +150,10 @@ def test_tiny_transformer_and_fabric_benchmark_through_the_dag_into_postgres(tmp
 
 
 def test_fabric_benchmark_is_planned_at_every_topology_and_launched_like_the_benchmarks():
+    from dlperf_core.cluster.inventory import load_inventory
     from dlperf_core.frameworks import LaunchContext, get_adapter
-    from dlperf_core.inventory import load_inventory
-    from dlperf_core.plan import PlanFilters, plan_suite
-    from dlperf_core.suite import load_suite
+    from dlperf_core.plan.cases import PlanFilters, plan_suite
+    from dlperf_core.plan.suite import load_suite
 
     suite = load_suite(REPO / "suites" / "llm-cpu.yaml")
     inventory = load_inventory(REPO / "inventories" / "docker-local.yaml")
@@ -198,7 +198,7 @@ def test_fabric_benchmark_is_planned_at_every_topology_and_launched_like_the_ben
 def test_a_fabric_run_that_failed_is_a_failed_fabric_benchmark_with_its_reason(tmp_path):
     from datetime import datetime
 
-    from dlperf_core.measure import measure_fabric_run
+    from dlperf_core.measure.measurement import measure_fabric_run
     from dlperf_core.model import Case, CaseOutcome, NodeOutcome
 
     log = tmp_path / "node0.log"

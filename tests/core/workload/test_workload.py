@@ -172,7 +172,7 @@ def test_the_log_reads_the_same_as_mllog_and_as_dllogger_and_passes_mlperfs_chec
     """Rank 0 also writes MLPerf's MLLOG events (mlperf_logging.mllog): dlperf's MLLOG parser measures the same
     window as its DLLogger parser, and MLCommons' compliance checker finds nothing missing but the accuracy
     evaluation a benchmark run does not do."""
-    from dlperf_core import mlperf
+    from dlperf_core.importers import mlperf
     from dlperf_core.parsing import detect_format, parse_log
 
     cmd = [sys.executable, "-m", "dlperf_core.workload.train", *TINY, *ONE_THREAD, "--print-freq", "3"]

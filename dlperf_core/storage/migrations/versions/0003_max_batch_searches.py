@@ -4,7 +4,7 @@ Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-22 00:00:00
 
-``max_batch_searches`` keeps what ``dlperf_core.maxbatch`` concluded for one framework, model, precision,
+``max_batch_searches`` keeps what ``dlperf_core.measure.maxbatch`` concluded for one framework, model, precision,
 options and topology in one benchmark run: the stepping (start, step, limit), the verdict (status,
 max_batch, first_oom_batch, reason) and every probe (batch, status, reason, throughput) as JSON.
 Unique on ``(dag_id, run_id, search_key)``: a retried task updates its row.

@@ -13,7 +13,7 @@ Create Date: 2026-11-24 00:00:00
 * ``results.compiled``: the case ran under ``torch.compile`` (``compile: true`` in the suite).
 * ``results.mfu`` (model FLOPs utilisation, 0..1), ``results.energy_per_sample_j`` and
   ``results.gpu_power_mean_w`` (the case's GPUs' mean board power, summed): NULL when unknown (CPU nodes,
-  a GPU missing from the peak table), never 0. See ``dlperf_core/efficiency.py``.
+  a GPU missing from the peak table), never 0. See ``dlperf_core/measure/efficiency.py``.
 * Views: ``case_summary``, ``latest_summary``, ``nightly_history`` group by the variant and carry
   ``variant``, ``compiled``, ``mfu`` and ``energy_per_sample_j`` (medians over the ok repeats);
   ``open_regressions`` carries ``variant``.

@@ -9,12 +9,12 @@ Create Date: 2026-11-25 00:00:00
   ``MAX_RELIABLE_CV`` (0.10), or when its speedup against the run's 1n1g is above its device count
   (nodes x GPUs per node: super-linear scaling is not believable). An unknown CV (one ok repeat) or speedup
   (no 1n1g) flags nothing. The reason reads ``CV 0.71 > 0.10``, ``speedup 4.40 > 2 devices``, or both joined
-  by ``; `` (two decimals), the wording of ``dlperf_core.noise.unreliable_reason``.
+  by ``; `` (two decimals), the wording of ``dlperf_core.measure.noise.unreliable_reason``.
 * ``latest_summary`` carries both columns (before ``started_at`` and ``trigger``, as case_summary has them).
 * ``nightly_history`` is recreated unchanged (on SQLite it reads case_summary).
 
 The threshold is written here as a literal (a released migration keeps the SQL it ran); a test checks it
-against ``dlperf_core.noise.MAX_RELIABLE_CV``, so a new threshold needs a new revision.
+against ``dlperf_core.measure.noise.MAX_RELIABLE_CV``, so a new threshold needs a new revision.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 MAX_RELIABLE_CV = 0.10
-"""The CV above which a configuration is unreliable (``dlperf_core.noise.MAX_RELIABLE_CV`` when released)."""
+"""The CV above which a configuration is unreliable (``dlperf_core.measure.noise.MAX_RELIABLE_CV`` when released)."""
 
 # The figures of the rule, as 0006's case_summary computes them in its last SELECT (s: the case, b: its 1n1g)
 CV = "s.stdev_throughput / NULLIF(s.mean_throughput, 0)"

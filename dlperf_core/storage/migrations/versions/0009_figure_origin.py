@@ -4,7 +4,7 @@ Revision ID: 0009
 Revises: 0008
 Create Date: 2026-11-26 00:00:00
 
-``results.figure_origin`` (text): who printed the log lines the figure was read from (``dlperf_core.origin``):
+``results.figure_origin`` (text): who printed the log lines the figure was read from (``dlperf_core.measure.origin``):
 ``framework`` (the framework's or its benchmark's own code: DLLogger in DeepLearningExamples, MXNet's
 Speedometer, MindSpore's TimeMonitor, PLSC's logger, OneFlow-Benchmark), ``dlperf`` (a dlperf driver or
 workload printing the seed's format: the reference workload, ``ngc_pytorch`` and ``oneflow`` on CPU nodes) or
@@ -31,7 +31,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 ORIGINS = ("framework", "dlperf", "imported")
-"""The allowed values (``dlperf_core.origin.FIGURE_ORIGINS`` when released)."""
+"""The allowed values (``dlperf_core.measure.origin.FIGURE_ORIGINS`` when released)."""
 
 CHECK = f"figure_origin IN ({', '.join(repr(v) for v in ORIGINS)})"
 

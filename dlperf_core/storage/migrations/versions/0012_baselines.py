@@ -5,7 +5,7 @@ Revises: 0011
 Create Date: 2026-11-28 00:00:00
 
 * ``results.oversubscription`` (text, NULL): why the case's ranks had no cores of their own
-  (``dlperf_core.cpu_placement``: ``oversubscribed: 4 ranks on 2 cores of host``); NULL when each had its own,
+  (``dlperf_core.cluster.cpu_placement``: ``oversubscribed: 4 ranks on 2 cores of host``); NULL when each had its own,
   and on every row stored before this revision (not known).
 * ``case_summary``: the **baseline** of a case's speedup is the 1n1g of the same run (same framework, model,
   precision, batch and variant, ok repeats' median) or, where that run has none, the 1n1g of the **latest
@@ -15,7 +15,7 @@ Create Date: 2026-11-28 00:00:00
   oversubscribed case has no speedup (NULL): its figure says how crowded the host was, not how it scales.
   ``single_repeat`` (one ok repeat: no CV to judge it by) and ``oversubscribed`` join the flags: the reason
   lists every one that holds, joined by ``; ``: ``CV 0.71 > 0.10``, ``speedup 4.40 > 2 devices``, ``single
-  repeat``, and the oversubscription's own text (``dlperf_core.noise.unreliable_reason``, the same words).
+  repeat``, and the oversubscription's own text (``dlperf_core.measure.noise.unreliable_reason``, the same words).
 * ``latest_summary``: the latest of **any** run per configuration (as before), with the new columns.
 * ``latest_nightly_summary`` (new): per configuration, the case_summary row of the latest **scheduled** run
   that measured it, with that run's start and trigger: what the results page shows first.
@@ -42,13 +42,13 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 MAX_RELIABLE_CV = 0.10
-"""As 0008's (``dlperf_core.noise.MAX_RELIABLE_CV`` when released; a test checks it)."""
+"""As 0008's (``dlperf_core.measure.noise.MAX_RELIABLE_CV`` when released; a test checks it)."""
 
 SINGLE_REPEAT = "single repeat"
-"""The flag of a case with one ok repeat (``dlperf_core.noise.SINGLE_REPEAT`` when released)."""
+"""The flag of a case with one ok repeat (``dlperf_core.measure.noise.SINGLE_REPEAT`` when released)."""
 
 THIS_RUN, LATEST_NIGHTLY = "this run", "latest nightly"
-"""``baseline_of``'s values (``dlperf_core.noise.BASELINE_OF`` when released)."""
+"""``baseline_of``'s values (``dlperf_core.measure.noise.BASELINE_OF`` when released)."""
 
 
 def _frozen(name: str):

@@ -1,0 +1,254 @@
+"""One case run: start its nodes, supervise, one :class:`~dlperf_core.model.CaseOutcome`, whichever way its
+nodes are run.
+
+Two strategies, the same use case:
+
+* **central** (:func:`execute_case`): one worker starts every node of the case through the runtime
+  (``Runtime.submit``: the case's phases submit, poll, collect; :class:`~dlperf_core.run.runtime.base.CaseRunning`);
+* **routed** (node routing: a worker per node): :func:`node_share` runs on each node's own worker and starts that
+  node's part (the nodes meet on a board, :mod:`dlperf_core.run.runtime.gang`), then :func:`collect_case` puts the
+  nodes' reports together.
+
+Both end in the same outcome builder (:func:`dlperf_core.run.runtime.base.case_outcome`) with the same checks (the
+preflight blocker, the full log disk, the GPU samples, the oversubscription) and the same environment capture
+(:mod:`dlperf_core.cluster.environment_capture`). Every fact about the case (its nodes, image, runtime, limits) comes
+from its :class:`~dlperf_core.run.handoff.PlannedRun`, resolved once by planning: nothing here reads the inventory.
+The runtime itself is made by the caller (``make_runtime``: the docker runtime lives with Airflow's Docker
+provider), which also says what a runtime error means (``describe_error``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from dlperf_core.cluster.environment import Environment
+from dlperf_core.cluster.environment_capture import ProbeCache, environment_key, environment_of
+from dlperf_core.cluster.gpu_sampling import GpuSamples
+from dlperf_core.cluster.inventory import Inventory, Node
+from dlperf_core.cluster.preflight import PreflightReport
+from dlperf_core.model import CaseJob, CaseOutcome, RunIds, Runtime
+from dlperf_core.run.handoff import ExecutedRun, NodeReport, PlannedRun
+from dlperf_core.run.jobs import build_job, case_log_dir
+from dlperf_core.run.launch_spec import LaunchSpec, launch_spec_of
+from dlperf_core.run.runtime.base import NodeEnd, case_outcome, log_disk_full, run_to_end
+from dlperf_core.run.runtime.gang import (
+    GAVE_UP,
+    Board,
+    GangSettings,
+    NodeShare,
+    NodeState,
+    case_failure,
+    run_node_share,
+)
+
+log = logging.getLogger("dlperf")
+
+MakeRuntime = Callable[[str, Inventory], Runtime]
+"""Makes the runtime a planned run names (``local`` | ``docker``) over the case's nodes."""
+DescribeError = Callable[[Runtime | None, Sequence[Node], Exception], str]
+"""A case's failure reason when its runtime raised (which engines do not answer, and the exception)."""
+
+NODE_ENV = "DLPERF_NODE"  # set on a node worker: the node it sits on (a task for another node refuses to run)
+MAX_LOG_BYTES = 32 * 1024 * 1024  # node 0's log travels to collect_case through XCom
+
+
+@dataclass(frozen=True)
+class CaseRunner:
+    """How this deployment makes runtimes and names their errors (the edges of a case run)."""
+
+    make_runtime: MakeRuntime
+    describe_error: DescribeError
+
+
+def launch_spec(runtime: Runtime, job: CaseJob, planned: PlannedRun) -> LaunchSpec | None:
+    """What ``runtime`` launched for ``job`` (:mod:`dlperf_core.run.launch_spec`), kept on the result row; None,
+    with a warning, when it cannot be told (never fails the case)."""
+    try:
+        return launch_spec_of(runtime, job, planned.run, suite=planned.suite, inventory=planned.inventory)
+    except Exception as exc:  # noqa: BLE001 - the result is stored without it
+        log.warning("no launch spec for %s: %s: %s", planned.label, type(exc).__name__, exc)
+        return None
+
+
+def _job(planned: PlannedRun, runtime: Runtime, ids: RunIds) -> CaseJob:
+    return build_job(
+        planned.run, planned.cluster, runtime, ids, timeout_s=planned.timeout_s, watchdog_s=planned.watchdog_s
+    )
+
+
+def execute_case(
+    planned: PlannedRun, ids: RunIds, runner: CaseRunner, preflight: PreflightReport | None = None
+) -> ExecutedRun:
+    """The central strategy: start every node of the case from this worker, wait, collect logs, clean up. Never
+    raises for a failed training: the outcome (with its reason) goes on to be stored. A case on a node that failed
+    ``preflight`` is not started: it is a failed outcome "preflight: <node>: <problem>"."""
+    started = datetime.now(UTC)
+    if preflight is not None and (blocker := preflight.blocker(planned.node_names)):
+        log.warning("%s not started: %s", planned.label, blocker)
+        return ExecutedRun(planned, CaseOutcome(started, datetime.now(UTC), [], blocker))
+    runtime: Runtime | None = None
+    job: CaseJob | None = None
+    try:
+        runtime = runner.make_runtime(planned.runtime, planned.cluster)
+        job = _job(planned, runtime, ids)
+        outcome = run_to_end(runtime.submit(job))
+    except Exception as exc:  # noqa: BLE001 - the runtime itself failed (engine unreachable, ...): a failed run
+        outcome = CaseOutcome(started, datetime.now(UTC), [], runner.describe_error(runtime, planned.nodes, exc))
+    spec = launch_spec(runtime, job, planned) if runtime is not None and job is not None else None
+    return ExecutedRun(planned, outcome, spec)
+
+
+def node_share(
+    planned: PlannedRun,
+    ids: RunIds,
+    node_name: str,
+    preflight: PreflightReport | None,
+    board: Board,
+    runner: CaseRunner,
+    probes: ProbeCache | None = None,
+    settings: GangSettings | None = None,
+) -> NodeReport:
+    """The routed strategy, on node ``node_name``'s own worker: this node's share of the case run (``skipped``
+    set when the case does not use the node). ``probes``: the environment probe of the case's image here."""
+    run = planned.run
+    names = planned.node_names
+    if node_name not in names:
+        return NodeReport(node_name, skipped=f"{run.case.key} runs on {', '.join(names)}")
+    rank = names.index(node_name)
+    now = datetime.now(UTC).isoformat()
+
+    def refused(reason: str) -> NodeReport:
+        board.post(NodeState(GAVE_UP, reason=reason))
+        return NodeReport(node_name, NodeShare(node_name, rank, None, "", reason, True, now, now))
+
+    here = os.environ.get(NODE_ENV)
+    if here and here != node_name:
+        return refused(
+            f"{node_name}: its task ran on the worker of node {here}; give each node's worker only that node's "
+            f"queue ({planned.nodes[rank].queue})"
+        )
+    if preflight is not None and (blocker := preflight.blocker(names)):
+        return refused(blocker)
+    runtime = None
+    try:
+        runtime = runner.make_runtime(planned.runtime, planned.cluster)
+        job = _job(planned, runtime, ids)
+    except Exception as exc:  # noqa: BLE001 - the engine is unreachable, ...: this node gives up, with the reason
+        return refused(runner.describe_error(runtime, [planned.nodes[rank]], exc))
+    samples = GpuSamples() if planned.runtime == "docker" else None
+    share = run_node_share(
+        job,
+        node_name,
+        board,
+        lambda i, files: runtime.start_node(job, i, files, samples=samples),
+        settings or GangSettings(),
+    )
+    full = log_disk_full(job.log_dir) if job.log_dir.is_dir() else None
+    node_log, log_error = _node0_log(share) if rank == 0 else (None, None)
+    probe = None
+    if probes is not None and planned.image is not None:
+        try:
+            probe = probes.get(planned.nodes[rank], planned.image)
+        except Exception as exc:  # noqa: BLE001 - the environment never fails the case
+            log.warning("environment probe on %s failed: %s: %s", node_name, type(exc).__name__, exc)
+    return NodeReport(
+        node_name,
+        share,
+        ran_on=here,
+        gpu_memory_peak_mb=samples.peak_mb if samples else None,
+        gpu_power=tuple(samples.power) if samples else (),
+        launch_spec=launch_spec(runtime, job, planned),  # this node's own container's image, as its engine says
+        log=node_log,
+        log_error=log_error,
+        probe=probe,
+        oversubscription=job.oversubscription,
+        disk_full=full,
+    )
+
+
+def _node0_log(share: NodeShare) -> tuple[str | None, str | None]:
+    """Node 0's log, to travel to ``collect_case`` (its text, or why it cannot)."""
+    path = Path(share.log_path)
+    if not path.is_file():
+        return None, None
+    data = path.read_bytes()
+    if len(data) > MAX_LOG_BYTES:
+        return None, f"node 0's log is {len(data)} bytes, more than {MAX_LOG_BYTES} can travel"
+    return data.decode(errors="replace"), None
+
+
+@dataclass(frozen=True)
+class _Reported:
+    """A node's GPU readings as its report carried them (what :func:`case_outcome` reads of a sampler)."""
+
+    peak_mb: float | None
+    power: list[tuple[float, float]]
+
+
+def collect_case(
+    planned: PlannedRun, reports: Mapping[str, NodeReport | None], ids: RunIds
+) -> tuple[CaseOutcome, LaunchSpec | None]:
+    """The routed strategy's end: the case's outcome from its nodes' reports (a node task that failed or never
+    ran reads as None), built as the central strategy builds it; node 0's log is written where the parser reads
+    it (this run's log folder)."""
+    run = planned.run
+    names = planned.node_names
+    got = {n: r for n in names if (r := reports.get(n)) is not None and r.share is not None}
+    shares: dict[str, NodeShare | None] = {n: (got[n].share if n in got else None) for n in names}
+    failure = case_failure(shares)
+    now = datetime.now(UTC)
+    done = [s for s in shares.values() if s is not None]
+    started = min((datetime.fromisoformat(s.started_at) for s in done), default=now)
+    finished = max((datetime.fromisoformat(s.finished_at) for s in done), default=now)
+    ends = []
+    for rank, name in enumerate(names):
+        share, report = shares[name], got.get(name)
+        path = share.log_path if share else ""
+        if rank == 0 and report is not None and report.log is not None:  # node 0's log, where the parser reads it
+            central = case_log_dir(ids, run) / "node0.log"
+            central.parent.mkdir(parents=True, exist_ok=True)
+            central.write_text(report.log)
+            path = str(central)
+        elif rank == 0 and report is not None and report.log_error and not failure:
+            failure = report.log_error
+        ends.append(NodeEnd(name, rank, share.exit_code if share else None, path))
+    job = _reported_job(planned, got)
+    outcome = case_outcome(
+        job,
+        ends,
+        failure,
+        started,
+        finished,
+        disk_full=next((r.disk_full for r in got.values() if r.disk_full), None),
+        samples={n: _Reported(r.gpu_memory_peak_mb, list(r.gpu_power)) for n, r in got.items()},
+    )
+    return outcome, merged_launch_spec(got)
+
+
+def _reported_job(planned: PlannedRun, got: Mapping[str, NodeReport]) -> CaseJob:
+    crowded = next((r.oversubscription for r in got.values() if r.oversubscription), None)
+    return CaseJob(planned.label, (), (), Path(), planned.timeout_s, planned.watchdog_s, oversubscription=crowded)
+
+
+def merged_launch_spec(reports: Mapping[str, NodeReport]) -> LaunchSpec | None:
+    """The case's launch spec from its nodes' reports: each node as its own task saw it (the image its engine
+    ran), the nodes whose task said nothing as another node's task planned them; None if none reported one."""
+    views = {name: r.launch_spec for name, r in reports.items() if r.launch_spec is not None}
+    if not views:
+        return None
+    return next(iter(views.values())).merged(views)
+
+
+def reported_environment(planned: PlannedRun, reports: Mapping[str, NodeReport | None]) -> Environment | None:
+    """The case's environment from the probes its node tasks ran (as the central capture combines them); None
+    when a node did not report one (or the case has no image: the local runtime)."""
+    key = environment_key(planned)
+    probes = [r.probe for n in planned.node_names if (r := reports.get(n)) is not None and r.probe is not None]
+    if key.image is None or len(probes) < len(planned.nodes):
+        return None
+    return environment_of(key, probes)

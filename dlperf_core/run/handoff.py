@@ -1,0 +1,239 @@
+"""What one DAG task hands to the next, as typed data: DAG tasks take and return these types themselves.
+
+The benchmark DAG plans once (``plan_cases``) and every later task reads what planning decided instead of
+re-reading the suite from the trigger form:
+
+* :class:`RunSettings`: the trigger's resolved choices (suite file, runtime, the inventory and its nodes, time
+  limits); the cleanup tasks use it.
+* :class:`PlannedRun`: one case run (or one max batch search) with every fact its tasks need, resolved once by
+  planning: its nodes (address, engine, GPUs, mounts, queue, in rank order), its image, its runtime, its time
+  limits and who prints its figure. No later task reads the inventory file or works out an image again; the
+  environment capture adds ``environment_id``.
+* :class:`ExecutedRun`: a planned run with the runtime's :class:`~dlperf_core.model.CaseOutcome` and what was
+  launched on its nodes (:class:`~dlperf_core.run.launch_spec.LaunchSpec`), for ``store_result``.
+* :class:`Plan`: the three together, what ``plan_cases`` returns.
+* :class:`NodeReport`: one node's part of a case run under node routing, for ``collect_case``.
+
+Each is a :class:`~dlperf_core.json_form.JsonForm`: Airflow's XCom stores the JSON form generated from the
+type, and the next task reads the type back (``from_json(to_json(x)) == x``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Self
+
+from dlperf_core.cluster.inventory import Inventory, Node, load_inventory
+from dlperf_core.frameworks import get_adapter
+from dlperf_core.json_form import JsonForm
+from dlperf_core.measure.origin import FigureOrigin
+from dlperf_core.model import CaseOutcome, CaseRun
+from dlperf_core.plan.cases import SearchRun
+from dlperf_core.run.launch_spec import LaunchSpec
+from dlperf_core.run.runtime.gang import NodeShare
+
+
+@dataclass(frozen=True)
+class RunSettings(JsonForm):
+    """A trigger's resolved choices, decided once by planning."""
+
+    __version__: ClassVar[int] = 2  # 2: the inventory's nodes (1: the file alone, read again by each task)
+
+    suite: str  # the suite file
+    runtime: str  # "local" | "docker"
+    inventory: str  # the inventory file: read once, by planning (kept to name it, never read again)
+    timeout_s: float
+    watchdog_s: float | None
+    inventory_name: str = ""
+    nodes: tuple[Node, ...] = ()  # every node of the inventory (cleanup visits each)
+
+    @property
+    def cluster(self) -> Inventory:
+        """The inventory as planning read it, without reading the file again."""
+        return Inventory(name=self.inventory_name or "inventory", nodes=self.nodes)
+
+    @classmethod
+    def deserialize(cls, data: object, version: int) -> Self:
+        return super().deserialize(_settings_v2(data) if version < 2 else data, version)
+
+
+@dataclass(frozen=True)
+class PlannedRun(JsonForm):
+    """One case run to execute (``search`` set: the first probe of a max batch search)."""
+
+    __version__: ClassVar[int] = 2  # 2: resolved nodes, image, figure origin (1: node names under routing only)
+
+    run: CaseRun
+    runtime: str
+    inventory: str  # the inventory file it was planned on (the launch spec names it; never read again)
+    timeout_s: float
+    watchdog_s: float | None
+    search: SearchRun | None = None
+    environment_id: int | None = None  # set by capture_environment (node routing: by collect_case)
+    nodes: tuple[Node, ...] = ()  # the nodes it runs on, in rank order, as the inventory described them
+    suite: str | None = None  # the suite file it was planned from (the launch spec keeps it)
+    inventory_name: str = ""
+    image: str | None = None  # the docker runtime's image on these nodes (None: the local runtime)
+    figure_origin: FigureOrigin | None = None  # who prints the figure its log is read for (its adapter says)
+
+    @classmethod
+    def of(
+        cls, run: CaseRun, settings: RunSettings, inventory: Inventory, search: SearchRun | None = None
+    ) -> PlannedRun:
+        """``run`` with every fact its tasks need, resolved from ``inventory`` (the one planning read)."""
+        return replace(
+            cls(run, settings.runtime, settings.inventory, settings.timeout_s, settings.watchdog_s, search),
+            suite=settings.suite,
+            **resolved_facts(run, settings.runtime, inventory),
+        )
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    @property
+    def cluster(self) -> Inventory:
+        """The case's nodes as an inventory (what a runtime is made from), without reading the file again."""
+        return Inventory(name=self.inventory_name or "inventory", nodes=self.nodes)
+
+    @classmethod
+    def deserialize(cls, data: object, version: int) -> Self:
+        return super().deserialize(_planned_v2(data) if version < 2 else data, version)
+
+    @property
+    def label(self) -> str:
+        """How the task instance is named in the UI (``map_index_template``) and in progress lines."""
+        if self.search is not None:
+            return f"max batch {self.search.key}"
+        return f"{self.run.case.key} r{self.run.repeat}"
+
+    def with_environment(self, environment_id: int | None) -> PlannedRun:
+        return replace(self, environment_id=environment_id)
+
+
+def resolved_facts(run: CaseRun, runtime: str, inventory: Inventory) -> dict[str, Any]:
+    """What planning resolves for ``run`` on ``inventory``: its nodes, its image (docker), its figure's origin."""
+    case = run.case
+    nodes = inventory.first(case.nodes)
+    adapter = get_adapter(case.framework)
+    return {
+        "nodes": nodes,
+        "inventory_name": inventory.name,
+        "image": adapter.image(case, nodes) if runtime == "docker" else None,
+        "figure_origin": adapter.figure_origin(case, nodes),
+    }
+
+
+# Forms of version 1 (before planning resolved the nodes) are read by resolving them now, from the inventory file
+# they name: XCom written by an older dlperf during an upgrade still runs.
+
+
+def _settings_v2(data: object) -> object:
+    if not isinstance(data, dict) or data.get("nodes"):
+        return data
+    inventory = load_inventory(data["inventory"])
+    return {**data, "inventory_name": inventory.name, "nodes": [n.model_dump(mode="json") for n in inventory.nodes]}
+
+
+def _planned_v2(data: object) -> object:
+    if not isinstance(data, dict) or data.get("image") or _has_nodes(data.get("nodes")):
+        return data
+    facts = resolved_facts(_case_run(data["run"]), data["runtime"], load_inventory(data["inventory"]))
+    facts["nodes"] = [n.model_dump(mode="json") for n in facts["nodes"]]
+    return {**data, **facts}
+
+
+def _has_nodes(nodes: object) -> bool:
+    return isinstance(nodes, list | tuple) and bool(nodes) and isinstance(nodes[0], dict)
+
+
+def _case_run(data: object) -> CaseRun:
+    from dlperf_core.json_form import _adapter
+
+    run: CaseRun = _adapter(CaseRun).validate_python(data)
+    return run
+
+
+def _plan_v2(data: object) -> object:
+    if not isinstance(data, dict):
+        return data
+    return {
+        **data,
+        "settings": _settings_v2(data.get("settings")),
+        **{key: _upgrade_planned(data.get(key) or []) for key in ("cases", "searches")},
+    }
+
+
+def _upgrade_planned(items: Sequence[object]) -> list[object]:
+    return [_planned_v2(item) for item in items]
+
+
+@dataclass(frozen=True)
+class ExecutedRun(JsonForm):
+    """A planned run and how it ended, before its log is parsed, with what was launched (None: nothing was, or
+    the runtime could not say)."""
+
+    __version__: ClassVar[int] = 2  # as PlannedRun's
+
+    planned: PlannedRun
+    outcome: CaseOutcome
+    launch_spec: LaunchSpec | None = None
+
+    @classmethod
+    def deserialize(cls, data: object, version: int) -> Self:
+        if version < 2 and isinstance(data, dict):
+            data = {**data, "planned": _planned_v2(data.get("planned"))}
+        return super().deserialize(data, version)
+
+    @property
+    def run(self) -> CaseRun:
+        return self.planned.run
+
+    @property
+    def label(self) -> str:
+        return self.planned.label
+
+
+@dataclass(frozen=True)
+class Plan(JsonForm):
+    """What planning decided for one DAG run: settings, case runs and max batch searches."""
+
+    __version__: ClassVar[int] = 2  # as PlannedRun's
+
+    settings: RunSettings
+    cases: list[PlannedRun] = field(default_factory=list)
+    searches: list[PlannedRun] = field(default_factory=list)
+
+    @classmethod
+    def deserialize(cls, data: object, version: int) -> Self:
+        return super().deserialize(_plan_v2(data) if version < 2 else data, version)
+
+
+@dataclass(frozen=True)
+class ProbeOutput:
+    """The environment probe's output on one node (:mod:`dlperf_core.cluster.environment`) and its image's digest."""
+
+    output: str
+    digest: str | None
+
+
+@dataclass(frozen=True)
+class NodeReport(JsonForm):
+    """What one node's task returns under node routing: its share of the case run
+    (:class:`~dlperf_core.run.runtime.gang.NodeShare`; None when the case does not use the node, ``skipped`` says
+    why), with what ``collect_case`` needs from that node alone: node 0's log, the GPU samples, what the node
+    launched, its environment probe."""
+
+    node: str
+    share: NodeShare | None = None
+    skipped: str | None = None
+    ran_on: str | None = None  # the node whose worker ran the task (DLPERF_NODE there)
+    gpu_memory_peak_mb: float | None = None
+    gpu_power: tuple[tuple[float, float], ...] = ()
+    launch_spec: LaunchSpec | None = None
+    log: str | None = None  # node 0's log (rank 0 only)
+    log_error: str | None = None  # why node 0's log did not travel
+    probe: ProbeOutput | None = None
+    oversubscription: str | None = None  # the case's (CaseJob.oversubscription), as this node's task placed it
+    disk_full: str | None = None  # this node's log disk could not take one more block (the case's real cause)
