@@ -73,7 +73,7 @@ EXTERNAL: dict[str, FaultRecord] = {
         injected="INSERT/UPDATE/DDL as the analyst role on real PostgreSQL",
         expected="reads work, every write is refused",
     ),
-    "tests/core/runtime/test_supervise.py::test_watchdog_stops_a_silent_training": FaultRecord(
+    "tests/core/run/runtime/test_supervise.py::test_watchdog_stops_a_silent_training": FaultRecord(
         kind="fault",
         name="silent process (supervisor level)",
         injected="a real process that prints 3 lines then sleeps; watchdog 2 s",

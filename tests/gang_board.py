@@ -1,5 +1,5 @@
 """A gang's board in one process for tests: every node's latest post in one dict, as JSON (what XCom holds), and a
-view per node (tests/core/runtime/test_gang.py, tests/airflow_plugin/test_node_routing.py)."""
+view per node (tests/core/run/runtime/test_gang.py, tests/airflow_plugin/test_node_routing.py)."""
 
 from __future__ import annotations
 

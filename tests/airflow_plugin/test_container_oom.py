@@ -1,7 +1,7 @@
 """A container past its memory limit on the Docker runtime (dlperf_airflow.docker_runtime): a CPU stand-in node's
 device memory becomes the container's memory limit, the kernel's OOM killer ends it, and the supervisor names it,
 so a max batch size search on docker CPU nodes sees "out of memory" too (the search and the local runtime's limit:
-tests/core/test_maxbatch.py)."""
+tests/core/measure/test_maxbatch.py)."""
 
 from __future__ import annotations
 
@@ -35,5 +35,5 @@ def test_a_container_past_its_memory_limit_fails_as_out_of_memory(tmp_path):
     finally:
         proc.close()
     assert proc.oom_killed
-    # the words the search reads as out of memory (tests/core/test_maxbatch.py: every runtime's reason)
+    # the words the search reads as out of memory (tests/core/measure/test_maxbatch.py: every runtime's reason)
     assert reason == "node0: out of memory: killed by the kernel's OOM killer (exit code 137)"

@@ -1,6 +1,6 @@
 """The DAG's capture_environment step (dlperf_airflow.environment_step): it tags every planned case run with the
 environment it stored once per content hash (PostgreSQL), and never fails the run. The probe and its parsers:
-tests/core/test_environment.py."""
+tests/core/cluster/test_environment.py."""
 
 from __future__ import annotations
 

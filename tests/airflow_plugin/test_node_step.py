@@ -1,8 +1,8 @@
 """The node tasks of node routing (dlperf_airflow.node_step) around the core: the board the nodes of a case meet
 on is XCom (XComBoard, here over a stand-in task instance that keeps JSON as XCom does; the gang itself:
-tests/core/runtime/test_gang.py, the real board across Celery workers: test_node_routing.py), and collect_case
+tests/core/run/runtime/test_gang.py, the real board across Celery workers: test_node_routing.py), and collect_case
 merges what each node's task said it launched into the case's launch spec (the merge rule:
-tests/core/test_reproduce.py)."""
+tests/core/plan/test_reproduce.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The detect_regressions step (dlperf_airflow.regression_step) against a real PostgreSQL history: a planted 5%
 slowdown raises exactly one regression, a step that comes with a framework change is labelled as such, a slower
 fabric the same night takes the blame, a manual run stores nothing; and the notifiers (dlperf_airflow.notifiers)
-are configured and handed JSON. The rules themselves, pure: tests/core/test_regression.py."""
+are configured and handed JSON. The rules themselves, pure: tests/core/measure/test_regression.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What the results page (dlperf_airflow.results_page) shows of the flags the core computes, on SQLite and
-PostgreSQL: a noisy configuration's CV and its ``unreliable`` flag (dlperf_core.measure.noise, tests/core/test_noise.py),
+PostgreSQL: a noisy configuration's CV and its ``unreliable`` flag (dlperf_core.measure.noise, tests/core/measure/test_noise.py),
 the baseline each speedup is measured against (migration 0012, tests/core/storage/test_baselines.py), and who
-printed each figure (``figure_origin``, tests/core/test_figure_origin.py). Each fixture stores the rows its
+printed each figure (``figure_origin``, tests/core/measure/test_figure_origin.py). Each fixture stores the rows its
 core test reasons about; the page is rendered from the real store."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ while the rest run.
 Each test module gets its own sshd (``/usr/sbin/sshd -D`` on a free 127.0.0.1 port) with a fresh host key,
 client key, authorized_keys and config in a temporary folder; the system sshd is never touched.
 ``scripts/ensure-sshd.sh`` installs openssh-server when missing (``make test`` runs it).
-The pure judgement of check output, without any server: tests/core/test_preflight.py.
+The pure judgement of check output, without any server: tests/core/cluster/test_preflight.py.
 """
 
 from __future__ import annotations

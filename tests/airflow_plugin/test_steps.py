@@ -1,7 +1,7 @@
 """The DAG's step functions (dlperf_airflow.steps) over the core, on a real results database: finish_run closes
-a run with the core's verdict (dlperf_core.run.run_status, tests/core/test_run_status.py) and stores the case runs its
-tasks lost; store_result stores the adapter's figure origin (tests/core/test_figure_origin.py) and the launch spec
-of the executed run (tests/core/test_reproduce.py); plan_cases plans from the suites and inventories of
+a run with the core's verdict (dlperf_core.run.run_status, tests/core/run/test_run_status.py) and stores the case runs its
+tasks lost; store_result stores the adapter's figure origin (tests/core/measure/test_figure_origin.py) and the launch spec
+of the executed run (tests/core/plan/test_reproduce.py); plan_cases plans from the suites and inventories of
 ``DLPERF_HOME`` (tests/core/test_home.py)."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_finish_run_closes_the_run_with_the_core_verdict(sqlite_url, monkeypatch
     store.upsert_run(other)
     store.upsert_results([_result(other, 0, "failed", "not ours")])
     try:
-        verdict = status_of_run(store, run.dag_id, run.run_id)  # the core's verdict (tests/core/test_run_status.py)
+        verdict = status_of_run(store, run.dag_id, run.run_id)  # the core's verdict (tests/core/run/test_run_status.py)
         assert (verdict.summary().results, verdict.summary().failed) == (2, int(failed_repeat))
         ids = RunIds(run.dag_id, run.run_id)
         if failed_repeat:

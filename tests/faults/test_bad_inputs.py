@@ -1,7 +1,7 @@
 """Bad input at the edges that other tests do not reach through the real entry points: logs that are empty,
 binary, truncated, one gigantic line or full of NaN through `dlperf parse`, and a topology larger than the
 inventory through the DAG's plan task. (Malformed suite YAML, unknown framework/model and bad trigger form
-values are covered by tests/core/test_suite.py, tests/e2e/test_e2e_local.py and tests/airflow_plugin/test_dag.py; the
+values are covered by tests/core/plan/test_suite.py, tests/e2e/test_e2e_local.py and tests/airflow_plugin/test_dag.py; the
 parsers are fuzzed with hypothesis in tests/core/parsing/.)"""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_bad_log_gets_a_failed_status_with_a_reason(kind, tmp_path, fault):
     log = tmp_path / f"{kind}.log"
     log.write_bytes(make())
     # a log cut mid-line is a failed run by the strict window (dlperf's own runs); `dlperf parse` fits the
-    # window to a foreign log by default and measures its complete lines (tests/core/test_window_policy.py)
+    # window to a foreign log by default and measures its complete lines (tests/core/measure/test_window_policy.py)
     strict = ["--strict"] if kind == "truncated" else []
     done = subprocess.run(
         [*DLPERF, "parse", str(log), "--json", *strict], capture_output=True, text=True, cwd=REPO, timeout=300

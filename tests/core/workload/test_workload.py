@@ -46,7 +46,7 @@ def test_full_model_is_resnet50_v15_layer_for_layer() -> None:
     channels and a 3x3/2 max pool; stages of 3, 4, 6, 3 bottlenecks (1x1 -> 3x3 -> 1x1, expansion 4) of
     64, 128, 256, 512 inner channels and 256, 512, 1024, 2048 out; a 2048 -> 1000 classifier; 53 convolutions
     (49 + 4 projection shortcuts). Parameters and FLOPs: test_full_model_parameter_count above,
-    tests/core/test_efficiency.py (4.09 G multiply-accumulates at 224x224)."""
+    tests/core/measure/test_efficiency.py (4.09 G multiply-accumulates at 224x224)."""
     model = resnet50()
     assert (model.conv1.in_channels, model.conv1.out_channels, model.conv1.kernel_size) == (3, 64, (7, 7))
     assert model.conv1.stride == (2, 2) and (model.maxpool.kernel_size, model.maxpool.stride) == (3, 2)

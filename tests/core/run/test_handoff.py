@@ -186,7 +186,7 @@ def test_a_wrong_shape_is_refused_by_name():
 SERDE_ROUND_TRIP = """
 import json, sys
 from airflow.sdk.serde import deserialize, serialize
-sys.path.insert(0, "tests/core")
+sys.path.insert(0, "tests/core/run")
 from test_handoff import every_hand_off
 for value in every_hand_off():
     stored = json.loads(json.dumps(serialize(value)))  # what the XCom table holds

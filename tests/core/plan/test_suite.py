@@ -11,7 +11,7 @@ from dlperf_core.model import series_base
 from dlperf_core.plan.cases import PlanFilters, check_suite, expand_cases, plan_suite
 from dlperf_core.plan.suite import load_suite
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 GOOD = {
     "name": "t",

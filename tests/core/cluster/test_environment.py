@@ -27,7 +27,7 @@ from dlperf_core.cluster.environment import (
 from dlperf_core.cluster.gpu_sampling import GpuSamples, parse_memory_sample
 from dlperf_core.storage import ResultStore
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "environment"
+DATA = Path(__file__).resolve().parents[2] / "data" / "environment"
 
 
 def section(name: str, body: str) -> str:
@@ -135,7 +135,7 @@ def test_content_hash_is_stable_and_tells_a_driver_change():
     ]
 
 
-STORED_ENVIRONMENTS = Path(__file__).resolve().parents[1] / "data" / "json_forms" / "environments.json"
+STORED_ENVIRONMENTS = Path(__file__).resolve().parents[2] / "data" / "json_forms" / "environments.json"
 """Environments as ``environments.data`` held them, with their ``content_hash``, when the form was still
 ``json.loads(json.dumps(asdict(env)))``: made from the probes below."""
 NO_TOOLS_PROBE = "@@dlperf:hostname@@\ncpu-box\n@@dlperf:gpus@@\n@@missing@@ nvidia-smi not found\n@@dlperf:end@@\n"
