@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 from dlperf_core.cluster.inventory import Inventory, Node, load_inventory
 from dlperf_core.frameworks import get_adapter
@@ -82,10 +82,21 @@ class PlannedRun(JsonForm):
         cls, run: CaseRun, settings: RunSettings, inventory: Inventory, search: SearchRun | None = None
     ) -> PlannedRun:
         """``run`` with every fact its tasks need, resolved from ``inventory`` (the one planning read)."""
+        planned = cls(run, settings.runtime, settings.inventory, settings.timeout_s, settings.watchdog_s, search)
+        return replace(planned, suite=settings.suite).resolved_on(inventory)
+
+    def resolved_on(self, inventory: Inventory) -> PlannedRun:
+        """This run with what planning resolves on ``inventory``: its nodes, its image (docker), its figure's
+        origin (its adapter's answers for those nodes)."""
+        case = self.run.case
+        nodes = inventory.first(case.nodes)
+        adapter = get_adapter(case.framework)
         return replace(
-            cls(run, settings.runtime, settings.inventory, settings.timeout_s, settings.watchdog_s, search),
-            suite=settings.suite,
-            **resolved_facts(run, settings.runtime, inventory),
+            self,
+            nodes=nodes,
+            inventory_name=inventory.name,
+            image=adapter.image(case, nodes) if self.runtime == "docker" else None,
+            figure_origin=adapter.figure_origin(case, nodes),
         )
 
     @property
@@ -112,19 +123,6 @@ class PlannedRun(JsonForm):
         return replace(self, environment_id=environment_id)
 
 
-def resolved_facts(run: CaseRun, runtime: str, inventory: Inventory) -> dict[str, Any]:
-    """What planning resolves for ``run`` on ``inventory``: its nodes, its image (docker), its figure's origin."""
-    case = run.case
-    nodes = inventory.first(case.nodes)
-    adapter = get_adapter(case.framework)
-    return {
-        "nodes": nodes,
-        "inventory_name": inventory.name,
-        "image": adapter.image(case, nodes) if runtime == "docker" else None,
-        "figure_origin": adapter.figure_origin(case, nodes),
-    }
-
-
 # Forms of version 1 (before planning resolved the nodes) are read by resolving them now, from the inventory file
 # they name: XCom written by an older dlperf during an upgrade still runs.
 
@@ -139,20 +137,12 @@ def _settings_v2(data: object) -> object:
 def _planned_v2(data: object) -> object:
     if not isinstance(data, dict) or data.get("image") or _has_nodes(data.get("nodes")):
         return data
-    facts = resolved_facts(_case_run(data["run"]), data["runtime"], load_inventory(data["inventory"]))
-    facts["nodes"] = [n.model_dump(mode="json") for n in facts["nodes"]]
-    return {**data, **facts}
+    old = PlannedRun.from_json({**data, "nodes": []})  # routing wrote node names there: resolved again below
+    return old.resolved_on(load_inventory(old.inventory)).to_json()
 
 
 def _has_nodes(nodes: object) -> bool:
     return isinstance(nodes, list | tuple) and bool(nodes) and isinstance(nodes[0], dict)
-
-
-def _case_run(data: object) -> CaseRun:
-    from dlperf_core.json_form import _adapter
-
-    run: CaseRun = _adapter(CaseRun).validate_python(data)
-    return run
 
 
 def _plan_v2(data: object) -> object:
