@@ -103,8 +103,8 @@ def test_the_results_database_restarted_while_results_are_stored_loses_nothing(
         "fault",
         "results PostgreSQL restarted mid-night (CeleryExecutor)",
         "the results database's server stopped (`pg_ctl stop -m fast`) while the night's last case run trains (each "
-        "case run's store_result follows its own run_case), kept down until that case run's store_result spooled its "
-        "result, then started again",
+        "case run's store_result follows its own run_case), kept down until a store_result spooled its result, then "
+        "started again",
         "store_result spools while the server is down (the task does not fail); the next store_result or finish_run "
         "writes the spool; every case run ok, one row each, the run succeeds; no container left",
     )
