@@ -64,7 +64,7 @@ from dlperf_core.run.run_status import RunCounts
 
 DAG_ID = "dlperf_benchmark"
 POOL = "dlperf_cluster"
-# Tasks that hold the cluster's devices (case runs, max batch probes): one at a time, across DAG runs.
+# Tasks that hold the cluster's devices (case runs, max batch trials): one at a time, across DAG runs.
 ON_THE_CLUSTER = dict(
     pool=POOL,
     max_active_tis_per_dagrun=1,

@@ -4,7 +4,7 @@ Each node is reached with the Docker provider's own ``DockerHook``, as :class:`D
 ``docker_url`` as ``base_url``, the inventory's ``docker.tls`` as ``tls`` and, when the node has a registry
 login, its Airflow Docker connection (``dlperf_docker_<name>``, written by ``dlperf cluster sync`` from
 ``docker.registry``) as ``docker_conn_id``, with which the hook logs in itself. Every container dlperf starts
-(cases, max batch probes, the environment probe) is made by :func:`create_container` from a
+(cases, max batch trials, the environment probe) is made by :func:`create_container` from a
 :class:`ContainerSpec`. The containers of a case are created and started together (a multi-node job needs all
 ranks up at once, and Airflow has no gang scheduling, so one task starts them all rather than one
 DockerOperator per node, which would block on its own container). Logs are streamed to files while the job
