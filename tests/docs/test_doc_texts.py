@@ -131,7 +131,7 @@ def unreliable() -> str:
 def lost_run_case() -> str:
     from dlperf_core.run.run_status import lost_reason
 
-    return lost_reason({"run_case": "failed"})
+    return lost_reason({"run_case": "failed", "store_result": "upstream_failed"})
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ QUOTES = [
     Quote("metrics.md", "CV 0.72 > 0.10; speedup 7.09 > 2 devices", "whole", lambda: unreliable()),
     Quote(
         "reliability.md",
-        "lost: run_case failed, before a result was stored (the task ...",
+        "lost: run_case failed, store_result upstream_failed, before ...",
         "start",
         lambda: lost_run_case(),
     ),
