@@ -217,22 +217,16 @@ def collect_case(
         elif rank == 0 and report is not None and report.log_error and not failure:
             failure = report.log_error
         ends.append(NodeEnd(name, rank, share.exit_code if share else None, path))
-    job = _reported_job(planned, got)
     outcome = case_outcome(
-        job,
         ends,
         failure,
         started,
         finished,
+        oversubscription=next((r.oversubscription for r in got.values() if r.oversubscription), None),
         disk_full=next((r.disk_full for r in got.values() if r.disk_full), None),
         samples={n: _Reported(r.gpu_memory_peak_mb, list(r.gpu_power)) for n, r in got.items()},
     )
     return outcome, merged_launch_spec(got)
-
-
-def _reported_job(planned: PlannedRun, got: Mapping[str, NodeReport]) -> CaseJob:
-    crowded = next((r.oversubscription for r in got.values() if r.oversubscription), None)
-    return CaseJob(planned.label, (), (), Path(), planned.timeout_s, planned.watchdog_s, oversubscription=crowded)
 
 
 def merged_launch_spec(reports: Mapping[str, NodeReport]) -> LaunchSpec | None:

@@ -128,21 +128,17 @@ class PlannedRun(JsonForm):
 
 
 def _settings_v2(data: object) -> object:
-    if not isinstance(data, dict) or data.get("nodes"):
+    if not isinstance(data, dict):  # not a form: refused by name when it is read
         return data
     inventory = load_inventory(data["inventory"])
     return {**data, "inventory_name": inventory.name, "nodes": [n.model_dump(mode="json") for n in inventory.nodes]}
 
 
 def _planned_v2(data: object) -> object:
-    if not isinstance(data, dict) or data.get("image") or _has_nodes(data.get("nodes")):
+    if not isinstance(data, dict):  # not a form: refused by name when it is read
         return data
     old = PlannedRun.from_json({**data, "nodes": []})  # routing wrote node names there: resolved again below
     return old.resolved_on(load_inventory(old.inventory)).to_json()
-
-
-def _has_nodes(nodes: object) -> bool:
-    return isinstance(nodes, list | tuple) and bool(nodes) and isinstance(nodes[0], dict)
 
 
 def _plan_v2(data: object) -> object:

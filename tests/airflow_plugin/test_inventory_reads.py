@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from helpers import REPO
+from helpers import REPO, cli_env
 
 COUNT = r"""
 import json, sys, collections
@@ -38,16 +38,9 @@ print("COUNT:" + json.dumps({
 
 
 def test_the_inventory_is_read_once_per_dag_run_by_plan_cases(tmp_path):
-    import os
-
     conf = {"suite": "suites/smoke.yaml", "runtime": "local", "topologies": ["1n1g"], "repeats": 1}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")} | {
-        "AIRFLOW_HOME": str(tmp_path / "airflow"),
-        "DLPERF_HOME": str(REPO),
-        "DLPERF_DB_URL": f"sqlite:///{tmp_path / 'dlperf.db'}",
-        "DLPERF_REPORT_DIR": str(tmp_path / "reports"),
-        "DLPERF_LOG_DIR": str(tmp_path / "logs"),
-    }
+    db = f"sqlite:///{tmp_path / 'dlperf.db'}"
+    env = cli_env(tmp_path, db, DLPERF_HOME=str(REPO), DLPERF_REPORT_DIR=str(tmp_path / "reports"))
     out = subprocess.run(
         [sys.executable, "-c", COUNT, json.dumps(conf)],
         capture_output=True,

@@ -169,28 +169,22 @@ class NodeEnd:
 
 
 def case_outcome(
-    job: CaseJob,
     ends: Iterable[NodeEnd],
     failure: str | None,
     started: datetime,
     finished: datetime,
     *,
+    oversubscription: str | None = None,
     disk_full: str | None = None,
     samples: Mapping[str, GpuReadings] | None = None,
 ) -> CaseOutcome:
-    """The one outcome builder of a case run, whichever way its nodes ran: each node's end in rank order (a node
-    that never ended is there, without an exit code), the failure (a full log disk named first: it is the real
-    cause of whatever the processes or the parser report), the GPU samples (:func:`with_gpu_samples`) and the
-    job's oversubscription."""
+    """The one outcome builder of a case run, whichever way its nodes ran: each node's end in rank order, the
+    failure (a full log disk named first: it is the real cause of whatever the processes or the parser report),
+    the GPU samples (:func:`with_gpu_samples`) and the job's oversubscription."""
     nodes = [NodeOutcome(e.node, e.rank, e.exit_code, e.log_path) for e in sorted(ends, key=lambda e: e.rank)]
-    if not nodes:  # nothing started: each node's log, where it would have been
-        nodes = [
-            NodeOutcome(l.node.name, l.node_rank, None, str(job.log_dir / f"node{l.node_rank}.log"))
-            for l in job.launches
-        ]
     if disk_full:
         failure = disk_full if not failure else f"{disk_full}; {failure}"
-    outcome = CaseOutcome(started, finished, nodes, failure, oversubscription=job.oversubscription)
+    outcome = CaseOutcome(started, finished, nodes, failure, oversubscription=oversubscription)
     return with_gpu_samples(outcome, samples) if samples is not None else outcome
 
 
@@ -261,13 +255,21 @@ class CaseRunning:
         finally:
             if self._on_collect is not None:
                 self._on_collect()
+        job = self.job
         ends = [
-            NodeEnd(p.node_name, self.job.launches[i].node_rank, code, str(p.log_path))
+            NodeEnd(p.node_name, job.launches[i].node_rank, code, str(p.log_path))
             for i, p, code in zip(self._order, self._procs, codes)
+        ] or [  # nothing started: each node's log, where it would have been
+            NodeEnd(l.node.name, l.node_rank, None, str(job.log_dir / f"node{l.node_rank}.log")) for l in job.launches
         ]
-        full = log_disk_full(self.job.log_dir) if self.job.log_dir.is_dir() else None
         return case_outcome(
-            self.job, ends, self.failure, self.started, datetime.now(UTC), disk_full=full, samples=self._samples
+            ends,
+            self.failure,
+            self.started,
+            datetime.now(UTC),
+            oversubscription=job.oversubscription,
+            disk_full=log_disk_full(job.log_dir) if job.log_dir.is_dir() else None,
+            samples=self._samples,
         )
 
 

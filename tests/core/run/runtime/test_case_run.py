@@ -81,18 +81,17 @@ def test_the_routed_strategy_builds_the_outcome_the_central_one_does(tmp_path, m
     outcome, _ = collect_case(planned, reports, RunIds("d", "r"))
     central_log = outcome.nodes[0].log_path
     assert Path(central_log).read_text() == "rank 0 printed this\n"  # node 0's log, where the parser reads it
-    job = CaseJob("t", (), (), tmp_path, 60, None, oversubscription="2 ranks on 1 core")
 
     class Readings:
         def __init__(self, peak, power):
             self.peak_mb, self.power = peak, power
 
     central = case_outcome(
-        job,
         [NodeEnd(first, 0, 0, central_log), NodeEnd(second, 1, 0, "/on/node1/node1.log")],
         None,
         NOW,
         NOW,
+        oversubscription="2 ranks on 1 core",
         disk_full="log disk full: No space left on device (ENOSPC) writing in /on/node1",
         samples={first: Readings(812.0, []), second: Readings(None, [(1.0, 300.0)])},
     )
