@@ -1,6 +1,8 @@
 """dlperf_benchmark: run a benchmark suite on the cluster and store every repeat in the results database.
 
-Nightly at 02:00 UTC on the default suite, and on demand from the Trigger form (suite, runtime, filters,
+Nightly at 02:00 UTC on the default suite (Airflow's configuration option ``[dlperf] schedule``, environment
+variable ``AIRFLOW__DLPERF__SCHEDULE``, sets another cron expression or ``none``: :mod:`dlperf_airflow.schedule`),
+and on demand from the Trigger form (suite, runtime, filters,
 repeats). Planning happens once: ``plan_cases`` returns the plan (:class:`dlperf_core.run.handoff.Plan`): its
 ``cases``, ``searches`` and ``settings`` are what every later task reads. Every task takes and returns
 dlperf's own types (:mod:`dlperf_core.run.handoff` and their kin); XCom carries their JSON form
@@ -42,6 +44,7 @@ from airflow.sdk import dag, get_current_context, task, task_group
 from dlperf_airflow import steps
 from dlperf_airflow.handout import hand_out, handed_out
 from dlperf_airflow.node_step import routing_inventory
+from dlperf_airflow.schedule import nightly_schedule
 from dlperf_airflow.task_ids import (
     CAPTURE_ENVIRONMENT,
     CASE_RUN_GROUP,
@@ -77,6 +80,7 @@ ON_THE_CLUSTER = dict(
 ROUTING = routing_inventory(steps.dlperf_home())
 HAND_OUT = CAPTURE_ENVIRONMENT if ROUTING is None else ROUTE_CASES  # the task that hands the case runs out
 EXECUTING = in_case_run(RUN_CASE if ROUTING is None else COLLECT_CASE)  # the task that hands a case's outcome over
+SCHEDULE = nightly_schedule()  # [dlperf] schedule, read at parse time; a value that is not a schedule fails the parse
 
 
 def _ids() -> RunIds:
@@ -86,7 +90,7 @@ def _ids() -> RunIds:
 
 @dag(
     dag_id=DAG_ID,
-    schedule="0 2 * * *",
+    schedule=SCHEDULE,
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,

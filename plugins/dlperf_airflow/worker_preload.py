@@ -15,6 +15,7 @@ import dlperf_airflow.docker_runtime  # noqa: F401 - the docker SDK
 import dlperf_airflow.environment_step  # noqa: F401
 import dlperf_airflow.handout  # noqa: F401
 import dlperf_airflow.node_step  # noqa: F401
+import dlperf_airflow.schedule  # noqa: F401 - the DAG's schedule ([dlperf] schedule)
 import dlperf_airflow.steps  # noqa: F401 - the DAG's steps: dlperf_core, its results store (pandas, SQLAlchemy)
 import dlperf_airflow.trigger_params  # noqa: F401 - the DAG's Params, from the trigger form
 import dlperf_core.measure.regression  # noqa: F401
