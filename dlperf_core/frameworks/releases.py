@@ -1,0 +1,222 @@
+"""The framework releases dlperf knows: each one's image, the sources it builds from, its CUDA and its limits.
+
+A GPU adapter trains in the image of one release, chosen with the adapter option ``release`` (a suite's
+``options: {release: "20.03"}``); without it, the adapter's default release. The seeds' releases stay
+selectable by name, and ``suites/seeds.yaml`` names them. Pure data: no I/O. The facts of each release
+(CUDA, minimum driver, GPU generations) carry their source, or say ``unverified`` where none was read;
+docs/frameworks.md shows them as a table, and preflight (:mod:`dlperf_core.cluster.cuda_compat`) refuses an image
+whose CUDA is too old for a node's driver or GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The first CUDA release that builds code for a compute capability (major, minor): the GPUs of that generation
+# and later cannot run an image whose CUDA is older. Sources: Ampere sm_80 needs CUDA 11.0
+# (github.com/BVLC/caffe/pull/7020: "Ampere architecture (CUDA 11 / sm_80, sm_86)"); Ada sm_89 and Hopper sm_90
+# appeared first in CUDA 11.8 (github.com/k2-fsa/k2 commit 99f5979: "compute capability 90 appeared first in
+# CUDA 11.8"; gitlab.com/gromacs/gromacs merge request 3180: "Ada (89) and Hopper (90) support now exists in
+# CUDA 11.8").
+FIRST_CUDA_FOR_CAPABILITY: tuple[tuple[tuple[int, int], tuple[int, int], str], ...] = (
+    ((9, 0), (11, 8), "Hopper"),
+    ((8, 9), (11, 8), "Ada"),
+    ((8, 0), (11, 0), "Ampere"),
+)
+
+
+@dataclass(frozen=True)
+class Release:
+    """One release of a framework's GPU image."""
+
+    framework: str
+    name: str  # what a suite's ``release:`` option says
+    image: str  # the tag dlperf builds (docker/<recipe>/)
+    base_image: str  # the Dockerfile's BASE_IMAGE
+    source_repo: str  # where the training script comes from (owner/name)
+    source_commit: str  # the commit the Dockerfile checks out (40 hex digits)
+    cuda: str  # the CUDA the image is built on, "major.minor"
+    min_driver: str | None  # the NVIDIA driver it requires (None: not known, see ``sources``)
+    # driver branches the release notes allow on data center GPUs through CUDA's forward compatibility:
+    # (branch, the lowest version of that branch), e.g. ("535", "535.86")
+    compat_drivers: tuple[tuple[str, str], ...] = ()
+    generations: str = ""  # the GPU generations it runs on, in words
+    seed: bool = False  # the release a seed benchmark ran
+    sources: str = ""  # where each fact above comes from (or "unverified")
+    notes: str = ""  # what else differs (flags, patches)
+
+    @property
+    def cuda_version(self) -> tuple[int, int]:
+        major, minor = self.cuda.split(".")[:2]
+        return int(major), int(minor)
+
+    def runs_on(self, capability: tuple[int, int]) -> str | None:
+        """Why this release's CUDA cannot run on a GPU of ``capability`` (major, minor), else None."""
+        for first_capability, first_cuda, generation in FIRST_CUDA_FOR_CAPABILITY:
+            if capability >= first_capability and self.cuda_version < first_cuda:
+                need = ".".join(map(str, first_cuda))
+                return f"CUDA {self.cuda} predates {generation} (compute capability {capability[0]}.{capability[1]} needs CUDA {need} or later)"
+        return None
+
+
+DLE = "NVIDIA/DeepLearningExamples"
+DLE_LAST = "729963dd47e7c8bd462ad10bfac7a7b0b604e6dd"  # DeepLearningExamples' last commit (2024-04-04)
+
+RELEASES: tuple[Release, ...] = (
+    Release(
+        framework="ngc_pytorch",
+        name="20.03",
+        image="dlperf/ngc-pytorch:20.03",
+        base_image="nvcr.io/nvidia/pytorch:20.03-py3",
+        source_repo=DLE,
+        source_commit="5cc03caa153faab7a2c3b1b5b5d63663f06ce1b4",
+        cuda="10.2",
+        min_driver="440.33.01",
+        generations="Pascal, Volta, Turing (not Ampere, not Hopper)",
+        seed=True,
+        sources=(
+            "unverified for 20.03 itself: the 20.02 release notes (docs.nvidia.com/deeplearning/frameworks/"
+            "pytorch-release-notes/rel_20-02.html) say CUDA 10.2.89, driver 440.33.01, compute capability 6.0 and"
+            " higher (Pascal, Volta, Turing)"
+        ),
+        notes="seed 002; the Dockerfile's sed patch sets args.gpu after torch.cuda.set_device (the seed's edit)",
+    ),
+    Release(
+        framework="ngc_pytorch",
+        name="25.12",
+        image="dlperf/ngc-pytorch:25.12",
+        base_image="nvcr.io/nvidia/pytorch:25.12-py3",
+        source_repo=DLE,
+        source_commit=DLE_LAST,
+        cuda="13.1",
+        min_driver=None,
+        generations="Ampere, Hopper (the release notes' GPU list was not read: unverified)",
+        sources=(
+            "docs.nvidia.com/deeplearning/frameworks/pytorch-release-notes/rel-25-12.html: based on CUDA 13.1.0,"
+            " PyTorch 2.10.0a0; its minimum driver is not stated there (it points to the CUDA compatibility"
+            " documentation): unverified"
+        ),
+        notes=(
+            "ConvNets at DLE's last commit (ConvNets last changed 2023-03): --dynamic-loss-scale and -c (model"
+            " config) are gone, AMP always scales dynamically (GradScaler), the synthetic backend is spelled"
+            " 'synthetic', main.py sets args.gpu itself (no sed patch)"
+        ),
+    ),
+    Release(
+        framework="ngc_mxnet",
+        name="19.07",
+        image="dlperf/ngc-mxnet:19.07",
+        base_image="nvcr.io/nvidia/mxnet:19.07-py3",
+        source_repo=DLE,
+        source_commit="99b1c898cead5603c945721162270c2fe077b4a2",
+        cuda="10.1",
+        min_driver=None,
+        generations="Pascal, Volta, Turing (not Ampere, not Hopper)",
+        seed=True,
+        sources="unverified: the 19.07 release notes were not read (CUDA 10.x; 19.07 predates CUDA 11 and Ampere)",
+        notes="seed 001",
+    ),
+    Release(
+        framework="ngc_mxnet",
+        name="24.06",
+        image="dlperf/ngc-mxnet:24.06",
+        base_image="nvcr.io/nvidia/mxnet:24.06-py3",
+        source_repo=DLE,
+        source_commit="99b1c898cead5603c945721162270c2fe077b4a2",
+        cuda="12.4",
+        min_driver="545",
+        compat_drivers=(("470", "470.57"), ("525", "525.85"), ("535", "535.86"), ("545", "545.23")),
+        generations="Pascal, Volta, Turing, Ampere, Hopper (compute capability 6.0 and later)",
+        sources=(
+            "docs.nvidia.com/deeplearning/frameworks/mxnet-release-notes/rel-24-06.html: MXNet 1.9.1, CUDA"
+            " 12.4.1, driver 545 or later (data center GPUs: 470.57+, 525.85+, 535.86+, 545.23+), compute"
+            " capability 6.0 and later, intended for H100 and A100"
+        ),
+        notes=(
+            "RN50v1.5 at the seed's DLE commit, whose fit.py prints the Speed lines the ngc_mxnet parser reads"
+            " (at DLE's last commit its training loop logs through DLLogger instead); that this 2019 code runs on"
+            " MXNet 1.9.1 and the image's DALI is unverified"
+        ),
+    ),
+    Release(
+        framework="mindspore",
+        name="1.1.0",
+        image="dlperf/mindspore:1.1.0",
+        base_image="mindspore/mindspore-gpu:1.1.0",
+        source_repo="mindspore (gitee.com/mindspore/mindspore)",
+        source_commit="e13c045ced043de5998f5f77acc0ebe7da4eed5c",
+        cuda="10.1",
+        min_driver=None,
+        generations="Pascal, Volta, Turing (not Ampere, not Hopper)",
+        seed=True,
+        sources="unverified: the image's CUDA is from the seed's setup, no release notes were read",
+        notes="seed 000; MindSpore's last GPU release (2.3, CUDA 11.x, no Hopper build) is not packaged by dlperf yet",
+    ),
+    Release(
+        framework="oneflow",
+        name="0.1.8",
+        image="dlperf/oneflow:0.1.8",
+        base_image="nvidia/cuda:10.2-cudnn7-runtime-ubuntu18.04",
+        source_repo="Oneflow-Inc/OneFlow-Benchmark",
+        source_commit="892f87e6",
+        cuda="10.2",
+        min_driver=None,
+        generations="Pascal, Volta, Turing (not Ampere, not Hopper)",
+        seed=True,
+        sources="the wheel oneflow_cu102==0.1.8 and the base image's tag (CUDA 10.2); minimum driver unverified",
+        notes="seed 003; OneFlow 1.0 (CUDA 12) is not packaged by dlperf yet",
+    ),
+    Release(
+        framework="paddle_plsc",
+        name="1.8.5",
+        image="dlperf/paddle-plsc:1.8.5",
+        base_image="paddlepaddle/paddle:1.8.5-gpu-cuda10.0-cudnn7",
+        source_repo="PaddlePaddle/PLSC",
+        source_commit="9bba9c90f542a5e1d8e6d461fcd1f6af40da0918",
+        cuda="10.0",
+        min_driver=None,
+        generations="Pascal, Volta, Turing (not Ampere, not Hopper)",
+        seed=True,
+        sources="the base image's tag (CUDA 10.0, cuDNN 7); minimum driver unverified",
+        notes=(
+            "seed 004; PaddlePaddle 3.x with PLSC is not packaged for GPUs yet: whether PLSC runs on Paddle 3 is"
+            " unverified on GPUs (the CPU image runs plsc 2.4 on Paddle 3.3.1 with dlperf's compatibility shim)"
+        ),
+    ),
+)
+
+DEFAULT_RELEASE: dict[str, str] = {
+    "ngc_pytorch": "25.12",
+    "ngc_mxnet": "24.06",
+    "mindspore": "1.1.0",
+    "oneflow": "0.1.8",
+    "paddle_plsc": "1.8.5",
+}
+
+
+def releases_of(framework: str) -> tuple[Release, ...]:
+    """The releases of ``framework``, oldest first (empty for a framework without a release catalog)."""
+    return tuple(r for r in RELEASES if r.framework == framework)
+
+
+def release_named(framework: str, name: str) -> Release:
+    """The release ``name`` of ``framework`` (names are checked when a suite loads: a KeyError is a bug)."""
+    for release in releases_of(framework):
+        if release.name == name:
+            return release
+    known = ", ".join(r.name for r in releases_of(framework)) or "none"
+    raise KeyError(f"{framework} has no release {name!r} (known: {known})")
+
+
+def release_names(framework: str) -> tuple[str, ...]:
+    """The names a suite's ``release`` option may take for ``framework`` (its adapter's option choices)."""
+    return tuple(r.name for r in releases_of(framework))
+
+
+def default_release(framework: str) -> Release:
+    return release_named(framework, DEFAULT_RELEASE[framework])
+
+
+def release_of_image(image: str) -> Release | None:
+    """The release whose image is ``image`` (None: an image dlperf does not catalogue, e.g. a suite's own)."""
+    return next((r for r in RELEASES if r.image == image), None)
