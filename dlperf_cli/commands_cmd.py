@@ -10,20 +10,25 @@ def _cmd_commands(args: argparse.Namespace) -> int:
     from dlperf_core.errors import ConfigError
 
     try:
-        text = _suite_commands(args)
+        text, note = _suite_commands(args)
     except (ConfigError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 2
     print(text)
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
     return 0
 
 
-def _suite_commands(args: argparse.Namespace) -> str:
-    """The text ``dlperf commands`` prints; ConfigError or ValueError for a suite or inventory it cannot use."""
+def _suite_commands(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The text ``dlperf commands`` prints, and what planning would warn about on the docker runtime (nodes that
+    preflight cannot check: :func:`dlperf_core.plan.trigger.unchecked_by_preflight`); ConfigError or ValueError for
+    a suite or inventory it cannot use."""
     from dlperf_core.cluster.inventory import load_inventory
     from dlperf_core.errors import ConfigError
-    from dlperf_core.plan.cases import PlanFilters
+    from dlperf_core.plan.cases import PlanFilters, expand_cases
     from dlperf_core.plan.suite import load_suite
+    from dlperf_core.plan.trigger import unchecked_by_preflight
     from dlperf_core.run.commands import suite_commands
 
     suite = load_suite(args.suite)
@@ -35,7 +40,12 @@ def _suite_commands(args: argparse.Namespace) -> str:
         precisions=tuple(args.precision or ()),
         topologies=tuple(args.topology or ()),
     )
-    return suite_commands(suite, load_inventory(inventory_path), filters)
+    inventory = load_inventory(inventory_path)
+    note = None
+    if suite.runtime == "docker":
+        fitting = [case.nodes for case, _ in expand_cases(suite, filters) if case.nodes <= len(inventory.nodes)]
+        note = unchecked_by_preflight(inventory.first(max(fitting, default=0)), inventory.name)
+    return suite_commands(suite, inventory, filters), note
 
 
 def add_commands_parser(sub) -> None:

@@ -16,12 +16,13 @@ with what is known (:func:`check_keys`, :func:`named_file`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dlperf_core.cluster.inventory import Inventory, check_docker_access, load_inventory
+from dlperf_core.cluster.inventory import Inventory, Node, check_docker_access, load_inventory
 from dlperf_core.errors import ConfigError
 from dlperf_core.home import dlperf_home, resolve
 from dlperf_core.model import CaseRun
@@ -35,6 +36,8 @@ from dlperf_core.plan.trigger_form import TriggerForm, closest
 from dlperf_core.plan.trigger_form import check_keys as check_keys
 from dlperf_core.plan.trigger_form import unknown_keys as unknown_keys
 from dlperf_core.run.handoff import Plan, PlannedRun, RunSettings
+
+log = logging.getLogger("dlperf")
 
 LOCAL_INVENTORY = "inventories/local.yaml"
 DOCKER_INVENTORY = "inventories/docker-local.yaml"
@@ -151,6 +154,24 @@ def check_map_length(max_case_runs: int, planned: dict[str, int]) -> None:
         raise ConfigError("repeats", problems)
 
 
+def unchecked_by_preflight(nodes: Iterable[Node], inventory: str) -> str | None:
+    """What planning says when preflight cannot check some of ``nodes`` (the nodes a plan on the docker runtime uses,
+    of the inventory named ``inventory``): preflight reaches a node over SSH only, so a node without ``ssh`` is not
+    checked before its cases start (``dlperf_airflow.steps.preflight_step`` skips it). None when every node has
+    ``ssh``."""
+    unchecked = [n.name for n in nodes if n.ssh is None]
+    if not unchecked:
+        return None
+    one = len(unchecked) == 1
+    return (
+        f"preflight will not check node{'' if one else 's'} {', '.join(unchecked)} of inventory {inventory}: "
+        f"{'it has' if one else 'they have'} no ssh block, and preflight reaches a node over SSH only, so Docker, "
+        "the GPUs and their driver, InfiniBand, the data paths, free disk and the images are not checked before "
+        "the cases start there (a sick node fails its cases instead). Give each node ssh: {user, key_file, host_key} "
+        "(docs/cluster-guide.md)"
+    )
+
+
 def plan_trigger(resolved: ResolvedTrigger, routing: Inventory | None = None, max_case_runs: int | None = None) -> Plan:
     """The plan of a resolved trigger: one planned run per case run (``cases``) and one per max batch size
     search (``searches``: its case at the first batch, so preflight treats it like a case). Under node routing
@@ -177,6 +198,11 @@ def plan_trigger(resolved: ResolvedTrigger, routing: Inventory | None = None, ma
                     "or leave the search out of this trigger"
                 ],
             )
+    if settings.runtime == "docker" and (runs or searches):  # the local runtime's nodes are this machine
+        used = max(c.nodes for c in [*(r.case for r in runs), *(s.case for s in searches)])
+        unchecked = unchecked_by_preflight(inventory.first(used), inventory.name)
+        if unchecked:
+            log.warning("%s", unchecked)
     settings = replace(settings, inventory_name=inventory.name, nodes=inventory.nodes)  # no task reads the file again
     return Plan(
         settings,
