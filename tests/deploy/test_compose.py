@@ -136,7 +136,7 @@ def test_node_worker_listens_on_its_queue_with_its_docker_socket(compose, tmp_pa
     env.write_text(
         env.read_text() + "DLPERF_NODE_QUEUE=gpu-node-3\nDLPERF_NODE_DOCKER_SOCKET=/run/node3.sock\n"
         "DLPERF_CENTRAL_HOST=10.9.8.7\nDLPERF_NODE_NAME=gpu-node-3\n"
-        "DLPERF_CLUSTER_INVENTORY=inventories/example-cluster.yaml\n"
+        "DLPERF_CLUSTER_INVENTORY=inventories/example-cluster.yaml\nDLPERF_SCHEDULE=30 1 * * 1-5\n"
     )
     out = _config(compose, env, "--profile", "node-worker")
     assert out.returncode == 0, out.stderr
@@ -148,6 +148,7 @@ def test_node_worker_listens_on_its_queue_with_its_docker_socket(compose, tmp_pa
     # .env's DLPERF_CLUSTER_INVENTORY reaches every Airflow component as Airflow's option [dlperf] cluster_inventory
     assert worker["environment"]["AIRFLOW__DLPERF__CLUSTER_INVENTORY"] == "inventories/example-cluster.yaml"
     assert "DLPERF_CLUSTER_INVENTORY" not in worker["environment"]  # the DAG reads no such variable
+    assert worker["environment"]["AIRFLOW__DLPERF__SCHEDULE"] == "30 1 * * 1-5"  # Airflow's [dlperf] schedule
     assert worker["environment"]["DLPERF_DB_URL"].endswith("@postgres:5432/dlperf")  # the common environment too
     assert any(
         str(v).startswith("/run/node3.sock:/var/run/docker.sock")
@@ -370,6 +371,7 @@ def test_compose_passes_the_nightly_defaults_and_state_volumes(compose, tmp_path
         env = services[name]["environment"]
         assert env["DLPERF_DEFAULT_SUITE"] == "suites/smoke.yaml"
         assert env["DLPERF_DEFAULT_RUNTIME"] == "docker"
+        assert env["AIRFLOW__DLPERF__SCHEDULE"] == ""  # [dlperf] schedule unset: the DAG's 0 2 * * *
         volumes = [str(v.get("target") if isinstance(v, dict) else v.split(":")[1]) for v in services[name]["volumes"]]
         assert "/opt/dlperf/.dlperf" in volumes, name  # reports and the spool outlive the containers
     for name in CORE_SERVICES:  # nothing starts before check-env has passed
