@@ -59,6 +59,8 @@ class Release:
         return None
 
 
+# the GPUs a CUDA 10 seed image is known to run on: the seeds' own (their reports: Tesla V100)
+SEED_GPUS = "Volta, as the seed ran (V100); not Ampere, not Hopper (CUDA 10)"
 DLE = "NVIDIA/DeepLearningExamples"
 DLE_LAST = "729963dd47e7c8bd462ad10bfac7a7b0b604e6dd"  # DeepLearningExamples' last commit (2024-04-04)
 
@@ -75,9 +77,9 @@ RELEASES: tuple[Release, ...] = (
         generations="Pascal, Volta, Turing (not Ampere, not Hopper)",
         seed=True,
         sources=(
-            "unverified for 20.03 itself: the 20.02 release notes (docs.nvidia.com/deeplearning/frameworks/"
-            "pytorch-release-notes/rel_20-02.html) say CUDA 10.2.89, driver 440.33.01, compute capability 6.0 and"
-            " higher (Pascal, Volta, Turing)"
+            "seed 002's report: the NGC 20.03 container has CUDA 10.2.89; the minimum driver and GPUs are those of"
+            " the 20.02 release notes (docs.nvidia.com/deeplearning/frameworks/pytorch-release-notes/rel_20-02.html:"
+            " CUDA 10.2.89, driver 440.33.01, compute capability 6.0 and higher), unverified for 20.03 itself"
         ),
         notes="seed 002; the Dockerfile's sed patch sets args.gpu after torch.cuda.set_device (the seed's edit)",
     ),
@@ -111,9 +113,12 @@ RELEASES: tuple[Release, ...] = (
         source_commit="99b1c898cead5603c945721162270c2fe077b4a2",
         cuda="10.1",
         min_driver=None,
-        generations="Pascal, Volta, Turing (not Ampere, not Hopper)",
+        generations=SEED_GPUS,
         seed=True,
-        sources="unverified: the 19.07 release notes were not read (CUDA 10.x; 19.07 predates CUDA 11 and Ampere)",
+        sources=(
+            "seed 001's report: nvcr.io/nvidia/mxnet:19.07-py3 with MXNet 1.5.0, CUDA 10.1, cuDNN 7.6.1 (on V100,"
+            " host driver 450.80.02); minimum driver unverified (the 19.07 release notes were not read)"
+        ),
         notes="seed 001",
     ),
     Release(
@@ -147,9 +152,9 @@ RELEASES: tuple[Release, ...] = (
         source_commit="e13c045ced043de5998f5f77acc0ebe7da4eed5c",
         cuda="10.1",
         min_driver=None,
-        generations="Pascal, Volta, Turing (not Ampere, not Hopper)",
+        generations=SEED_GPUS,
         seed=True,
-        sources="unverified: the image's CUDA is from the seed's setup, no release notes were read",
+        sources="seed 000's report: the container's CUDA 10.1.243 (on V100); minimum driver unverified",
         notes="seed 000; MindSpore's last GPU release (2.3, CUDA 11.x, no Hopper build) is not packaged by dlperf yet",
     ),
     Release(
@@ -161,9 +166,12 @@ RELEASES: tuple[Release, ...] = (
         source_commit="892f87e6",
         cuda="10.2",
         min_driver=None,
-        generations="Pascal, Volta, Turing (not Ampere, not Hopper)",
+        generations=SEED_GPUS,
         seed=True,
-        sources="the wheel oneflow_cu102==0.1.8 and the base image's tag (CUDA 10.2); minimum driver unverified",
+        sources=(
+            "the wheel oneflow_cu102==0.1.8 and the base image's tag (CUDA 10.2); seed 003's report: CUDA 10.2,"
+            " driver 440.33.01 on V100; minimum driver unverified"
+        ),
         notes="seed 003; OneFlow 1.0 (CUDA 12) is not packaged by dlperf yet",
     ),
     Release(
@@ -175,9 +183,9 @@ RELEASES: tuple[Release, ...] = (
         source_commit="9bba9c90f542a5e1d8e6d461fcd1f6af40da0918",
         cuda="10.0",
         min_driver=None,
-        generations="Pascal, Volta, Turing (not Ampere, not Hopper)",
+        generations=SEED_GPUS,
         seed=True,
-        sources="the base image's tag (CUDA 10.0, cuDNN 7); minimum driver unverified",
+        sources="the base image's tag (CUDA 10.0, cuDNN 7); seed 004 ran on V100; minimum driver unverified",
         notes=(
             "seed 004; PaddlePaddle 3.x with PLSC is not packaged for GPUs yet: whether PLSC runs on Paddle 3 is"
             " unverified on GPUs (the CPU image runs plsc 2.4 on Paddle 3.3.1 with dlperf's compatibility shim)"
