@@ -13,6 +13,7 @@ import shlex
 
 from dlperf_core.cluster.inventory import Node
 from dlperf_core.frameworks.base import LaunchContext
+from dlperf_core.frameworks.rank_env import logs_rank_env, mpi_interface_env, mpi_rank_prefix, sshd_with_environment
 from dlperf_core.model import SSH_SETUP_EXIT, Case, NodeLaunch
 
 SSH_WAIT_S = 120
@@ -115,8 +116,19 @@ def mpi_launches(
     env: dict[str, str],
     cwd: str | None = None,
 ) -> list[NodeLaunch]:
-    """Node 0 runs mpirun (after checking ssh to the others); nodes 1..N-1 run the case's sshd."""
-    mpirun = mpirun_argv(case, nodes, ctx, program, sorted(env) + ["PATH"])
+    """Node 0 runs mpirun (after checking ssh to the others); nodes 1..N-1 run the case's sshd.
+
+    Every node's container gets the adapter's ``env`` over the node's settings (``node.env``, resolved for the case:
+    :func:`dlperf_core.model.with_cluster_env`) and the Open MPI interfaces derived from them
+    (:func:`~dlperf_core.frameworks.rank_env.mpi_interface_env`). mpirun exports each of those names (``-x``, node 0's
+    values) and PATH; across nodes every rank then reads its own node's environment back
+    (:mod:`dlperf_core.frameworks.rank_env`), so that a rank sshd starts has its image's variables and its node's
+    settings."""
+    node_env = [{**mpi_interface_env(node.env), **node.env, **env} for node in nodes]
+    names = sorted({name for one in node_env for name in one} - {"PATH"}) + ["PATH"]
+    if len(nodes) > 1 or any(logs_rank_env(one) for one in node_env):
+        program = [*mpi_rank_prefix(ctx.ssh_dir, log=any(logs_rank_env(one) for one in node_env)), *program]
+    mpirun = mpirun_argv(case, nodes, ctx, program, names)
     steps = []
     if cwd:
         steps.append(f"cd {shlex.quote(cwd)}")
@@ -124,7 +136,8 @@ def mpi_launches(
         steps.append(wait_for_sshd_script(nodes, ctx))
     steps.append("exec " + shlex.join(mpirun))
     script = "\n".join(["set -e", *steps])
-    out = [NodeLaunch(node=nodes[0], node_rank=0, argv=("bash", "-c", script), env=dict(env))]
+    out = [NodeLaunch(node=nodes[0], node_rank=0, argv=("bash", "-c", script), env=node_env[0])]
     for rank, node in enumerate(nodes[1:], start=1):
-        out.append(NodeLaunch(node=node, node_rank=rank, argv=sshd_argv(ctx), env={}, role="sshd"))
+        argv = sshd_with_environment(ctx.ssh_dir, sshd_argv(ctx))
+        out.append(NodeLaunch(node=node, node_rank=rank, argv=argv, env=node_env[rank], role="sshd"))
     return out

@@ -8,6 +8,7 @@ A suite is a YAML file in ``suites/``::
     repeats: 2
     warmup_iterations: 3
     measured_iterations: 10
+    env: {NCCL_SOCKET_IFNAME: eth0}  # set on every rank (a benchmark's env: over it; an inventory node's: over both)
     benchmarks:
       - framework: pytorch_reference
         model: resnet50_v1.5
@@ -38,6 +39,7 @@ from pydantic import (
     model_validator,
 )
 
+from dlperf_core.cluster.inventory import check_env
 from dlperf_core.errors import ConfigError, format_validation_error
 from dlperf_core.measure.maxbatch import MaxBatchSearch
 from dlperf_core.model import Topology
@@ -111,11 +113,19 @@ class Benchmark(BaseModel):
     compile: tuple[bool, ...] | None = Field(
         None, description="run under torch.compile: true, false or [false, true] (both; PyTorch workloads only)"
     )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="variables set on every rank, over the suite's (an inventory node's win)"
+    )
 
     @field_validator("compile", mode="before")
     @classmethod
     def _compile(cls, value: Any) -> Any:
         return _compile_modes(value)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: Any) -> Any:
+        return check_env(value)
 
     @property
     def search_only(self) -> bool:
@@ -178,6 +188,10 @@ class Suite(BaseModel):
     timeout_s: float = Field(3600.0, gt=0, description="wall-clock limit of one case run")
     watchdog_s: float | None = Field(600.0, gt=0, description="fail a run whose log shows no progress this long")
     benchmarks: tuple[Benchmark, ...] = Field(min_length=1)
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="variables set on every rank of every case (the cluster's settings: NCCL_*, UCX_*, ...)",
+    )
     source: str = Field("<memory>", exclude=True)
 
     @model_validator(mode="before")
@@ -191,6 +205,16 @@ class Suite(BaseModel):
     @classmethod
     def _compile(cls, value: Any) -> Any:
         return _compile_modes(value) if value is not None else (False,)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: Any) -> Any:
+        return check_env(value)
+
+    def env_for(self, bench: Benchmark) -> dict[str, str]:
+        """The variables a case of ``bench`` sets on every rank: the suite's, then the benchmark's over them (an
+        inventory node's ``env`` goes over both when the case is planned on its nodes)."""
+        return {**self.env, **bench.env}
 
     def compile_modes_for(self, bench: Benchmark, can_compile: bool) -> tuple[bool, ...]:
         """Eager (False) and/or compiled (True) for ``bench``: its own, else the suite's where the framework

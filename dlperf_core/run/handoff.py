@@ -28,7 +28,7 @@ from dlperf_core.cluster.inventory import Inventory, Node, load_inventory
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.json_form import JsonForm
 from dlperf_core.measure.origin import FigureOrigin
-from dlperf_core.model import CaseOutcome, CaseRun
+from dlperf_core.model import CaseOutcome, CaseRun, with_cluster_env
 from dlperf_core.plan.cases import SearchRun
 from dlperf_core.run.launch_spec import LaunchSpec
 from dlperf_core.run.runtime.gang import NodeShare
@@ -71,7 +71,9 @@ class PlannedRun(JsonForm):
     watchdog_s: float | None
     search: SearchRun | None = None
     environment_id: int | None = None  # set by capture_environment (node routing: by collect_case)
-    nodes: tuple[Node, ...] = ()  # the nodes it runs on, in rank order, as the inventory described them
+    # the nodes it runs on, in rank order, as the inventory described them; each one's ``env`` resolved for the case
+    # (the suite's, the benchmark's, the node's own over them: dlperf_core.model.cluster_env)
+    nodes: tuple[Node, ...] = ()
     suite: str | None = None  # the suite file it was planned from (the launch spec keeps it)
     inventory_name: str = ""
     image: str | None = None  # the docker runtime's image on these nodes (None: the local runtime)
@@ -89,7 +91,7 @@ class PlannedRun(JsonForm):
         """This run with what planning resolves on ``inventory``: its nodes, its image (docker), its figure's
         origin (its adapter's answers for those nodes)."""
         case = self.run.case
-        nodes = inventory.first(case.nodes)
+        nodes = with_cluster_env(case, inventory.first(case.nodes))  # each node's env: the cluster's settings
         adapter = get_adapter(case.framework)
         return replace(
             self,

@@ -11,6 +11,7 @@ from dlperf_core.cluster.cpu_placement import CpuPlacement, place_ranks
 from dlperf_core.cluster.inventory import Inventory, Node
 from dlperf_core.cluster.sshkeys import case_ssh_files
 from dlperf_core.frameworks import LaunchContext, get_adapter
+from dlperf_core.frameworks.rank_env import logs_rank_env, per_node_logging
 from dlperf_core.home import env_path
 from dlperf_core.model import (
     CaseJob,
@@ -18,6 +19,7 @@ from dlperf_core.model import (
     NodeLaunch,
     RunIds,
     Runtime,
+    with_cluster_env,
 )
 
 
@@ -68,6 +70,17 @@ def _pinned(launch: NodeLaunch, placement: CpuPlacement | None) -> NodeLaunch:
     return replace(launch, env={**launch.env, **env})
 
 
+def _with_settings(launch: NodeLaunch, launcher: str) -> NodeLaunch:
+    """``launch`` with its node's settings (``node.env``, the cluster's) under the adapter's own variables, which
+    make the case (TF32 off for fp32, the rendezvous); a launcher that starts its ranks on its own node prints each
+    rank's environment when the settings ask (:mod:`dlperf_core.frameworks.rank_env`)."""
+    env = {**launch.node.env, **launch.env}
+    argv = launch.argv
+    if launcher == "per_node" and launch.role == "launcher" and logs_rank_env(env):
+        argv = per_node_logging(argv)
+    return replace(launch, env=env, argv=argv)
+
+
 def build_job(
     case_run: CaseRun,
     inventory: Inventory,
@@ -81,7 +94,7 @@ def build_job(
     """Everything needed to execute ``case_run`` on ``runtime``: commands per node and container specs."""
     case = case_run.case
     adapter = get_adapter(case.framework)
-    nodes = inventory.first(case.nodes)
+    nodes = with_cluster_env(case, inventory.first(case.nodes))  # each node's env: the cluster's settings
     placement = cpu_placement(nodes, case.gpus_per_node, runtime)
     ctx = LaunchContext(
         python=runtime.python,
@@ -89,7 +102,9 @@ def build_job(
         master_port=master_port_for(ids, case_run),
         cpu_threads_per_process=placement.threads_per_rank if placement else None,
     )
-    launches = [_pinned(launch, placement) for launch in adapter.launches(case, nodes, ctx)]
+    launches = [
+        _pinned(_with_settings(launch, adapter.launcher), placement) for launch in adapter.launches(case, nodes, ctx)
+    ]
     mpi_multi_node = adapter.launcher == "mpirun" and len(nodes) > 1
     if mpi_multi_node and runtime.name != "docker":
         raise ValueError(
