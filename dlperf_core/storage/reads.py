@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine, Select, select
 
+from dlperf_core.cluster.environment import INFRASTRUCTURE_COLUMNS, SETTINGS_FIELD, settings_text
 from dlperf_core.storage import queries
 from dlperf_core.storage.models import (
     CONFIGURATION_COLUMNS,
@@ -110,6 +111,22 @@ class StoreReads:
             stmt = stmt.where(table.c.id.in_(sorted(set(ids))))
         return self._rows(stmt, EnvironmentRow)
 
+    def environment_infrastructure(self, ids: Iterable[int]) -> dict[int, dict[str, object]]:
+        """The infrastructure fields (``INFRASTRUCTURE_FIELDS``, what a regression is compared by) of the environments
+        ``ids``: their columns, and the cluster's settings read from their ``data`` (not a column)."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        table = table_of(StoredEnvironment)
+        with self.engine.connect() as conn:
+            data = {
+                row[0]: row[1] for row in conn.execute(select(table.c.id, table.c.data).where(table.c.id.in_(wanted)))
+            }
+        return {
+            row.id: {**row.fields_of(INFRASTRUCTURE_COLUMNS), SETTINGS_FIELD: settings_text(_settings(data[row.id]))}
+            for row in self.environment_rows(wanted)
+        }
+
     def search_rows(self, run_id: str | None = None, dag_id: str | None = None) -> list[MaxBatchSearchRow]:
         """The max batch size searches (of one run if given), oldest first."""
         return self._rows(queries.searches(run_id, dag_id), MaxBatchSearchRow)
@@ -172,3 +189,9 @@ class StoreReads:
             stmt = stmt.where(mlperf_scores.c.ruleset == ruleset)
         order = (mlperf_scores.c.submitter_folder, mlperf_scores.c.system_folder, mlperf_scores.c.benchmark)
         return self._rows(stmt.order_by(*order), MlperfScoreRow)
+
+
+def _settings(data: object) -> dict[str, dict[str, str]] | None:
+    """The cluster's settings in a stored environment's ``data`` (None: stored before they were recorded)."""
+    found = data.get("settings") if isinstance(data, dict) else None
+    return found if isinstance(found, dict) else None

@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from dlperf_core.cluster.environment import INFRASTRUCTURE_FIELDS
 from dlperf_core.measure.regression import (
     CaseResult,
     DetectionReport,
@@ -49,8 +48,7 @@ Notify = Callable[[list[RegressionAlert], Mapping[str, Any]], int]
 
 def _environments(store: ResultStore, ids: set[int]) -> dict[int, dict[str, object]]:
     """The infrastructure fields (what a regression is compared by) of the environments ``ids``."""
-    rows = store.environment_rows(ids) if ids else []
-    return {row.id: row.fields_of(INFRASTRUCTURE_FIELDS) for row in rows}
+    return store.environment_infrastructure(ids)
 
 
 def fabric_of(

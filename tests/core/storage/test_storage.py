@@ -594,7 +594,8 @@ def test_environment_search_and_fabric_rows(store: ResultStore) -> None:
     (row,) = store.environment_rows([env_id])
     assert isinstance(row, EnvironmentRow) and (row.id, row.content_hash) == (env_id, env.content_hash)
     assert row.framework_version == "2.5.0" and row.gpu_count == env.gpu_count and row.captured_at == T0
-    assert row.fields_of(INFRASTRUCTURE_FIELDS) == env.infrastructure()  # what regressions compare
+    assert store.environment_infrastructure([env_id]) == {env_id: env.infrastructure()}  # what regressions compare
+    assert set(env.infrastructure()) == set(INFRASTRUCTURE_FIELDS)
     assert store.environment_rows([env_id + 1]) == [] and len(store.environment_rows()) == 1
 
     tried = (Trial(32, "ok", None, 10.5), Trial(64, "failed", "CUDA out of memory"))
