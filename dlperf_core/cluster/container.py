@@ -13,6 +13,14 @@ from dlperf_core.model import ContainerSpec
 LOG_MOUNT = "/dlperf/logs"
 
 
+def gpu_ids_for(node: Node, gpus: int | None = None) -> tuple[str, ...]:
+    """The GPUs a container on ``node`` gets: the first ``gpus`` of the node's (all with None) on an
+    ``accelerator: nvidia`` node, none on a CPU node."""
+    if node.accelerator != "nvidia":
+        return ()
+    return node.case_gpu_ids(node.gpu_count if gpus is None else gpus)
+
+
 def container_spec_for(
     node: Node,
     *,
@@ -22,8 +30,13 @@ def container_spec_for(
     environment: dict[str, str],
     labels: dict[str, str],
     shm_size: str | None = None,
+    gpus: int | None = None,
 ) -> ContainerSpec:
-    """The container spec of a framework process on ``node``, following what the node supports."""
+    """The container spec of a framework process on ``node``, following what the node supports.
+
+    ``gpus``: how many of the node's GPUs the case uses (its devices per node; None: all of them). On an
+    ``accelerator: nvidia`` node the container gets exactly those, :meth:`Node.case_gpu_ids` (the first ones the
+    inventory names), and no other GPU of the node."""
     host_net = node.network == "host"
     mounts = node.mounts
     if node.log_dir:
@@ -37,12 +50,12 @@ def container_spec_for(
         labels=labels,
         network=node.network,
         hostname=None if host_net else node.container_hostname,
-        gpus=node.accelerator == "nvidia",
+        gpu_ids=gpu_ids_for(node, gpus),
         devices=("/dev/infiniband",) if node.infiniband else (),
         ipc_host=node.ipc_host,
         shm_size=None if node.ipc_host else (shm_size or node.shm_size),
         cap_add=("IPC_LOCK",) if node.memlock else (),
         memlock_unlimited=node.memlock,
         mounts=mounts,
-        memory_limit_mb=node.device_memory_mb * node.gpus if node.device_memory_mb else None,
+        memory_limit_mb=node.device_memory_mb * node.gpu_count if node.device_memory_mb else None,
     )

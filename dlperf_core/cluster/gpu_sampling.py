@@ -6,6 +6,10 @@
 docker runtime runs the query in each nvidia container, the local runtime on this machine; each hands
 outputs to :meth:`GpuSamples.feed` through a :class:`GpuSampler` thread.
 
+Only the case's GPUs are sampled (:func:`sampled_gpu_ids`): in a container, every GPU it sees, which are the
+case's GPUs on that node and no other (its device request); on this machine (the local runtime), the case's
+GPUs by index or UUID with ``--id``, as its processes see them through ``CUDA_VISIBLE_DEVICES``.
+
 * memory: the peak used on any one GPU (the OneFlow seed's memory column, measured instead of read off a
   screen);
 * power: per sample, the board power summed over the case's GPUs on that node, with its time, so the mean
@@ -27,6 +31,22 @@ QUERY_COMMAND: tuple[str, ...] = (
     "--query-gpu=index,memory.used,power.draw",
     "--format=csv,noheader,nounits",
 )
+
+
+def query_command(gpu_ids: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """:data:`QUERY_COMMAND` for exactly ``gpu_ids`` (``--id=0,1``: indexes or UUIDs, as nvidia-smi takes them);
+    empty: every GPU nvidia-smi sees."""
+    return (*QUERY_COMMAND, f"--id={','.join(gpu_ids)}") if gpu_ids else QUERY_COMMAND
+
+
+def sampled_gpu_ids(case_gpu_ids: tuple[str, ...], *, in_container: bool) -> tuple[str, ...]:
+    """What :func:`query_command` is asked for to sample exactly a case's GPUs on one node (``case_gpu_ids``, as the
+    inventory names them: :meth:`dlperf_core.cluster.inventory.Node.case_gpu_ids`).
+
+    In the case's container (docker runtime): nothing named, i.e. every GPU it sees, which are ``case_gpu_ids``
+    and no other (the container's device request); nvidia-smi there numbers them from 0, so a host index would
+    name another GPU, or none. On the host (local runtime): ``case_gpu_ids`` themselves."""
+    return () if in_container else case_gpu_ids
 
 
 @dataclass(frozen=True)
@@ -156,9 +176,10 @@ class GpuSampler:
         self._thread.join(timeout=10)
 
 
-def local_query(timeout_s: float = 10.0) -> str | None:
-    """:data:`QUERY_COMMAND` on this machine; None when there is no nvidia-smi (the sampler then stops)."""
+def local_query(gpu_ids: tuple[str, ...] = (), timeout_s: float = 10.0) -> str | None:
+    """:func:`query_command` of ``gpu_ids`` (empty: every GPU) on this machine; None when there is no nvidia-smi
+    (the sampler then stops)."""
     try:
-        return subprocess.run(list(QUERY_COMMAND), capture_output=True, text=True, timeout=timeout_s).stdout
+        return subprocess.run(list(query_command(gpu_ids)), capture_output=True, text=True, timeout=timeout_s).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -59,8 +59,8 @@ def describe_job(job: CaseJob) -> list[str]:
         flags = [f"image={spec.image}", f"network={spec.network}"]
         if spec.hostname:
             flags.append(f"hostname={spec.hostname}")
-        if spec.gpus:
-            flags.append("gpus=all")
+        if spec.gpu_ids:
+            flags.append(f"gpus={','.join(spec.gpu_ids)}")
         flags += [f"device={d}" for d in spec.devices]
         if spec.ipc_host:
             flags.append("ipc=host")

@@ -185,7 +185,9 @@ class ContainerSettings(JsonForm):
     name: str
     network: str
     hostname: str | None = None  # and its alias on a user-defined network
-    gpus: str | None = None  # "all": every GPU of the node (NVIDIA runtime device request)
+    # the GPUs of the NVIDIA runtime's device request, as `docker run --gpus` takes them: "device=0,1" (by index or
+    # UUID); "all" (every GPU of the node) in launch specs dlperf stored before it gave a case only its own GPUs
+    gpus: str | None = None
     devices: tuple[str, ...] = ()
     ipc: str | None = None  # "host"; None: docker's default
     shm_size: str | None = None
@@ -203,7 +205,7 @@ class ContainerSettings(JsonForm):
             name=spec.name,
             network=spec.network,
             hostname=spec.hostname,
-            gpus="all" if spec.gpus else None,
+            gpus=f"device={','.join(spec.gpu_ids)}" if spec.gpu_ids else None,
             devices=tuple(f"{d}:{d}:rwm" for d in spec.devices),
             ipc="host" if spec.ipc_host else None,
             shm_size=spec.shm_size,
@@ -225,8 +227,8 @@ class ContainerSettings(JsonForm):
             flags += ["--hostname", self.hostname]
             if self.network not in ("host", "bridge", "none"):
                 flags += ["--network-alias", self.hostname]
-        if self.gpus:
-            flags += ["--gpus", self.gpus]
+        if self.gpus:  # quoted: docker's --gpus is CSV, and "device=0,1" unquoted would give device 0 only
+            flags += ["--gpus", f'"{self.gpus}"' if "," in self.gpus else self.gpus]
         for device in self.devices:
             flags += ["--device", device]
         if self.ipc:

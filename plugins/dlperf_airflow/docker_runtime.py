@@ -28,7 +28,7 @@ from docker.tls import TLSConfig
 from docker.types import DeviceRequest, Mount, Ulimit
 
 from dlperf_core.cluster.cpu_placement import HostCores
-from dlperf_core.cluster.gpu_sampling import QUERY_COMMAND, GpuSampler, GpuSamples
+from dlperf_core.cluster.gpu_sampling import GpuSampler, GpuSamples, query_command, sampled_gpu_ids
 from dlperf_core.cluster.inventory import DOCKER_CONN_PREFIX, Inventory, Node, insecure_docker_nodes
 from dlperf_core.errors import ConfigError
 from dlperf_core.model import CaseJob, CaseOutcome, ContainerSpec
@@ -186,6 +186,14 @@ def endpoint_of(target: DockerEndpoint | Node | str) -> DockerEndpoint:
     return DockerEndpoint.for_url(target)
 
 
+def device_requests_for(spec: ContainerSpec) -> list[DeviceRequest] | None:
+    """The NVIDIA runtime's device request of ``spec``: exactly its GPUs (``device_ids``, by index or UUID as the
+    inventory names them), never every GPU of the node; None on a CPU node."""
+    if not spec.gpu_ids:
+        return None
+    return [DeviceRequest(device_ids=list(spec.gpu_ids), capabilities=[["gpu"]])]
+
+
 def host_config_for(client, spec: ContainerSpec) -> dict:
     """Docker host config from a ContainerSpec: GPUs, InfiniBand, host network/IPC, memlock, mounts."""
     return client.create_host_config(
@@ -194,7 +202,7 @@ def host_config_for(client, spec: ContainerSpec) -> dict:
         shm_size=spec.shm_size,
         cap_add=list(spec.cap_add) or None,
         ulimits=[Ulimit(name="memlock", soft=-1, hard=-1)] if spec.memlock_unlimited else None,
-        device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if spec.gpus else None,
+        device_requests=device_requests_for(spec),
         devices=[f"{d}:{d}:rwm" for d in spec.devices] or None,
         mounts=[Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only) for m in spec.mounts]
         or None,
@@ -417,14 +425,16 @@ class ContainerProcess:
             self._client.remove_container(self.id, force=True)
 
 
-def container_query(target: DockerEndpoint | Node | str, container_id: str):
-    """How :class:`GpuSampler` runs nvidia-smi in a container: its output, or None once the container is gone
-    (or has no nvidia-smi), which ends the sampling."""
+def container_query(target: DockerEndpoint | Node | str, container_id: str, gpu_ids: tuple[str, ...] = ()):
+    """How :class:`GpuSampler` runs nvidia-smi in a container (:func:`query_command` of ``gpu_ids``; empty: every
+    GPU the container sees): its output, or None once the container is gone (or has no nvidia-smi), which ends
+    the sampling."""
     client = endpoint_of(target).client(login=False)
+    command = query_command(gpu_ids)
 
     def query() -> str | None:
         try:
-            exec_id = client.exec_create(container_id, list(QUERY_COMMAND), stdout=True, stderr=False)
+            exec_id = client.exec_create(container_id, list(command), stdout=True, stderr=False)
             return client.exec_start(exec_id).decode(errors="replace")
         except (APIError, NotFound):
             return None
@@ -472,8 +482,9 @@ class DockerRuntime:
         endpoint = self.endpoint(launch.node)
         proc = ContainerProcess(endpoint, spec, job.log_dir / f"node{launch.node_rank}.log")
         self._ran[(job.run_label, i)] = (proc.image, proc.working_dir)
-        if spec.gpus and samples is not None:  # nvidia nodes: sample nvidia-smi in the container while it runs
-            proc.sampler = GpuSampler(container_query(endpoint, proc.id), samples, period_s=1.0)
+        if spec.gpu_ids and samples is not None:  # nvidia nodes: sample nvidia-smi in the container while it runs
+            gpus = sampled_gpu_ids(spec.gpu_ids, in_container=True)  # the container has the case's GPUs only
+            proc.sampler = GpuSampler(container_query(endpoint, proc.id, gpus), samples, period_s=1.0)
         return proc
 
     def node_specs(self, job: CaseJob) -> tuple[NodeSpec, ...]:
@@ -487,7 +498,7 @@ class DockerRuntime:
         return tuple(out)
 
     def submit(self, job: CaseJob) -> CaseRunning:
-        samples = {launch.node.name: GpuSamples() for launch in job.launches}  # a container sees its node's GPUs
+        samples = {launch.node.name: GpuSamples() for launch in job.launches}  # a container sees its case's GPUs
         start = lambda i: self.start_node(job, i, samples=samples[job.launches[i].node.name])  # noqa: E731
         return CaseRunning(job, start, poll_s=0.5, samples=samples)
 

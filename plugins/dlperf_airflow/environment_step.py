@@ -46,17 +46,20 @@ def _digest(client, image: str) -> str | None:
     return digests[0] if digests else info.get("Id")
 
 
-def probe_output(node: Node, image: str, ids: RunIds) -> ProbeOutput:
-    """The probe's raw output from a one-shot container of ``image`` on ``node``, and the image digest."""
+def probe_output(node: Node, image: str, ids: RunIds, gpu_ids: tuple[str, ...] | None = None) -> ProbeOutput:
+    """The probe's raw output from a one-shot container of ``image`` on ``node`` with the GPUs ``gpu_ids`` (a
+    case's; None: every GPU the inventory names), and the image digest."""
     from dlperf_airflow.docker_runtime import run_to_completion
 
-    output, client = run_to_completion(node, probe_spec(node, image, ids), PROBE_TIMEOUT_S)
+    output, client = run_to_completion(node, probe_spec(node, image, ids, gpu_ids), PROBE_TIMEOUT_S)
     return ProbeOutput(output, _digest(client, image))
 
 
 def probe_cache(ids: RunIds) -> ProbeCache:
     """This DAG run's probes, kept beside its logs: the central capture and each node task share them."""
-    return ProbeCache(lambda node, image: probe_output(node, image, ids), probe_folder(default_log_root(), ids))
+    return ProbeCache(
+        lambda node, image, gpu_ids: probe_output(node, image, ids, gpu_ids), probe_folder(default_log_root(), ids)
+    )
 
 
 def capture_step(plan: Plan, ids: RunIds) -> list[PlannedRun]:

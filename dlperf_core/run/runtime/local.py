@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 
 from dlperf_core.cluster.cpu_placement import HostCores
-from dlperf_core.cluster.gpu_sampling import GpuSampler, GpuSamples, local_query
+from dlperf_core.cluster.gpu_sampling import GpuSampler, GpuSamples, local_query, sampled_gpu_ids
 from dlperf_core.cluster.inventory import Node
 from dlperf_core.cluster.sshkeys import ContainerFile
 from dlperf_core.model import CaseJob, CaseOutcome
@@ -32,6 +32,27 @@ _LIMIT_THEN_EXEC = (
     "os.environ['DLPERF_DEVICE_MEMORY_MB'] = sys.argv[1]; "
     "os.execvp(sys.argv[2], sys.argv[2:])"
 )
+
+
+def visible_devices(node: Node, devices_per_node: int | None) -> dict[str, str]:
+    """``CUDA_VISIBLE_DEVICES`` of a launch on ``node`` (local runtime): the case's GPUs on an ``accelerator: nvidia``
+    node (:meth:`Node.case_gpu_ids`: the first ``devices_per_node`` the inventory names; None: all of them), by
+    index or UUID, so that its ranks' ``cuda:0 ..`` are those GPUs and no other; nothing on a CPU node."""
+    if node.accelerator != "nvidia":
+        return {}
+    return {"CUDA_VISIBLE_DEVICES": ",".join(node.case_gpu_ids(devices_per_node or node.gpu_count))}
+
+
+def case_gpus_here(job: CaseJob) -> tuple[str, ...]:
+    """The GPUs of this machine a case on the local runtime uses: every nvidia launch's ``CUDA_VISIBLE_DEVICES``,
+    once each, in order (every local "node" is this machine), which is what its sampler is asked for."""
+    ids = [
+        gpu
+        for launch in job.launches
+        for gpu in visible_devices(launch.node, job.devices_per_node).get("CUDA_VISIBLE_DEVICES", "").split(",")
+        if gpu
+    ]
+    return tuple(dict.fromkeys(ids))
 
 
 def with_memory_limit(argv: tuple[str, ...], limit_mb: int | None) -> tuple[str, ...]:
@@ -114,7 +135,11 @@ class LocalRuntime:
     def node_command(self, job: CaseJob, i: int) -> tuple[tuple[str, ...], dict[str, str]]:
         """The argv and the environment (on top of this process's) that launch ``i`` of ``job`` runs with."""
         launch = job.launches[i]
-        env = {**launch.env, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
+        env = {
+            **launch.env,
+            "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo"),
+            **visible_devices(launch.node, job.devices_per_node),
+        }
         return with_memory_limit(launch.argv, launch.node.device_memory_mb), env
 
     def start_node(  # the Runtime protocol's signature: files and samples are the docker runtime's
@@ -138,14 +163,16 @@ class LocalRuntime:
 
     def submit(self, job: CaseJob) -> CaseRunning:
         """The case, ready to start (:class:`~dlperf_core.run.runtime.base.CaseRunning`); on ``accelerator: nvidia``
-        nodes this machine's GPUs the case uses (0 .. devices per node - 1) are sampled with nvidia-smi while it
-        runs, by the same sampler as the docker runtime's."""
+        nodes this machine's GPUs the case uses (:func:`case_gpus_here`, its ``CUDA_VISIBLE_DEVICES``) and no other
+        are sampled with nvidia-smi while it runs, by the same sampler as the docker runtime's."""
         start = lambda i: self.start_node(job, i)  # noqa: E731
-        if not any(launch.node.accelerator == "nvidia" for launch in job.launches):
+        gpus = sampled_gpu_ids(case_gpus_here(job), in_container=False)
+        if not gpus:
             return CaseRunning(job, start)
-        devices = set(range(job.devices_per_node)) if job.devices_per_node else None
-        samples = GpuSamples(gpus=devices)  # every local "node" is this machine: one sampler
-        sampler = GpuSampler(local_query, samples, period_s=1.0)
+        # every local "node" is this machine: one sampler, asked for the case's GPUs only (and, where they are
+        # named by index, counting only those lines of its answer)
+        samples = GpuSamples(gpus={int(g) for g in gpus} if all(g.isdigit() for g in gpus) else None)
+        sampler = GpuSampler(lambda: local_query(gpus), samples, period_s=1.0)
         return CaseRunning(job, start, samples={job.launches[0].node.name: samples}, on_collect=sampler.stop)
 
     def execute(self, job: CaseJob) -> CaseOutcome:
