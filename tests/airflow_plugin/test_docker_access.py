@@ -403,12 +403,12 @@ def test_the_environment_probe_is_started_like_every_container(fake_hook):
     gpu = _node(accelerator="nvidia", infiniband=True)
     spec = probe_spec(gpu, "img:1", ids)
     assert isinstance(spec, ContainerSpec)
-    assert (spec.image, spec.command, spec.network, spec.hostname, spec.gpus, spec.devices, spec.mounts) == (
+    assert (spec.image, spec.command, spec.network, spec.hostname, spec.gpu_ids, spec.devices, spec.mounts) == (
         "img:1",
         ("sh", "-c", PROBE_SCRIPT),
         "host",
         None,
-        True,
+        ("0",),  # the node's one GPU (gpus: 1); a case's probe gets the case's GPUs (probe_spec's gpu_ids)
         ("/dev/infiniband",),
         (),
     )
@@ -422,6 +422,7 @@ def test_the_environment_probe_is_started_like_every_container(fake_hook):
     host_config = create[2]["host_config"]
     assert host_config["NetworkMode"] == "host"
     assert host_config["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
+    assert host_config["DeviceRequests"][0]["DeviceIDs"] == ["0"] and not host_config["DeviceRequests"][0]["Count"]
     assert host_config["Devices"][0]["PathOnHost"] == "/dev/infiniband"
     assert create[2]["labels"]["dlperf.probe"] == "gpu0" and create[2]["networking_config"] is None
     assert [c[0] for c in client.calls] == [
@@ -435,7 +436,7 @@ def test_the_environment_probe_is_started_like_every_container(fake_hook):
 
     # a stand-in node on a user-defined network: probed on docker's default bridge with its hostname
     stand_in = probe_spec(_node(name="node1", network="dlperf-net"), "img:cpu", ids)
-    assert (stand_in.network, stand_in.hostname, stand_in.gpus) == ("bridge", "node1", False)
+    assert (stand_in.network, stand_in.hostname, stand_in.gpu_ids) == ("bridge", "node1", ())
     probe_output(_node(name="node1", network="dlperf-net"), "img:cpu", ids)
     (create,) = fake_hook[-1].named("create_container")
     assert create[2]["host_config"]["NetworkMode"] == "bridge" and create[2]["hostname"] == "node1"

@@ -49,7 +49,7 @@ def test_a_duplicate_network_is_removed_and_a_container_starts_on_the_name(netwo
             {},
             network_name,
             "node0",
-            False,
+            (),
             ipc_host=False,
         )
         output, _ = run_to_completion("unix:///var/run/docker.sock", spec, 60)

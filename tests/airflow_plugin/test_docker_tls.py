@@ -365,7 +365,7 @@ def _case(node: Node, image: str, tmp_path: Path, label: str) -> CaseJob:
         labels={**LABELS, "dlperf.node": node.name},
         network="host",
         hostname=None,
-        gpus=False,
+        gpu_ids=(),
         ipc_host=False,
     )
     launch = NodeLaunch(node, 0, spec.command)

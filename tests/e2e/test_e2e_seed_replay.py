@@ -88,8 +88,13 @@ def stand_in(job, log: Path):
         else:
             command = ("true",)
         mounts = spec.mounts + (Mount(source=str(log.resolve()), target="/replay/node0.log"),)
-        containers.append(replace(spec, image=IMAGE, command=command, mounts=mounts, gpus=False))
+        containers.append(replace(spec, image=IMAGE, command=command, mounts=mounts, gpu_ids=()))
     return replace(job, containers=tuple(containers))
+
+
+def the_case_gpus(case) -> tuple[str, ...]:
+    """The GPUs a case gets on each 8-GPU node (gpus: 8): the first gpus_per_node of 0..7."""
+    return tuple(str(i) for i in range(case.gpus_per_node))
 
 
 @pytest.mark.parametrize("framework", list(SEEDS))
@@ -110,7 +115,7 @@ def test_seed_framework_from_case_to_stored_row(framework, tmp_path, pg_url, mon
     job = build_job(run, inventory, runtime, ids, timeout_s=120, watchdog_s=60, log_root=tmp_path / "logs")
     adapter = get_adapter(framework)
     assert {spec.image for spec in job.containers} == {adapter.default_image}  # the GPU image, not the CPU one
-    assert all(spec.gpus for spec in job.containers)
+    assert all(spec.gpu_ids == the_case_gpus(the_case) for spec in job.containers)  # the case's GPUs, no other
     if adapter.launcher == "mpirun" and the_case.nodes > 1:  # per-case keys went into every container
         assert {lc.role for lc in job.launches} == {"launcher", "sshd"}
         assert all(spec.files for spec in job.containers)

@@ -218,7 +218,8 @@ def test_local_runtime_samples_nvidia_nodes_with_the_same_sampler(tmp_path, monk
     what cannot exist on these machines); the runtime's own sampler and outcome are real."""
     fake = tmp_path / "bin" / "nvidia-smi"
     fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\necho '0, 40123, 512.5'\necho '1, 99999, 999.0'\n")
+    asked = tmp_path / "asked"
+    fake.write_text(f"#!/bin/sh\necho \"$*\" >> {asked}\necho '0, 40123, 512.5'\necho '1, 99999, 999.0'\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     node = Node(name="gpu0", gpus=1, accelerator="nvidia")
@@ -234,6 +235,7 @@ def test_local_runtime_samples_nvidia_nodes_with_the_same_sampler(tmp_path, monk
     outcome = LocalRuntime().execute(job)
     assert outcome.failure is None
     assert outcome.gpu_memory_peak_mb == 40123  # GPU 1 is not the case's
+    assert {line.split()[-1] for line in asked.read_text().splitlines()} == {"--id=0"}  # nvidia-smi asked for GPU 0
     assert outcome.gpu_power and {w for _, w in outcome.gpu_power["gpu0"]} == {512.5}
     assert CaseOutcome.from_json(outcome.to_json()).gpu_power == outcome.gpu_power  # through XCom and back
     cpu = CaseJob(

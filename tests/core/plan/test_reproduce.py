@@ -166,7 +166,7 @@ def test_the_docker_spec_keeps_every_setting_and_survives_json_without_any_secre
     assert settings is not None
     assert (settings.network, settings.gpus, settings.ipc, settings.devices) == (
         "host",
-        "all",
+        "device=0",  # 2n1g: one GPU of each node
         "host",
         ("/dev/infiniband:/dev/infiniband:rwm",),
     )
@@ -180,7 +180,9 @@ def test_the_docker_spec_keeps_every_setting_and_survives_json_without_any_secre
     runs = [shlex.split(line.split(" 2>&1 | tee ")[0]) for line in script.splitlines() if line.startswith("docker run")]
     assert len(runs) == 2
     first = runs[0]
-    assert first[:3] == ["docker", "run", "--rm"] and "--gpus" in first and first[first.index("--gpus") + 1] == "all"
+    assert (
+        first[:3] == ["docker", "run", "--rm"] and "--gpus" in first and first[first.index("--gpus") + 1] == "device=0"
+    )
     assert first[first.index("--ulimit") : first.index("--ulimit") + 2] == ["--ulimit", "memlock=-1:-1"]
     assert "type=bind,source=/data/imagenet,target=/data,readonly" in first
     assert first[first.index("HF_TOKEN") - 1 : first.index("HF_TOKEN") + 1] == ["--env", "HF_TOKEN"]  # your value

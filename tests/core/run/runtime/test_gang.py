@@ -188,7 +188,7 @@ def test_sshd_node_serves_until_the_launcher_is_done_and_keys_stay_on_their_node
     sshd = f"open({str(order)!r}, 'a').write('sshd\\n'); import time; time.sleep(300)"
     launcher = f"import time; time.sleep(0.3); open({str(order)!r}, 'a').write('launcher\\n')"
     placeholder = (ContainerFile("/root/.ssh/id_ed25519", b"x"),)
-    specs = [ContainerSpec(f"c{i}", "i", (), {}, {}, "host", None, False, files=placeholder) for i in range(2)]
+    specs = [ContainerSpec(f"c{i}", "i", (), {}, {}, "host", None, (), files=placeholder) for i in range(2)]
     j = job(tmp_path, launcher, sshd, roles={1: "sshd"}, containers=specs)
     given: dict[int, tuple] = {}
     runtime = LocalRuntime()
@@ -214,7 +214,7 @@ def test_three_node_mpirun_every_sshd_gets_every_key_and_serves_until_the_launch
     sshd = "import time; time.sleep(300)"
     launcher = "import time; time.sleep(0.5)"
     placeholder = (ContainerFile("/root/.ssh/id_ed25519", b"x"),)
-    specs = [ContainerSpec(f"c{i}", "i", (), {}, {}, "host", None, False, files=placeholder) for i in range(3)]
+    specs = [ContainerSpec(f"c{i}", "i", (), {}, {}, "host", None, (), files=placeholder) for i in range(3)]
     j = job(tmp_path, launcher, sshd, sshd, roles={1: "sshd", 2: "sshd"}, containers=specs)
     given: dict[int, tuple] = {}
     runtime = LocalRuntime()
