@@ -13,6 +13,7 @@ from typing import ClassVar, Literal
 
 from dlperf_core.cluster.container import container_spec_for
 from dlperf_core.cluster.inventory import Node
+from dlperf_core.frameworks.releases import Release, release_named
 from dlperf_core.frameworks.shape import ModelShape
 from dlperf_core.measure.origin import Figure, FigureOrigin
 from dlperf_core.model import Case, ContainerSpec, NodeLaunch, OptionValue
@@ -38,6 +39,17 @@ may recompile on the second; the workload fails a run that still compiles inside
 def on_cpu(nodes: tuple[Node, ...]) -> bool:
     """True when the case runs on CPU stand-in nodes only (``accelerator: cpu``)."""
     return bool(nodes) and all(node.accelerator == "cpu" for node in nodes)
+
+
+TF32_OFF = {"NVIDIA_TF32_OVERRIDE": "0"}
+"""NVIDIA's switch that keeps cuBLAS and cuDNN from computing float32 matmuls and convolutions in TF32 on Ampere and
+later (docs/metrics.md, "fp32 means fp32"), whatever the framework asks of them."""
+
+
+def fp32_env(case: Case, **own: str) -> dict[str, str]:
+    """The variables that make an ``fp32`` case compute in float32 on every GPU: :data:`TF32_OFF` and the
+    framework's ``own`` switches; nothing for another precision (AMP, or ``tf32`` itself)."""
+    return {**TF32_OFF, **own} if case.precision == "fp32" else {}
 
 
 def rendezvous_flags(rank: int, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[str]:
@@ -113,13 +125,22 @@ class FrameworkAdapter(ABC):
         """Whether ``case`` on ``nodes`` runs in the adapter's CPU image (no suite ``image:``, CPU nodes only)."""
         return not case.image and self.cpu_image is not None and on_cpu(nodes)
 
+    def release(self, case: Case) -> Release | None:
+        """The release whose GPU image ``case`` trains in (the ``release`` option, else the adapter's default);
+        None for an adapter without a release catalog."""
+        if "release" not in self.option_defaults:
+            return None
+        return release_named(self.name, str(self.option(case, "release")))
+
     def image(self, case: Case, nodes: tuple[Node, ...] = ()) -> str:
-        """The suite's image, else the CPU image on CPU nodes (when the adapter has one), else the GPU one."""
+        """The suite's image, else the CPU image on CPU nodes (when the adapter has one), else the GPU image of the
+        case's release (the adapter's ``default_image`` without a release catalog)."""
         if case.image:
             return case.image
         if self.uses_cpu_image(case, nodes):
             return self.cpu_image or self.default_image  # (uses_cpu_image: cpu_image is set)
-        return self.default_image
+        release = self.release(case)
+        return release.image if release is not None else self.default_image
 
     def figure(self, case: Case, nodes: tuple[Node, ...]) -> Figure:
         """Where the throughput lines of ``case`` on ``nodes`` come from: the CPU image's answer in the CPU
@@ -141,7 +162,8 @@ class FrameworkAdapter(ABC):
     def container_specs(
         self, case: Case, launches: list[NodeLaunch], *, run_label: str, labels: dict[str, str]
     ) -> list[ContainerSpec]:
-        """One container spec per node launch, following what each node supports."""
+        """One container spec per node launch, following what each node supports; on nvidia nodes with the case's
+        GPUs only (``case.gpus_per_node`` of them: :func:`~dlperf_core.cluster.container.container_spec_for`)."""
         return [
             container_spec_for(
                 launch.node,
@@ -151,6 +173,7 @@ class FrameworkAdapter(ABC):
                 environment=launch.env,
                 labels={**labels, "dlperf.node": launch.node.name, "dlperf.node_rank": str(launch.node_rank)},
                 shm_size=self.shm_size,
+                gpus=case.gpus_per_node,
             )
             for launch in launches
         ]

@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from dlperf_core.cluster.inventory import Node
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, fp32_env, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
+from dlperf_core.frameworks.releases import DEFAULT_RELEASE, default_release, release_names
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
 from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch, OptionValue
@@ -36,7 +37,7 @@ class MindsporeResnet(FrameworkAdapter):
     models: ClassVar[frozenset[str]] = frozenset({"resnet50_v1.5"})
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
     log_format: ClassVar[str] = "mindspore_model_zoo"
-    default_image: ClassVar[str] = "dlperf/mindspore:1.1.0"
+    default_image: ClassVar[str] = default_release("mindspore").image
     cpu_image: ClassVar[str | None] = "dlperf/mindspore:cpu"
     launcher: ClassVar[Literal["per_node", "mpirun"]] = "mpirun"
     gpu_figure: ClassVar[Figure] = Figure("framework", "MindSpore's TimeMonitor in Model.train (model_zoo train.py)")
@@ -49,7 +50,9 @@ class MindsporeResnet(FrameworkAdapter):
     option_defaults: ClassVar[dict[str, OptionValue]] = {
         "dataset_path": "/data/imagenet/train",
         "data_sink_steps": 10,
+        "release": DEFAULT_RELEASE["mindspore"],
     }
+    option_choices: ClassVar[dict[str, tuple[OptionValue, ...] | None]] = {"release": release_names("mindspore")}
 
     def train_args(self, case: Case, cpu: bool = False) -> list[str]:
         """The model zoo's ``train.py`` flags; on CPU (the CPU image's ``train.py``) ``--device_target=CPU`` and
@@ -86,7 +89,7 @@ class MindsporeResnet(FrameworkAdapter):
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         if on_cpu(nodes):
             return self.cpu_launches(case, nodes, ctx)
-        env = {"PYTHONUNBUFFERED": "1"}
+        env = {"PYTHONUNBUFFERED": "1", **fp32_env(case)}
         if case.total_gpus == 1:  # standalone: no MPI at all, as the seed's standalone script
             argv = ("bash", "-c", f"cd {RESNET} && exec " + " ".join(self.train_args(case)))
             return [NodeLaunch(node=nodes[0], node_rank=0, argv=argv, env=env)]

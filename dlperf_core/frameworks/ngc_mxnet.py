@@ -23,8 +23,9 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from dlperf_core.cluster.inventory import Node
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, fp32_env, on_cpu
 from dlperf_core.frameworks.mpi import mpi_launches
+from dlperf_core.frameworks.releases import DEFAULT_RELEASE, default_release, release_names
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
 from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch, OptionValue
@@ -37,7 +38,7 @@ class NgcMxnet(FrameworkAdapter):
     models: ClassVar[frozenset[str]] = frozenset({"resnet50_v1.5"})
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
     log_format: ClassVar[str] = "ngc_mxnet"
-    default_image: ClassVar[str] = "dlperf/ngc-mxnet:19.07"
+    default_image: ClassVar[str] = default_release("ngc_mxnet").image
     cpu_image: ClassVar[str | None] = "dlperf/ngc-mxnet:cpu"
     cpu_precisions: ClassVar[frozenset[str] | None] = frozenset({"fp32"})  # the CPU driver trains float32 only
     # DLE's RN50v1.5 trains with Gluon (hvd.DistributedTrainer) and its fit.py prints the Speed lines itself
@@ -56,9 +57,11 @@ class NgcMxnet(FrameworkAdapter):
         "data_backend": "dali-gpu",
         "data_root": "/data/imagenet/train-val-recordio-passthrough",
         "display_batches": 20,
+        "release": DEFAULT_RELEASE["ngc_mxnet"],
     }
     option_choices: ClassVar[dict[str, tuple[OptionValue, ...] | None]] = {
         "data_backend": ("dali-gpu", "dali-cpu", "mxnet", "synthetic"),
+        "release": release_names("ngc_mxnet"),
     }
 
     def _dle_flags(
@@ -141,7 +144,7 @@ class NgcMxnet(FrameworkAdapter):
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         if on_cpu(nodes):
             return self.cpu_launches(case, nodes, ctx)
-        env = {"PYTHONUNBUFFERED": "1", "MXNET_UPDATE_ON_KVSTORE": "0", "NCCL_DEBUG": "WARN"}
+        env = {"PYTHONUNBUFFERED": "1", "MXNET_UPDATE_ON_KVSTORE": "0", "NCCL_DEBUG": "WARN", **fp32_env(case)}
         return mpi_launches(case, nodes, ctx, self.train_args(case), env=env, cwd=RN50)
 
     def cpu_train_args(self, case: Case) -> list[str]:

@@ -6,6 +6,11 @@ default, or synthetic data (``options: {data_backend: syntetic}``, DLE's own spe
 (default) or static loss scale 128, as the seed's two AMP tables. ``--prof`` = warm-up + measured + 1
 iterations (the seed's 121 with its 20 + 100 window); ``-p 1`` prints every iteration.
 
+Releases (option ``release``, :mod:`dlperf_core.frameworks.releases`): ``20.03`` is the seed's (NGC 20.03, DLE at
+the seed's commit, CUDA 10.2: not Ampere, not Hopper); the default ``25.12`` is NGC 25.12 with DLE's last commit,
+whose flags differ (:meth:`NgcPytorch.seed_flags`) and which has no static loss scale. The flags of each release
+are checked against its argument parser's sources (tests/data/argparse/).
+
 On CPU nodes (``accelerator: cpu``) the row trains for real with PyTorch's CPU build from PyPI: DLE's ConvNets
 is not packaged (it lives only in the NGC image), so the model and loop are dlperf's reference ResNet-50 v1.5
 (:mod:`dlperf_core.workload`, image ``dlperf/pytorch-reference:cpu``), launched the same way (one launcher per
@@ -19,11 +24,13 @@ from typing import ClassVar
 from dlperf_core.cluster.inventory import Node
 from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
 from dlperf_core.frameworks.pytorch_reference import PytorchReference, reference_resnet_shape
+from dlperf_core.frameworks.releases import DEFAULT_RELEASE, default_release, release_names, releases_of
 from dlperf_core.frameworks.shape import ModelShape
 from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch, OptionValue
 
 RN50 = "/workspace/rn50"
+SEED_RELEASES = tuple(r.name for r in releases_of("ngc_pytorch") if r.seed)
 
 
 class NgcPytorch(FrameworkAdapter):
@@ -31,7 +38,7 @@ class NgcPytorch(FrameworkAdapter):
     models: ClassVar[frozenset[str]] = frozenset({"resnet50_v1.5"})
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "tf32", "amp"})
     log_format: ClassVar[str] = "ngc_pytorch_dllogger"
-    default_image: ClassVar[str] = "dlperf/ngc-pytorch:20.03"
+    default_image: ClassVar[str] = default_release("ngc_pytorch").image
     cpu_image: ClassVar[str | None] = PytorchReference.default_image
     shm_size: ClassVar[str | None] = "16g"
     gpu_figure: ClassVar[Figure] = Figure("framework", "DeepLearningExamples ConvNets main.py and its DLLogger")
@@ -46,17 +53,33 @@ class NgcPytorch(FrameworkAdapter):
         "data_dir": "/data/imagenet",
         "loss_scale": "dynamic",
         "workers": 8,
+        "release": DEFAULT_RELEASE["ngc_pytorch"],
     }
     option_choices: ClassVar[dict[str, tuple[OptionValue, ...] | None]] = {
-        "data_backend": ("dali-cpu", "dali-gpu", "pytorch", "syntetic"),
+        # synthetic data: "syntetic" is DLE's spelling at the seed's commit, "synthetic" at its last; either one
+        # is passed in the spelling of the case's release
+        "data_backend": ("dali-cpu", "dali-gpu", "pytorch", "syntetic", "synthetic"),
         "loss_scale": ("dynamic", "static"),
+        "release": release_names("ngc_pytorch"),
     }
 
+    def seed_flags(self, case: Case) -> bool:
+        """Whether ``case`` trains in a release with DLE at the seed's commit (its 2020 flags), else DLE's last
+        commit: ``-c fanin`` became ``--conv_init fan_in`` (a model argument, parsed from what main.py's parser
+        leaves), ``--mom`` is spelled ``--momentum`` (``--mom`` only works as argparse's abbreviation),
+        ``--dynamic-loss-scale`` is gone (AMP's GradScaler is always dynamic), synthetic data is ``synthetic``."""
+        release = self.release(case)
+        return release is None or release.seed
+
     def main_args(self, case: Case) -> list[str]:
+        seed = self.seed_flags(case)
+        backend = str(self.option(case, "data_backend"))
+        if backend in ("syntetic", "synthetic"):
+            backend = "syntetic" if seed else "synthetic"
         args = [
             f"{RN50}/main.py",
             "--data-backend",
-            str(self.option(case, "data_backend")),
+            backend,
             "--raport-file",
             f"{RN50}/raport.json",
             f"-j{self.option(case, 'workers')}",
@@ -70,13 +93,12 @@ class NgcPytorch(FrameworkAdapter):
             "8",
             "--arch",
             "resnet50",
-            "-c",
-            "fanin",
+            *(["-c", "fanin"] if seed else []),
             "--label-smoothing",
             "0.1",
             "--lr-schedule",
             "cosine",
-            "--mom",
+            "--mom" if seed else "--momentum",
             "0.125",
             "--wd",
             "3.0517578125e-05",
@@ -94,9 +116,27 @@ class NgcPytorch(FrameworkAdapter):
         if case.precision == "amp":
             if self.option(case, "loss_scale") == "static":
                 args += ["--amp", "--static-loss-scale", "128"]
-            else:
+            elif seed:
                 args += ["--amp", "--dynamic-loss-scale"]
-        return args + list(case.extra_args) + [str(self.option(case, "data_dir"))]
+            else:
+                args += ["--amp"]
+        # DLE's last commit: the model's arguments go to the model's parser, which reads what main.py's parser
+        # leaves; after the data folder, so that main.py's positional argument is not taken from among them
+        model_args = [] if seed else ["--conv_init", "fan_in"]
+        return args + list(case.extra_args) + [str(self.option(case, "data_dir")), *model_args]
+
+    def refuses(self, case: Case, nodes: tuple[Node, ...]) -> str | None:
+        """The base class's refusals, then a static loss scale where DLE has none: at its last commit AMP's
+        GradScaler always grows the scale (``--static-loss-scale`` is only its initial value)."""
+        refusal = super().refuses(case, nodes)
+        if refusal or case.image or on_cpu(nodes) or case.precision != "amp" or self.seed_flags(case):
+            return refusal
+        if self.option(case, "loss_scale") == "static":
+            return (
+                f"{case.key}: loss_scale static needs DLE's 2020 ConvNets (release {', '.join(SEED_RELEASES)}):"
+                f" at its last commit (release {self.option(case, 'release')}) AMP's loss scale is always dynamic"
+            )
+        return None
 
     def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:  # noqa: ARG002 - the same flags for every model
         """The shrinking flags of dlperf's reference workload (``--image-size``, ``--width``, ``--num-classes``),

@@ -21,7 +21,8 @@ import math
 from typing import ClassVar
 
 from dlperf_core.cluster.inventory import Node
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu, rendezvous_flags
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, fp32_env, on_cpu, rendezvous_flags
+from dlperf_core.frameworks.releases import DEFAULT_RELEASE, default_release, release_names
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, shape_against
 from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch, OptionValue
@@ -52,7 +53,7 @@ class OneflowResnet(FrameworkAdapter):
     models: ClassVar[frozenset[str]] = frozenset({"resnet50_v1.5"})
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
     log_format: ClassVar[str] = "oneflow_cnns"
-    default_image: ClassVar[str] = "dlperf/oneflow:0.1.8"
+    default_image: ClassVar[str] = default_release("oneflow").image
     cpu_image: ClassVar[str | None] = "dlperf/oneflow:cpu"
     cpu_precisions: ClassVar[frozenset[str] | None] = frozenset({"fp32"})  # OneFlow's AMP needs a GPU
     gpu_figure: ClassVar[Figure] = Figure("framework", "OneFlow-Benchmark's of_cnn_train_val.py (its loss printer)")
@@ -65,7 +66,9 @@ class OneflowResnet(FrameworkAdapter):
     option_defaults: ClassVar[dict[str, OptionValue]] = {
         "data_dir": "/data/ofrecord",
         "data_part_num": 44,
+        "release": DEFAULT_RELEASE["oneflow"],
     }
+    option_choices: ClassVar[dict[str, tuple[OptionValue, ...] | None]] = {"release": release_names("oneflow")}
 
     def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:  # noqa: ARG002 - the same flags for every model
         """The CPU driver's ``--image_size``, ``--num_classes`` and ``--width_per_group``: flowvision's
@@ -97,7 +100,8 @@ class OneflowResnet(FrameworkAdapter):
         if case.precision == "amp":
             args.append("--use_fp16")
         args += list(case.extra_args)
-        env = {"PYTHONUNBUFFERED": "1"}
+        # OneFlow asks cuBLAS for TF32 itself (CUBLAS_TF32_TENSOR_OP_MATH) unless its own switch says 0
+        env = {"PYTHONUNBUFFERED": "1", **fp32_env(case, ONEFLOW_EP_CUDA_ENABLE_TF32_EXECUTION="0")}
         return [NodeLaunch(node=node, node_rank=rank, argv=tuple(args), env=env) for rank, node in enumerate(nodes)]
 
     def cpu_launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:

@@ -36,7 +36,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from dlperf_core.cluster.inventory import Node
-from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, on_cpu
+from dlperf_core.frameworks.base import FrameworkAdapter, LaunchContext, fp32_env, on_cpu
+from dlperf_core.frameworks.releases import DEFAULT_RELEASE, default_release, release_names
 from dlperf_core.frameworks.shape import FullSize, ModelShape, as_int, flag_values, overrides, shape_against
 from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch, OptionValue
@@ -69,7 +70,7 @@ class PaddlePlsc(FrameworkAdapter):
     models: ClassVar[frozenset[str]] = frozenset({GPU_MODEL, CPU_MODEL})
     precisions: ClassVar[frozenset[str]] = frozenset({"fp32", "amp"})
     log_format: ClassVar[str] = "paddle_plsc_arcface"
-    default_image: ClassVar[str] = "dlperf/paddle-plsc:1.8.5"
+    default_image: ClassVar[str] = default_release("paddle_plsc").image
     cpu_image: ClassVar[str | None] = "dlperf/paddle:cpu"
     cpu_precisions: ClassVar[frozenset[str] | None] = frozenset({"fp32"})  # PLSC's FP16 is a no-op on CPU
     gpu_figure: ClassVar[Figure] = Figure("framework", "PLSC's Entry and its logger (PLSC 1.8, the seed's stop patch)")
@@ -79,9 +80,14 @@ class PaddlePlsc(FrameworkAdapter):
     default_batch: ClassVar[dict[str, int]] = {"fp32": 128, "amp": 128}
     default_warmup: ClassVar[int | None] = 50
     default_measured: ClassVar[int | None] = 100
-    option_defaults: ClassVar[dict[str, OptionValue]] = {"loss_type": "dist_arcface", "num_classes": 85742}
+    option_defaults: ClassVar[dict[str, OptionValue]] = {
+        "loss_type": "dist_arcface",
+        "num_classes": 85742,
+        "release": DEFAULT_RELEASE["paddle_plsc"],
+    }
     option_choices: ClassVar[dict[str, tuple[OptionValue, ...] | None]] = {
         "loss_type": ("dist_arcface", "dist_softmax", "arcface", "softmax"),
+        "release": release_names("paddle_plsc"),
     }
 
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
@@ -109,7 +115,12 @@ class PaddlePlsc(FrameworkAdapter):
                 "fp16" if case.precision == "amp" else "fp32",
                 *case.extra_args,
             ]
-            env = {"PYTHONUNBUFFERED": "1", "DLPERF_MAX_ITERS": str(iterations), "FLAGS_cudnn_exhaustive_search": "0"}
+            env = {
+                "PYTHONUNBUFFERED": "1",
+                "DLPERF_MAX_ITERS": str(iterations),
+                "FLAGS_cudnn_exhaustive_search": "0",
+                **fp32_env(case),
+            }
             out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env=env))
         return out
 

@@ -1,7 +1,8 @@
 """The exact commands of the five seed benchmarks: golden files, and checks against the seeds' own scripts.
 
-Golden files (tests/golden/<framework>.txt) hold every node's command and container settings for every
-topology and precision of suites/seeds.yaml on the seeds' cluster (tests/data/seed-cluster.yaml). After an
+Golden files (tests/golden/<framework>.txt) hold every node's command and container settings for every topology
+and precision of suites/seeds.yaml on the seeds' cluster (tests/data/seed-cluster.yaml), and tests/golden/releases/
+the same for each release the seeds did not run (e.g. ngc_pytorch 25.12). After an
 intended change, regenerate them with ``DLPERF_UPDATE_GOLDEN=1 pytest tests/core/frameworks/test_commands_golden.py``
 and review the diff.
 """
@@ -16,9 +17,10 @@ import pytest
 
 from dlperf_core.cluster.inventory import load_inventory
 from dlperf_core.frameworks import ADAPTERS, LaunchContext, get_adapter
+from dlperf_core.frameworks.releases import DEFAULT_RELEASE, RELEASES, Release
 from dlperf_core.model import Case, CaseRun
-from dlperf_core.plan.cases import PlanFilters
-from dlperf_core.plan.suite import load_suite
+from dlperf_core.plan.cases import PlanFilters, expand_cases
+from dlperf_core.plan.suite import Suite, load_suite
 from dlperf_core.run.commands import GOLDEN_IDS, DryRunDocker, suite_commands
 from dlperf_core.run.jobs import build_job
 from helpers import REPO, SHARED
@@ -84,7 +86,7 @@ def test_ngc_pytorch_matches_the_seed_command_line(topo, cluster):
     ]
     assert printed, "seed 002 prints its multi-node command"
     seed_argv = shlex.split(printed[0][2:])
-    ours = launches(case("ngc_pytorch", topo, data_dir="/data/image"), cluster, master_port=22333)
+    ours = launches(case("ngc_pytorch", topo, data_dir="/data/image", release="20.03"), cluster, master_port=22333)
     assert list(ours[0].argv) == seed_argv
     # the other nodes differ only in --node_rank
     for rank, launch in enumerate(ours):
@@ -94,13 +96,34 @@ def test_ngc_pytorch_matches_the_seed_command_line(topo, cluster):
 
 
 def test_ngc_pytorch_amp_loss_scales(cluster):
-    dynamic = launches(case("ngc_pytorch", "1n8g", "amp"), cluster)[0].argv
-    static = launches(case("ngc_pytorch", "1n8g", "amp", loss_scale="static"), cluster)[0].argv
+    dynamic = launches(case("ngc_pytorch", "1n8g", "amp", release="20.03"), cluster)[0].argv
+    static = launches(case("ngc_pytorch", "1n8g", "amp", loss_scale="static", release="20.03"), cluster)[0].argv
     assert "--dynamic-loss-scale" in dynamic and "--amp" in dynamic and "-b" in dynamic
     assert dynamic[dynamic.index("-b") + 1] == "256"  # the seed's AMP batch
     assert static[static.index("--static-loss-scale") + 1] == "128"
-    synthetic = launches(case("ngc_pytorch", "1n1g", data_backend="syntetic"), cluster)[0].argv
+    synthetic = launches(case("ngc_pytorch", "1n1g", data_backend="syntetic", release="20.03"), cluster)[0].argv
     assert synthetic[synthetic.index("--data-backend") + 1] == "syntetic"
+
+
+def test_ngc_pytorch_default_release_speaks_dle_last_commit(cluster):
+    """The default release (NGC 25.12, DLE's last commit): no --dynamic-loss-scale (AMP's GradScaler is always
+    dynamic there), --momentum spelled out, --conv_init fan_in after the data folder instead of -c fanin, DLE's
+    new spelling of synthetic data; a static loss scale, which that code has not, is refused at planning."""
+    adapter = get_adapter("ngc_pytorch")
+    amp = case("ngc_pytorch", "1n8g", "amp")
+    argv = launches(amp, cluster)[0].argv
+    assert adapter.image(amp, cluster.first(1)) == "dlperf/ngc-pytorch:25.12"
+    assert "--amp" in argv and "--dynamic-loss-scale" not in argv and "--mom" not in argv and "-c" not in argv
+    assert argv[argv.index("--momentum") + 1] == "0.125"
+    assert list(argv[-3:]) == ["/data/imagenet", "--conv_init", "fan_in"]
+    synthetic = launches(case("ngc_pytorch", "1n1g", data_backend="syntetic"), cluster)[0].argv
+    assert synthetic[synthetic.index("--data-backend") + 1] == "synthetic"
+    static = case("ngc_pytorch", "1n8g", "amp", loss_scale="static")
+    assert "always dynamic" in adapter.refuses(static, cluster.first(1))
+    assert (
+        adapter.refuses(case("ngc_pytorch", "1n8g", "amp", loss_scale="static", release="20.03"), cluster.first(1))
+        is None
+    )
 
 
 def _seed_local_run_flags() -> dict[str, str]:
@@ -175,7 +198,7 @@ def test_ngc_mxnet_horovod_over_mpirun(precision, batch, dtype, cluster):
     assert mpirun[mpirun.index("--batch-size") + 1] == str(batch)
     assert mpirun[mpirun.index("--dtype") + 1] == dtype
     assert mpirun[mpirun.index("--benchmark-iters") + 1] == "500"  # as the seed's real logs
-    assert node1.role == "sshd" and node1.argv[0] == "/usr/sbin/sshd"
+    assert node1.role == "sshd" and "exec /usr/sbin/sshd -D" in node1.argv[-1]
 
 
 # ------------------------------------------------------------------------ the mpirun setup
@@ -209,3 +232,50 @@ def test_no_key_material_in_images_or_repository():
     for dockerfile in (REPO / "docker").rglob("Dockerfile"):
         text = dockerfile.read_text()
         assert "ssh-keygen" not in text and "id_rsa" not in text and "PRIVATE KEY" not in text, dockerfile
+
+
+# ------------------------------------------------------------------------ every release's command lines
+# For each release of a seed framework (dlperf_core/frameworks/releases.py): the seed suite's benchmarks of that
+# framework with ``release`` set to it (the benchmarks a release refuses at planning left out, e.g.
+# ``loss_scale: static`` where DLE has none). The seeds' own releases are what suites/seeds.yaml names, so their
+# text is tests/golden/<framework>.txt itself; every other release has tests/golden/releases/<framework>-<release>.txt
+# (DLPERF_UPDATE_GOLDEN=1 regenerates them too).
+
+
+def release_suite(seeds: Suite, release: Release, cluster) -> Suite:
+    """The seed suite's benchmarks of ``release``'s framework, in that release, less those it refuses."""
+    adapter = get_adapter(release.framework)
+    kept = []
+    for benchmark in seeds.benchmarks:
+        if benchmark.framework != release.framework:
+            continue
+        moved = benchmark.model_copy(update={"options": {**benchmark.options, "release": release.name}})
+        one = seeds.model_copy(update={"benchmarks": (moved,)})
+        if not any(adapter.refuses(case, cluster.first(case.nodes)) for case, _ in expand_cases(one)):
+            kept.append(moved)
+    return seeds.model_copy(update={"benchmarks": tuple(kept)})
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=lambda r: f"{r.framework}-{r.name}")
+def test_release_golden_commands(release):
+    seeds = load_suite(REPO / "suites" / "seeds.yaml")
+    cluster = load_inventory(REPO / "tests" / "data" / "seed-cluster.yaml")
+    suite = release_suite(seeds, release, cluster)
+    text = suite_commands(suite, cluster, PlanFilters(frameworks=(release.framework,)))
+    assert f"+release={release.name}+" in text and f"image={release.image} " in text
+    if release.seed:  # suites/seeds.yaml names it: the seed's golden file is this release's
+        assert text == suite_commands(seeds, cluster, PlanFilters(frameworks=(release.framework,)))
+        assert text == (GOLDEN / f"{release.framework}.txt").read_text()
+        return
+    path = GOLDEN / "releases" / f"{release.framework}-{release.name}.txt"
+    if os.environ.get("DLPERF_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no golden file {path}; run with DLPERF_UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"commands of {release.framework} {release.name} changed; review {path.name}"
+
+
+def test_every_non_seed_release_has_a_golden_file_and_no_other():
+    expected = {f"{r.framework}-{r.name}.txt" for r in RELEASES if not r.seed}
+    assert {p.name for p in (GOLDEN / "releases").glob("*.txt")} == expected
+    assert all(any(r.name == name for r in RELEASES) for name in DEFAULT_RELEASE.values())

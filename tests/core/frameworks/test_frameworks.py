@@ -15,6 +15,8 @@ GPU = load_inventory(REPO / "inventories/example-cluster.yaml")  # the GPU nodes
 CPU = load_inventory(REPO / "inventories/docker-local.yaml")  # the CPU stand-in nodes
 CASE = Case("pytorch_reference", "resnet50_v1.5", "amp", 256, 2, 8, 20, 100, extra_args=("--device", "cuda"))
 PLAIN = LaunchContext(python="python3", workload_dir="/w")
+# what mpirun starts in front of each rank's program across nodes (dlperf_core.frameworks.rank_env)
+RANK = """bash -c 'if [ -r /etc/dlperf-ssh/environment ]; then . /etc/dlperf-ssh/environment; fi; exec "$@"' dlperf-rank """
 
 
 def on_one_gpu_node(adapter, case, ctx=PLAIN):
@@ -51,7 +53,7 @@ def test_gpu_node_container_spec_has_gpus_infiniband_host_network_memlock(tmp_pa
     )
     assert len(job.containers) == 2
     spec = job.containers[0]
-    assert spec.gpus and spec.devices == ("/dev/infiniband",)
+    assert spec.gpu_ids == tuple(str(i) for i in range(CASE.gpus_per_node)) and spec.devices == ("/dev/infiniband",)
     assert spec.network == "host" and spec.hostname is None and spec.ipc_host
     assert spec.cap_add == ("IPC_LOCK",) and spec.memlock_unlimited
     assert spec.mounts[0].source == "/data/imagenet" and spec.mounts[0].read_only
@@ -71,7 +73,7 @@ def test_cpu_standin_nodes_use_their_network_and_hostnames(tmp_path):
     )
     a, b = job.containers
     assert (a.network, a.hostname, b.hostname) == ("dlperf-net", "node0", "node1")
-    assert not a.gpus and not a.devices and not a.memlock_unlimited and not a.ipc_host and a.shm_size == "1g"
+    assert not a.gpu_ids and not a.devices and not a.memlock_unlimited and not a.ipc_host and a.shm_size == "1g"
     assert "--master_addr" in a.command and a.command[a.command.index("--master_addr") + 1] == "node0"
     assert "--threads" in a.command
 
@@ -85,7 +87,7 @@ def test_ngc_mxnet_cpu_launch_is_mpirun_of_dist_sync_workers():
     ctx = LaunchContext(python="python3", workload_dir="/w", master_port=29555, cpu_threads_per_process=1)
     head, peer = adapter.launches(case, CPU.first(2), ctx)
     assert adapter.image(case, CPU.first(2)) == "dlperf/ngc-mxnet:cpu"
-    assert peer.role == "sshd" and peer.node.name == "node1" and peer.argv[0] == "/usr/sbin/sshd"
+    assert peer.role == "sshd" and peer.node.name == "node1" and "exec /usr/sbin/sshd -D" in peer.argv[-1]
     assert head.env == {
         "PYTHONUNBUFFERED": "1",
         "DMLC_PS_ROOT_URI": "node0",
@@ -98,7 +100,8 @@ def test_ngc_mxnet_cpu_launch_is_mpirun_of_dist_sync_workers():
         "-np 2 -H node0:1,node1:1 --bind-to none --map-by slot -mca plm_rsh_args '-p 2222 -i "
         "/etc/dlperf-ssh/id_ed25519 -o UserKnownHostsFile=/etc/dlperf-ssh/known_hosts -o "
         "StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=5' -x DMLC_PS_ROOT_PORT -x DMLC_PS_ROOT_URI "
-        "-x OMP_NUM_THREADS -x PYTHONUNBUFFERED -x PATH /workspace/rn50/mpi-dmlc.sh python "
+        "-x OMP_NUM_THREADS -x PYTHONUNBUFFERED -x PATH "
+        f"{RANK}/workspace/rn50/mpi-dmlc.sh python "
         "/workspace/rn50/train.py --arch resnetv15 --num-layers 50 --mode train --kv-store dist_sync "
         "--batch-size 16 --dtype float32 --input-layout NCHW --conv-layout NCHW --batchnorm-layout NCHW "
         "--pooling-layout NCHW --num-epochs 1 --benchmark-iters 25 --disp-batches 1 --no-metrics "
@@ -115,7 +118,7 @@ def test_ngc_mxnet_cpu_single_node_options_and_gpu_branch_untouched():
     assert "-np 2 -H node0:2 " in line and "plm_rsh_args" not in line and "OMP_NUM_THREADS" not in launch.env
     assert "--batch-size 8 --dtype float16 " in line and "--disp-batches 5 " in line  # the driver refuses fp16
     (gpu_launch, *_), image = on_one_gpu_node(adapter, case)
-    assert image == "dlperf/ngc-mxnet:19.07"
+    assert image == "dlperf/ngc-mxnet:24.06"  # the default release (suites/seeds.yaml names 19.07)
     assert "--kv-store horovod" in gpu_launch.argv[2] and "mpi-dmlc.sh" not in gpu_launch.argv[2]
 
 
@@ -291,7 +294,7 @@ def test_mindspore_cpu_standalone_and_mpirun_launches():
     line = head.argv[2].splitlines()[-1]
     assert line.startswith("exec mpirun --allow-run-as-root --tag-output -np 2 -H node0:1,node1:1 ")
     assert line.endswith(
-        "-x MS_SCHED_HOST -x MS_SCHED_PORT -x OMP_NUM_THREADS -x PYTHONUNBUFFERED -x PATH python "
+        f"-x MS_SCHED_HOST -x MS_SCHED_PORT -x OMP_NUM_THREADS -x PYTHONUNBUFFERED -x PATH {RANK}python "
         "/workspace/resnet/train.py --net=resnet50 --run_distribute=True --dataset=imagenet2012 "
         "--device_target=CPU --batch_size=4 --train_steps=10 --data_sink_steps=10 --dtype=fp16"
     )
@@ -303,4 +306,4 @@ def test_mindspore_gpu_branch_untouched_by_cpu():
     (launch,), image = on_one_gpu_node(get_adapter("mindspore"), case)
     assert image == "dlperf/mindspore:1.1.0"
     assert "--device_target=GPU" in launch.argv[2] and "--dataset_path=/data/imagenet/train" in launch.argv[2]
-    assert launch.env == {"PYTHONUNBUFFERED": "1"}
+    assert launch.env == {"PYTHONUNBUFFERED": "1", "NVIDIA_TF32_OVERRIDE": "0"}  # fp32 without TF32
