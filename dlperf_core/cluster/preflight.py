@@ -3,7 +3,8 @@
 Before any case runs, every node is checked over SSH (``plugins/dlperf_airflow/ssh_preflight.py`` runs the
 script with the SSH provider): Docker answers, the NVIDIA runtime and the declared number of GPUs are there
 (``accelerator: nvidia`` only), InfiniBand ports are ACTIVE (``infiniband: true`` only), data paths exist,
-disk is free, and the suite's images are present (pulled when missing). Nothing here does I/O: the script
+disk is free, the suite's images are present (pulled when missing) and their CUDA runs on the node's driver and
+GPUs (:mod:`dlperf_core.cluster.cuda_compat`, for the images dlperf catalogues). Nothing here does I/O: the script
 is text, and :func:`health_of_output` turns what it printed into a :class:`NodeHealth`.
 
 The script prints one block per check::
@@ -20,6 +21,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from dlperf_core.cluster.cuda_compat import GPU_FACTS_QUERY, image_problems, parse_driver_cuda, parse_gpu_facts
 from dlperf_core.cluster.inventory import Node
 from dlperf_core.json_form import JsonForm
 
@@ -82,6 +84,7 @@ def _block(name: str, commands: str) -> str:
 def preflight_script(node: Node, images: Iterable[str] = (), *, pull_missing: bool = True) -> str:
     """The POSIX shell script run on ``node`` over SSH. Every check runs; the judgement is local."""
     q = shlex.quote
+    images = tuple(images)
     parts = ['export LC_ALL=C PATH="$PATH:/usr/sbin:/sbin:/usr/local/bin"\n']
     parts.append(_block("docker", "docker version --format '{{.Server.Version}}'"))
     if node.accelerator == "nvidia":
@@ -92,7 +95,18 @@ def preflight_script(node: Node, images: Iterable[str] = (), *, pull_missing: bo
                 'echo "nvidia-container-cli=$(command -v nvidia-container-cli || echo missing)"',
             )
         )
-        parts.append(_block("gpus", "nvidia-smi --query-gpu=index,name --format=csv,noheader"))
+        parts.append(_block("gpus", "nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader"))
+    if node.accelerator == "nvidia" and images:
+        # each GPU's driver and compute capability (an nvidia-smi too old for compute_cap: without it) and the
+        # driver's CUDA version, for the images' CUDA (dlperf_core.cluster.cuda_compat)
+        parts.append(
+            _block(
+                "cuda",
+                f"nvidia-smi --query-gpu={GPU_FACTS_QUERY} --format=csv,noheader"
+                " || nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader; "
+                "nvidia-smi | grep -m1 'CUDA Version' || true",
+            )
+        )
     if node.infiniband:
         parts.append(
             _block(
@@ -173,13 +187,21 @@ def _check_nvidia_runtime(_rc: int, body: str) -> tuple[str, list[str]]:
     return "missing", ["NVIDIA container runtime missing (no 'nvidia' docker runtime, no nvidia-container-cli)"]
 
 
-def _check_gpus(rc: int, body: str, declared: int) -> tuple[str, list[str]]:
+def _check_gpus(rc: int, body: str, declared: int | tuple[str, ...]) -> tuple[str, list[str]]:
+    """``gpus: N``: the node has exactly N GPUs; a list of GPUs: each is there, by index or by UUID (the node may
+    have others, which dlperf leaves alone)."""
     if rc != 0:
         return f"failed: {_last_line(body)}", [f"nvidia-smi failed: {_last_line(body)}"]
-    gpus = [line for line in body.splitlines() if re.match(r"^\s*\d+\s*,", line)]
-    if len(gpus) != declared:
-        return f"{len(gpus)} GPUs", [f"{len(gpus)} GPUs found, {declared} declared"]
-    return f"{len(gpus)} GPUs", []
+    gpus = [[p.strip() for p in line.split(",")] for line in body.splitlines() if re.match(r"^\s*\d+\s*,", line)]
+    if isinstance(declared, int):
+        if len(gpus) != declared:
+            return f"{len(gpus)} GPUs", [f"{len(gpus)} GPUs found, {declared} declared"]
+        return f"{len(gpus)} GPUs", []
+    found = {p[0] for p in gpus} | {p[1] for p in gpus if len(p) > 2}  # index, uuid, name
+    absent = [g for g in declared if g not in found]
+    if absent:
+        return f"{len(gpus)} GPUs", [f"GPU {', '.join(absent)} declared but not found ({len(gpus)} GPUs found)"]
+    return f"{len(gpus)} GPUs, {len(declared)} declared ({', '.join(declared)})", []
 
 
 _IB_STATE = re.compile(r"^/sys/class/infiniband/(?P<dev>[^/]+)/ports/(?P<port>\d+)/state \d+: (?P<state>\S+)", re.M)
@@ -232,8 +254,20 @@ def _check_image(image: str, rc: int, body: str) -> tuple[str, list[str]]:
     return "missing", [f"image {image} missing and could not be pulled: {_last_line(body)}"]
 
 
+def _check_cuda(node: str, images: tuple[str, ...], _rc: int, body: str) -> tuple[str, list[str]]:
+    gpus = parse_gpu_facts(body)
+    if not gpus:  # nvidia-smi failed: the gpus check says so
+        return f"no GPU facts: {_last_line(body)}", []
+    driver_cuda = parse_driver_cuda(body)
+    caps = sorted({".".join(map(str, g.compute_capability)) for g in gpus if g.compute_capability}) or ["unknown"]
+    drivers = sorted({g.driver_version for g in gpus})
+    seen = f"driver {', '.join(drivers)}, CUDA {driver_cuda or 'unknown'}, compute capability {', '.join(caps)}"
+    return seen, [p for image in images for p in image_problems(node, image, gpus, driver_cuda)]
+
+
 def health_of_output(node: Node, images: Iterable[str], output: str, exit_status: int = 0) -> NodeHealth:
     """The health of ``node`` from what :func:`preflight_script` printed there (pure)."""
+    images = tuple(images)
     blocks = split_blocks(output)
     checks: dict[str, str] = {}
     problems: list[str] = []
@@ -270,6 +304,8 @@ def health_of_output(node: Node, images: Iterable[str], output: str, exit_status
     for image in images:
         if (b := block(f"image {image}")) is not None:
             take(f"image {image}", _check_image(image, *b))
+    if node.accelerator == "nvidia" and images and (b := block("cuda")) is not None:
+        take("cuda", _check_cuda(node.name, images, *b))
     return NodeHealth(node.name, not problems, tuple(problems), checks)
 
 
