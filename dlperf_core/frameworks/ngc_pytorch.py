@@ -66,7 +66,7 @@ class NgcPytorch(FrameworkAdapter):
     def seed_flags(self, case: Case) -> bool:
         """Whether ``case`` trains in a release with DLE at the seed's commit (its 2020 flags), else DLE's last
         commit: ``-c fanin`` became ``--conv_init fan_in`` (a model argument, parsed from what main.py's parser
-        leaves), ``--mom`` is spelled ``--momentum`` (``--mom`` only works as argparse's abbreviation),
+        leaves), ``--momentum`` is spelled out (the seed's ``--mom`` is argparse's abbreviation of it, at both commits),
         ``--dynamic-loss-scale`` is gone (AMP's GradScaler is always dynamic), synthetic data is ``synthetic``."""
         release = self.release(case)
         return release is None or release.seed
