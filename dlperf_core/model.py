@@ -119,6 +119,9 @@ class Case(JsonForm):
     extra_args: tuple[str, ...] = ()
     options: tuple[tuple[str, OptionValue], ...] = ()  # adapter options, sorted by name
     compile: bool = False  # run under torch.compile
+    # Variables set on every rank (the suite's and the benchmark's ``env``, sorted by name): the cluster's settings,
+    # part of the stored environment, not of the configuration (not in :attr:`configuration`, key or fingerprint)
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def topology(self) -> str:
@@ -181,6 +184,18 @@ class Case(JsonForm):
         return configuration_fingerprint({k: v for k, v in self.configuration.items() if k not in left_out})
 
 
+def cluster_env(case: Case, node: Node) -> dict[str, str]:
+    """The variables every rank of ``case`` on ``node`` gets: the case's (suite, then benchmark), the node's over
+    them (an interface name differs per node). An adapter's own variables go over these (they make the case)."""
+    return {**dict(case.env), **node.env}
+
+
+def with_cluster_env(case: Case, nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    """``nodes`` with each one's ``env`` resolved for ``case`` (:func:`cluster_env`): what planning keeps and the
+    adapters launch with. Resolving again changes nothing (the node's own variables already won)."""
+    return tuple(node if not case.env else node.model_copy(update={"env": cluster_env(case, node)}) for node in nodes)
+
+
 @dataclass(frozen=True)
 class CaseRun(JsonForm):
     """One repeat of one case: the unit that holds the nodes' GPUs."""
@@ -232,7 +247,9 @@ class ContainerSpec:
     labels: dict[str, str]
     network: str  # "host" or a user-defined docker network
     hostname: str | None  # set (and used as network alias) on user-defined networks only
-    gpus: bool  # request every GPU of the node through the NVIDIA runtime
+    # the GPUs it gets through the NVIDIA runtime (DeviceRequest(device_ids=...)), by index or UUID as the inventory
+    # names them: the case's devices on this node, no other (empty: none, a CPU node)
+    gpu_ids: tuple[str, ...]
     devices: tuple[str, ...] = ()  # e.g. /dev/infiniband
     ipc_host: bool = True
     shm_size: str | None = None

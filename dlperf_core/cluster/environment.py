@@ -22,8 +22,8 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 from dlperf_core.json_form import JsonForm
 
@@ -41,6 +41,7 @@ GPU_QUERY_FIELDS: tuple[str, ...] = (
     "clocks.applications.graphics",
     "memory.total",
     "pci.bus_id",
+    "uuid",
 )
 
 #: Python run by the probe: framework distribution versions (without importing them) and the CUDA,
@@ -129,6 +130,7 @@ class GpuInfo:
     app_clock_mhz: float | None
     memory_total_mb: float | None
     pci_bus_id: str | None
+    uuid: str | None = None  # GPU-...: the GPU whatever its index (a container numbers its GPUs from 0)
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,7 @@ def parse_gpu_csv(text: str) -> tuple[GpuInfo, ...]:
                 app_clock_mhz=_num(row[6]),
                 memory_total_mb=_num(row[7]),
                 pci_bus_id=row[8] or None,
+                uuid=row[9] or None,
             )
         )
     return tuple(gpus)
@@ -360,7 +363,14 @@ INFRASTRUCTURE_FIELDS: tuple[str, ...] = (
     "image_digest",
     "power_limit_w",
     "sm_clock_max_mhz",
+    "cluster_env",
 )
+SETTINGS_FIELD = "cluster_env"
+"""The one of :data:`INFRASTRUCTURE_FIELDS` that is not a column of ``environments``: the cluster's settings (a
+suite's, benchmark's and node's ``env:``), read from the stored environment's ``data``
+(:meth:`Environment.cluster_env`)."""
+INFRASTRUCTURE_COLUMNS: tuple[str, ...] = tuple(name for name in INFRASTRUCTURE_FIELDS if name != SETTINGS_FIELD)
+"""The infrastructure fields that are columns of ``environments``."""
 
 
 @dataclass(frozen=True)
@@ -389,6 +399,35 @@ class Environment(JsonForm):
     infiniband: tuple[InfinibandPort, ...]
     missing: tuple[str, ...]
     nodes: tuple[NodeProbe, ...] = ()
+    # per node (rank order): the GPUs the case got there, by index or UUID as the inventory names them (the GPUs
+    # above are these; empty in environments stored before dlperf gave a case only its own GPUs)
+    gpu_ids: tuple[tuple[str, ...], ...] = ()
+    # the cluster's settings each node's ranks ran with (node name -> variable -> value: a suite's, benchmark's and
+    # the node's ``env:``, dlperf_core.model.cluster_env; secret-looking ones left out). Not a configuration's
+    # identity: a change of them is a change of the environment, as a driver's is
+    settings: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def cluster_env(self) -> str | None:
+        """:attr:`settings` in one line (``node0: NCCL_SOCKET_IFNAME=eth0; node1: ...``), None when there are none:
+        what an environment change names."""
+        return settings_text(self.settings)
+
+    LEFT_OUT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("settings", "gpu_ids")
+    """Fields added after environments were first stored, left out of the JSON form while empty: an environment
+    without them keeps the form, and so the content hash (its row), it had before they existed."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The generated JSON form, less the :attr:`LEFT_OUT_WHEN_EMPTY` fields that are empty."""
+        data = super().to_json()
+        for name in self.LEFT_OUT_WHEN_EMPTY:
+            if not data.get(name):
+                data.pop(name, None)
+        for node in data.get("nodes", ()):  # a GPU's uuid, likewise, where the probe did not ask for it
+            for gpu in node.get("gpus", ()):
+                if gpu.get("uuid") is None:
+                    gpu.pop("uuid", None)
+        return data
 
     @property
     def content_hash(self) -> str:
@@ -398,6 +437,16 @@ class Environment(JsonForm):
     def infrastructure(self) -> dict[str, object]:
         """The fields compared between nights to tell an infrastructure change from a slowdown."""
         return {name: getattr(self, name) for name in INFRASTRUCTURE_FIELDS}
+
+
+def settings_text(settings: Mapping[str, Mapping[str, str]] | None) -> str | None:
+    """The cluster's settings of an environment in one line (node by node, names sorted), None when none."""
+    text = "; ".join(
+        f"{node}: " + " ".join(f"{name}={value}" for name, value in sorted(env.items()))
+        for node, env in (settings or {}).items()
+        if env
+    )
+    return text or None
 
 
 def _one(values: Sequence[object]) -> object | None:
@@ -422,8 +471,10 @@ def combine(
     framework: str | None = None,
     image: str | None = None,
     image_digest: str | None = None,
+    gpu_ids: tuple[tuple[str, ...], ...] = (),
 ) -> Environment:
-    """One :class:`Environment` from the probes of the nodes a case runs on (node 0 first)."""
+    """One :class:`Environment` from the probes of the nodes a case runs on (node 0 first); ``gpu_ids``: the GPUs
+    the case got on each node, as the inventory names them (the probes saw those only)."""
     if not nodes:
         raise ValueError("an environment needs at least one node probe")
     missing = [f"{n.hostname or f'node{i}'}: {m}" for i, n in enumerate(nodes) for m in n.missing]
@@ -466,7 +517,16 @@ def combine(
         infiniband=tuple(p for n in nodes for p in n.infiniband),
         missing=tuple(missing),
         nodes=tuple(nodes),
+        gpu_ids=gpu_ids,
     )
+
+
+def only_gpus(probe: NodeProbe, gpu_ids: tuple[str, ...]) -> NodeProbe:
+    """``probe`` (of a whole machine: the local runtime) with only the GPUs named in ``gpu_ids`` (by index or UUID,
+    as the inventory names them), the ones the case used."""
+    wanted = set(gpu_ids)
+    kept = tuple(g for g in probe.gpus if str(g.index) in wanted or (g.uuid is not None and g.uuid in wanted))
+    return replace(probe, gpus=kept)
 
 
 def environment_changes(before: Mapping[str, object] | None, after: Mapping[str, object] | None) -> list[str]:

@@ -6,7 +6,8 @@ An inventory is a YAML file::
     nodes:
       - name: node0
         address: 10.0.0.1          # what other nodes use to reach it (torchrun master address)
-        gpus: 8                    # devices per node (processes per node on a CPU-only node)
+        gpus: 8                    # devices per node: GPUs 0..7 (processes per node on a CPU-only node);
+                                   # or the GPUs by index or UUID: [4, 5, 6, 7], ["GPU-3f0c...", ...]
         accelerator: nvidia        # nvidia | cpu
         docker_url: unix:///var/run/docker.sock
         network: host              # "host", or a user-defined docker network (test nodes)
@@ -17,6 +18,7 @@ An inventory is a YAML file::
         shm_size: 16g              # used when ipc_host is false
         mounts: [{source: /data/imagenet, target: /data, read_only: true}]
         log_dir: /var/log/dlperf    # mounted at /dlperf/logs (must exist on the node)
+        env: {NCCL_SOCKET_IFNAME: ens1f0, NCCL_IB_HCA: "mlx5_0,mlx5_1"}   # set on every rank on this node
         queue: node0               # Celery queue of the worker that sits on this node
         data_paths: [/data/imagenet]   # must exist on the node (preflight; mount sources are checked too)
         min_free_disk_gb: 50       # free space preflight wants on Docker's root dir and log_dir
@@ -35,6 +37,7 @@ Everything has a sensible default so a laptop inventory is two lines per node.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
@@ -98,6 +101,34 @@ class DockerRegistry(BaseModel):
     email: str | None = None
 
 
+MAX_GPUS = 64
+"""The most devices a node may declare."""
+GPU_ID = re.compile(r"\d{1,3}|(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*")
+"""A GPU as the NVIDIA runtime (``DeviceRequest(device_ids=...)``), ``CUDA_VISIBLE_DEVICES`` and ``nvidia-smi --id``
+take it: its index, or its UUID (``nvidia-smi -L``; a MIG instance's ``MIG-...``)."""
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""The name of an environment variable a suite, benchmark or node sets (``env:``)."""
+
+
+def check_env(value: object) -> object:
+    """An ``env:`` mapping (suite, benchmark, inventory node): names as the shell writes them, values scalars (a
+    number or a boolean is written as YAML would print it: ``1``, ``true``), each kept as a string."""
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, str] = {}
+    for name, raw in value.items():
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+            raise ValueError(f"env: {name!r} is not a variable name (letters, digits, _; not starting with a digit)")
+        if isinstance(raw, bool):
+            out[name] = "true" if raw else "false"
+        elif isinstance(raw, str | int | float):
+            out[name] = str(raw)
+        else:
+            raise ValueError(f"env: {name} must be a string or a number, not {type(raw).__name__}")  # noqa: TRY004 - pydantic reports a ValueError by field, not a TypeError
+    return out
+
+
 NETWORK_DOCKER_SCHEMES = ("tcp", "http", "https")
 """docker_url schemes that reach the engine over the network (``unix://`` and ``ssh://`` do not need TLS)."""
 DOCKER_CONN_PREFIX = "dlperf_docker_"
@@ -135,7 +166,8 @@ class Node(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     address: str = "127.0.0.1"
-    gpus: int = Field(1, ge=1, le=64)
+    # devices per node, or (nvidia nodes) the GPUs themselves by index or UUID: see gpu_ids
+    gpus: int | tuple[str, ...] = Field(1)
     accelerator: Literal["nvidia", "cpu"] = "cpu"
     docker_url: str = "unix:///var/run/docker.sock"
     network: str = "host"
@@ -156,6 +188,43 @@ class Node(BaseModel):
     # large really runs out of memory (max batch search). Local runtime: RLIMIT_AS of each process; docker:
     # the container's memory limit, device_memory_mb x gpus. Unset: no limit.
     device_memory_mb: int | None = Field(None, ge=64)
+    # Environment variables set on every rank of a case on this node (the cluster's settings: NCCL_SOCKET_IFNAME,
+    # NCCL_IB_HCA, UCX_NET_DEVICES, ...); over the suite's and the benchmark's (dlperf_core.model.cluster_env).
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: object) -> object:
+        return check_env(value)
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpu_list(cls, value: object) -> object:
+        """A list of GPUs: each an index (``0``, ``"0"``) or a UUID (``GPU-...``, ``MIG-...``), named once."""
+        if not isinstance(value, list | tuple):
+            return value
+        ids = tuple(str(v).strip() if isinstance(v, int | str) and not isinstance(v, bool) else "" for v in value)
+        bad = [repr(v) for v, i in zip(value, ids) if not GPU_ID.fullmatch(i)]
+        if bad:
+            raise ValueError(f"a GPU is an index (0, 1, ...) or a UUID (GPU-..., MIG-...), not {', '.join(bad)}")
+        ids = tuple(str(int(i)) if i.isdigit() else i for i in ids)
+        if dupes := sorted({i for i in ids if ids.count(i) > 1}):
+            raise ValueError(f"GPUs named twice: {', '.join(dupes)}")
+        return ids
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpu_count(cls, value: int | tuple[str, ...]) -> int | tuple[str, ...]:
+        count = value if isinstance(value, int) else len(value)
+        if not 1 <= count <= MAX_GPUS:
+            raise ValueError(f"1 to {MAX_GPUS} devices per node, not {count}")
+        return value
+
+    @model_validator(mode="after")
+    def _gpu_list_on_nvidia(self) -> Node:
+        if not isinstance(self.gpus, int) and self.accelerator != "nvidia":
+            raise ValueError("a list of GPUs is for accelerator: nvidia nodes; a CPU node takes a count (gpus: 2)")
+        return self
 
     @model_validator(mode="after")
     def _device_memory_on_cpu_only(self) -> Node:
@@ -168,6 +237,28 @@ class Node(BaseModel):
         if self.docker.tls is not None and self.docker_scheme not in NETWORK_DOCKER_SCHEMES:
             raise ValueError(f"docker.tls is for a tcp:// docker_url, not {self.docker_url!r}")
         return self
+
+    @property
+    def gpu_ids(self) -> tuple[str, ...]:
+        """The node's devices as the NVIDIA runtime and CUDA name them: ``gpus: 8`` is ``("0", ..., "7")``, a list
+        is itself (indexes as strings, UUIDs as written). On a CPU node: ``"0" .. "<gpus - 1>"``, its ranks."""
+        if isinstance(self.gpus, int):
+            return tuple(str(i) for i in range(self.gpus))
+        return self.gpus
+
+    @property
+    def gpu_count(self) -> int:
+        """How many devices the node has (processes per node on a CPU-only node)."""
+        return len(self.gpu_ids)
+
+    def case_gpu_ids(self, count: int) -> tuple[str, ...]:
+        """The devices a case of ``count`` devices per node gets on this node: the first ``count`` of
+        :attr:`gpu_ids`, in the inventory's order. The first, not a choice per run: the same case runs on the same
+        GPUs every night (its figures compare), and the GPUs a node lends out are the ones its ``gpus`` lists
+        first, so a node shared with other work lists its own GPUs first (or only)."""
+        if not 1 <= count <= self.gpu_count:
+            raise ValueError(f"node {self.name} has {self.gpu_count} devices, not {count}")
+        return self.gpu_ids[:count]
 
     @property
     def airflow_id(self) -> str:

@@ -104,6 +104,7 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
                             extra_args=bench.extra_args,
                             options=tuple(sorted(bench.options.items())),
                             compile=compiled,
+                            env=tuple(sorted(suite.env_for(bench).items())),
                         )
                         if case.key in seen or (filters.case_keys and case.key not in filters.case_keys):
                             continue
@@ -136,6 +137,7 @@ def fabric_cases(suite: Suite, cases: list[Case], filters: PlanFilters = PlanFil
                 fabric.warmup,
                 fabric.iters,
                 extra_args=sizes + fabric.extra_args,
+                env=tuple(sorted(suite.env.items())),
             ),
             filters.repeats or fabric.repeats or suite.repeats,
         )
@@ -193,7 +195,7 @@ def check_fits(cases: list[tuple[Case, int]], inventory: Inventory, source: str)
                 f"{case.key}: needs {case.nodes} nodes, inventory {inventory.name!r} has {len(inventory.nodes)}"
             )
             continue
-        short = [n.name for n in inventory.first(case.nodes) if n.gpus < case.gpus_per_node]
+        short = [n.name for n in inventory.first(case.nodes) if n.gpu_count < case.gpus_per_node]
         if short:
             problems.append(f"{case.key}: needs {case.gpus_per_node} devices per node; too few on {', '.join(short)}")
             continue
@@ -275,6 +277,7 @@ def plan_searches(suite: Suite, inventory: Inventory, filters: PlanFilters = Pla
                 image=bench.image,
                 extra_args=bench.extra_args,
                 options=tuple(sorted(bench.options.items())),
+                env=tuple(sorted(suite.env_for(bench).items())),
             )
             run = SearchRun(case, search, len(out))
             if run.key not in seen:

@@ -27,7 +27,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dlperf_core.cluster.environment import Environment
-from dlperf_core.cluster.environment_capture import ProbeCache, environment_key, environment_of
+from dlperf_core.cluster.environment_capture import (
+    ProbeCache,
+    case_gpu_ids,
+    environment_key,
+    environment_of,
+    with_settings,
+)
 from dlperf_core.cluster.gpu_sampling import GpuSamples
 from dlperf_core.cluster.inventory import Inventory, Node
 from dlperf_core.cluster.preflight import PreflightReport
@@ -153,7 +159,9 @@ def node_share(
     probe = None
     if probes is not None and planned.image is not None:
         try:
-            probe = probes.get(planned.nodes[rank], planned.image)
+            probe = probes.get(
+                planned.nodes[rank], planned.image, case_gpu_ids(environment_key(planned), planned.nodes)[rank]
+            )
         except Exception as exc:  # noqa: BLE001 - the environment never fails the case
             log.warning("environment probe on %s failed: %s: %s", node_name, type(exc).__name__, exc)
     return NodeReport(
@@ -245,4 +253,4 @@ def reported_environment(planned: PlannedRun, reports: Mapping[str, NodeReport |
     probes = [r.probe for n in planned.node_names if (r := reports.get(n)) is not None and r.probe is not None]
     if key.image is None or len(probes) < len(planned.nodes):
         return None
-    return environment_of(key, probes)
+    return with_settings(environment_of(key, probes, case_gpu_ids(key, planned.nodes)), planned)
