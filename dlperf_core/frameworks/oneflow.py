@@ -1,5 +1,10 @@
 """OneFlow ResNet-50 v1.5 (seed 003): OneFlow-Benchmark ``Classification/cnns`` in a OneFlow GPU image.
 
+Release ``0.1.8`` (the seed's, below) runs OneFlow-Benchmark's own script. The default, ``1.0.0`` (CUDA 12.2),
+cannot: that script is written for OneFlow's legacy API. Its image (docker/oneflow/) runs dlperf's driver, the CPU
+image's (below), patched for CUDA while the image is built, launched as on CPU nodes (``oneflow.distributed.launch``
+on every node, one process per GPU, synthetic data); ``--use_fp16`` there is ``flow.autocast``.
+
 One ``of_cnn_train_val.py`` per node, all started at once, each given every node's ip (``--node_ips``), as
 the seed's ``launch_all.sh`` / ``local_run.sh`` did over ssh. ``num_examples`` = nodes x GPUs x batch x
 iterations, so one epoch is exactly the window; loss and samples/s are printed every 20 iterations and the
@@ -18,6 +23,7 @@ gcd(warm-up, measured) iterations (every iteration without warm-up) so that the 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import ClassVar
 
 from dlperf_core.cluster.inventory import Node
@@ -29,6 +35,11 @@ from dlperf_core.model import Case, NodeLaunch, OptionValue
 
 CNNS = "/workspace/cnns"
 PRINT_EVERY = 20
+# the releases whose GPU image runs OneFlow-Benchmark's own of_cnn_train_val.py (the others: dlperf's driver)
+BENCHMARK_RELEASES = frozenset({"0.1.8"})
+DRIVER_FIGURE = Figure(
+    "dlperf", "dlperf's thin of_cnn_train_val.py printing OneFlow-Benchmark's lines (OneFlow 1.0 trains on the GPU)"
+)
 
 
 def cnn_flags(case: Case, nodes: tuple[Node, ...], print_every: int) -> list[str]:
@@ -82,9 +93,35 @@ class OneflowResnet(FrameworkAdapter):
             width_name="bottleneck width",
         )
 
+    def uses_driver(self, case: Case) -> bool:
+        """Whether the case's release trains with dlperf's driver (OneFlow 1.0: OneFlow-Benchmark's script needs
+        the legacy API) rather than OneFlow-Benchmark's own of_cnn_train_val.py (the seed's 0.1.8)."""
+        return str(self.option(case, "release")) not in BENCHMARK_RELEASES
+
+    def figure(self, case: Case, nodes: tuple[Node, ...]) -> Figure:
+        """The GPU image of a driver release prints dlperf's driver's lines, as the CPU image does."""
+        if not self.uses_cpu_image(case, nodes) and not case.image and self.uses_driver(case):
+            return DRIVER_FIGURE
+        return super().figure(case, nodes)
+
+    def refuses(self, case: Case, nodes: tuple[Node, ...]) -> str | None:
+        """The base class's refusals, then real data in a driver release on GPUs: dlperf's driver trains on
+        synthetic data only (it has no OFRecord reader), so a suite that names ``data_dir`` there is refused."""
+        refusal = super().refuses(case, nodes)
+        if refusal or case.image or on_cpu(nodes) or not self.uses_driver(case):
+            return refusal
+        if dict(case.options).get("data_dir"):
+            return (
+                f"{case.key}: oneflow {self.option(case, 'release')} trains with dlperf's driver on synthetic data"
+                " only (no OFRecord reader): leave data_dir out, or choose release 0.1.8"
+            )
+        return None
+
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         if on_cpu(nodes):
             return self.cpu_launches(case, nodes, ctx)
+        if self.uses_driver(case):
+            return self.driver_launches(case, nodes, ctx)
         iterations = case.warmup_iterations + case.measured_iterations
         args = [
             "python3",
@@ -103,6 +140,15 @@ class OneflowResnet(FrameworkAdapter):
         # OneFlow asks cuBLAS for TF32 itself (CUBLAS_TF32_TENSOR_OP_MATH) unless its own switch says 0
         env = {"PYTHONUNBUFFERED": "1", **fp32_env(case, ONEFLOW_EP_CUDA_ENABLE_TF32_EXECUTION="0")}
         return [NodeLaunch(node=node, node_rank=rank, argv=tuple(args), env=env) for rank, node in enumerate(nodes)]
+
+    def driver_launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        """GPU nodes in a driver release (OneFlow 1.0): the CPU path's launch (``oneflow.distributed.launch`` on
+        every node, one process per GPU, synthetic data, a print every gcd(warm-up, measured) iterations) with
+        the driver built for CUDA (docker/oneflow/) and ``--use_fp16`` for AMP."""
+        launches = self.cpu_launches(case, nodes, ctx)
+        # OneFlow asks cuBLAS for TF32 itself (CUBLAS_TF32_TENSOR_OP_MATH) unless its own switch says 0
+        env = {"PYTHONUNBUFFERED": "1", **fp32_env(case, ONEFLOW_EP_CUDA_ENABLE_TF32_EXECUTION="0")}
+        return [replace(launch, env={**launch.env, **env}) for launch in launches]
 
     def cpu_launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         """CPU nodes: ``oneflow.distributed.launch`` on every node (gpus_per_node processes each), all at

@@ -172,7 +172,33 @@ RELEASES: tuple[Release, ...] = (
             "the wheel oneflow_cu102==0.1.8 and the base image's tag (CUDA 10.2); seed 003's report: CUDA 10.2,"
             " driver 440.33.01 on V100; minimum driver unverified"
         ),
-        notes="seed 003; OneFlow 1.0 (CUDA 12) is not packaged by dlperf yet",
+        notes="seed 003; OneFlow-Benchmark's own of_cnn_train_val.py (OneFlow's legacy API), one per node",
+    ),
+    Release(
+        framework="oneflow",
+        name="1.0.0",
+        image="dlperf/oneflow:1.0.0",
+        base_image="nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04",
+        source_repo="Oneflow-Inc/oneflow",
+        source_commit="2491c5bc1a8e035ad602daf88e680d522da67f95",
+        cuda="12.2",
+        min_driver=None,
+        generations="Ampere, Ada, Hopper by its CUDA 12.2 (not measured: unverified)",
+        sources=(
+            "Oneflow-Inc/oneflow at tag v1.0.0 (commit 2491c5bc, 2024-03-11): .github/workflows/release.yml builds"
+            " the platforms cu122, cu121, cu118 and cpu (added by a5041b87, 'Add cu12 release'); README.md: CUDA"
+            " runtime statically linked into OneFlow, stable builds installed with pip --find-links"
+            " https://release.oneflow.info oneflow==<version>+<platform> (its example: 0.9.0+cu118), Python"
+            " 3.7-3.10, driver >= 450.80.02 for cu118 only; PyPI's newest oneflow is 0.9.0. The wheel"
+            " oneflow==1.0.0+cu122 on that index, its minimum driver and the base image's tag were not read:"
+            " unverified"
+        ),
+        notes=(
+            "dlperf's driver (docker/oneflow-cpu/of_cnn_train_val.py, copied unchanged, patched for CUDA at build:"
+            " docker/oneflow/of_cnn_train_val.gpu.patch) with flowvision 0.2.2's ResNet-50 on synthetic data, under"
+            " oneflow.distributed.launch; OneFlow-Benchmark's script needs the legacy API (OneFlow 0.1.8);"
+            " --use_fp16 is flow.autocast without loss scaling"
+        ),
     ),
     Release(
         framework="paddle_plsc",
@@ -197,7 +223,7 @@ DEFAULT_RELEASE: dict[str, str] = {
     "ngc_pytorch": "25.12",
     "ngc_mxnet": "24.06",
     "mindspore": "1.1.0",
-    "oneflow": "0.1.8",
+    "oneflow": "1.0.0",
     "paddle_plsc": "1.8.5",
 }
 

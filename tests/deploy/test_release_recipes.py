@@ -28,7 +28,11 @@ def test_the_recipe_builds_the_release(release):
     commit = re.search(r"^ARG \w+_COMMIT=(\S+)$", text, re.M).group(1)
     if release.name == DEFAULT_RELEASE[release.framework]:
         assert (base, commit) == (release.base_image, release.source_commit)
-        assert f"docker build -t {release.image} docker/" in text
+        recipe_dir = release.image.split("/", 1)[1].split(":", 1)[0]
+        assert (
+            f"docker build -t {release.image} docker/" in text
+            or f"docker build -t {release.image} -f docker/{recipe_dir}/Dockerfile ." in text  # repo root context
+        )
         return
     header = "\n".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
     build = re.search(rf"docker build -t {re.escape(release.image)} (.*?)docker/", header, re.S)

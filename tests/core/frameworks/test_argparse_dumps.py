@@ -43,8 +43,26 @@ PROGRAMS = {
     # dlperf's own entry (docker/paddle-plsc/train.py); paddle.distributed.launch's flags are not dumped
     "paddle_plsc": [("train", "/workspace/PLSC/train.py")],
 }
+# releases whose programs differ from their framework's (a launcher dumped, dlperf's driver instead of the script)
+RELEASE_PROGRAMS = {
+    ("oneflow", "1.0.0"): [
+        ("launch", "oneflow.distributed.launch"),  # Oneflow-Inc/oneflow v1.0.0
+        ("train", "/workspace/cnns/of_cnn_train_val.py"),  # dlperf's driver (docker/oneflow-cpu/)
+    ],
+}
 # programs whose sources are dlperf's own: their dump must be what the file in this repository declares now
 OWN = {("paddle_plsc", "train"): "docker/paddle-plsc/train.py"}
+OWN_IN_RELEASE = {("oneflow", "1.0.0", "train"): "docker/oneflow-cpu/of_cnn_train_val.py"}
+
+
+def programs_of(framework: str, release: str) -> list[tuple[str, str]]:
+    return RELEASE_PROGRAMS.get((framework, release), PROGRAMS[framework])
+
+
+def own_path(framework: str, release: str, program: str) -> str | None:
+    return OWN_IN_RELEASE.get((framework, release, program)) or OWN.get((framework, program))
+
+
 # the options each case varies over, per framework (besides precision and topology)
 VARIANTS: dict[str, list[dict[str, object]]] = {
     "ngc_pytorch": [{}, {"loss_scale": "static"}, {"data_backend": "syntetic"}],
@@ -165,7 +183,7 @@ def test_every_flag_exists_in_the_release_parser(framework, release):
     cluster = load_inventory(REPO / "tests" / "data" / "seed-cluster.yaml")
     adapter = get_adapter(framework)
     ctx = LaunchContext(python="python3", workload_dir="/opt/dlperf/workload")
-    programs = PROGRAMS[framework]
+    programs = programs_of(framework, release)
     parsers = {program: Parser.load(framework, release, program) for program, _ in programs}
     checked = 0
     for case in cases(framework, release):
@@ -189,12 +207,12 @@ def test_every_flag_exists_in_the_release_parser(framework, release):
 def test_dumps_come_from_the_release_sources(framework, release):
     """Each dump was read at the commit the release's Dockerfile checks out (the catalog's source commit)."""
     rel = release_named(framework, release)
-    for program, _ in PROGRAMS[framework]:
+    for program, _ in programs_of(framework, release):
         dump = json.loads((DUMPS / f"{framework}-{release}-{program}.json").read_text())
         assert dump["generated_by"] == "scripts/dump-argparse.py" and dump["arguments"]
         assert re.fullmatch(r"[0-9a-f]{40}", dump["commit"])
-        if (framework, program) in OWN:  # dlperf's own file: the dump is what it declares today
-            path = OWN[(framework, program)]
+        path = own_path(framework, release, program)
+        if path:  # dlperf's own file: the dump is what it declares today
             found, unresolved, _ = DUMPER.arguments_of((REPO / path).read_text(), path)
             assert (found, unresolved) == (dump["arguments"], dump["unresolved"]), f"regenerate the dump of {path}"
             continue

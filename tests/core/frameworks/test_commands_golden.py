@@ -136,7 +136,7 @@ def _seed_local_run_flags() -> dict[str, str]:
 def test_oneflow_matches_the_seed_local_run_script(cluster):
     seed = _seed_local_run_flags()
     assert seed["model"] == '"resnet50"' or seed["model"].strip('"') == "resnet50"
-    for launch in launches(case("oneflow", "4n8g"), cluster):
+    for launch in launches(case("oneflow", "4n8g", release="0.1.8"), cluster):
         ours = dict(a[2:].split("=", 1) for a in launch.argv if a.startswith("--"))
         # same flags, except where the seed's paths were placeholders for its own machine
         assert set(seed) == set(ours), set(seed) ^ set(ours)
@@ -154,6 +154,27 @@ def test_oneflow_matches_the_seed_local_run_script(cluster):
         # NUM_EXAMPLES = nodes x gpus x batch x 200 iterations
         assert int(ours["num_examples"]) == 4 * 8 * 128 * 200
         assert (ours["num_nodes"], ours["gpu_num_per_node"], ours["batch_size_per_device"]) == ("4", "8", "128")
+
+
+def test_oneflow_default_release_runs_dlperf_driver_under_oneflow_launcher(cluster):
+    """OneFlow 1.0 (the default): dlperf's driver under ``oneflow.distributed.launch`` on every node (one process
+    per GPU), the seed's script flags without the OFRecord data (synthetic only: a suite's data_dir is refused),
+    AMP as --use_fp16; its figure is the driver's."""
+    adapter = get_adapter("oneflow")
+    amp = case("oneflow", "2n8g", "amp")
+    node0, node1 = launches(amp, cluster)
+    assert adapter.image(amp, cluster.first(2)) == "dlperf/oneflow:1.0.0"
+    assert node0.argv[:6] == ("python3", "-m", "oneflow.distributed.launch", "--nproc_per_node", "8", "--nnodes")
+    assert node1.argv[node1.argv.index("--node_rank") + 1] == "1"
+    assert node1.argv[node1.argv.index("--master_addr") + 1] == cluster.nodes[0].reach_address
+    assert "--use_fp16" in node0.argv and not any(a.startswith("--train_data_dir") for a in node0.argv)
+    assert adapter.figure_origin(amp, cluster.first(2)) == "dlperf"
+    assert adapter.figure_origin(case("oneflow", "2n8g", release="0.1.8"), cluster.first(2)) == "framework"
+    real_data = case("oneflow", "1n8g", data_dir="/data/ofrecord")
+    assert "synthetic data only" in adapter.refuses(real_data, cluster.first(1))
+    assert (
+        adapter.refuses(case("oneflow", "1n8g", data_dir="/data/ofrecord", release="0.1.8"), cluster.first(1)) is None
+    )
 
 
 def test_mindspore_uses_the_seed_train_py_arguments(cluster):

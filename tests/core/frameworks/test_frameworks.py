@@ -246,12 +246,20 @@ def test_oneflow_cpu_print_interval_follows_the_window():
 
 
 def test_oneflow_gpu_nodes_keep_the_gpu_image_and_seed_command():
-    case = Case("oneflow", "resnet50_v1.5", "fp32", 128, 1, 8, 20, 180)
+    """The seed's release runs OneFlow-Benchmark's script itself; the default (OneFlow 1.0) dlperf's driver under
+    OneFlow's launcher, on synthetic data."""
+    seed = Case("oneflow", "resnet50_v1.5", "fp32", 128, 1, 8, 20, 180, options=(("release", "0.1.8"),))
     ctx = LaunchContext(python="python3", workload_dir="/opt/dlperf/workload")
-    (launch,), image = on_one_gpu_node(get_adapter("oneflow"), case, ctx)
+    (launch,), image = on_one_gpu_node(get_adapter("oneflow"), seed, ctx)
     assert image == "dlperf/oneflow:0.1.8"
     assert launch.argv[:2] == ("python3", "/workspace/cnns/of_cnn_train_val.py")
     assert "--train_data_dir=/data/ofrecord/train" in launch.argv
+    default = Case("oneflow", "resnet50_v1.5", "fp32", 128, 1, 8, 20, 180)
+    (launch,), image = on_one_gpu_node(get_adapter("oneflow"), default, ctx)
+    assert image == "dlperf/oneflow:1.0.0"
+    assert launch.argv[:3] == ("python3", "-m", "oneflow.distributed.launch")
+    assert "/workspace/cnns/of_cnn_train_val.py" in launch.argv
+    assert not any(a.startswith("--train_data_dir") for a in launch.argv)
 
 
 # ---- mindspore CPU
