@@ -88,3 +88,19 @@ def test_ngc_pytorch_multi_node_edit_only_where_the_seed_needs_it(source, patche
     edit = "        torch.cuda.set_device(args.gpu)\n        args.gpu = torch.cuda.device_count()\n"
     assert (edit in after) is patched
     assert after == source or patched
+
+
+def test_oneflow_gpu_patch_applies_to_the_cpu_driver_unchanged(tmp_path):
+    """docker/oneflow copies docker/oneflow-cpu's driver as it is and patches it for CUDA in the image: the patch
+    applies to today's driver, moves it to the rank's GPU, lets --use_fp16 through as autocast, and compiles."""
+    text = (REPO / "docker" / "oneflow" / "Dockerfile").read_text()
+    assert "COPY docker/oneflow-cpu/of_cnn_train_val.py docker/oneflow/of_cnn_train_val.gpu.patch" in text
+    driver = (REPO / "docker" / "oneflow-cpu" / "of_cnn_train_val.py").read_text()
+    (tmp_path / "of_cnn_train_val.py").write_text(driver)
+    patch = (REPO / "docker" / "oneflow" / "of_cnn_train_val.gpu.patch").open()
+    done = subprocess.run(["patch", "-p1", "--forward"], stdin=patch, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = (tmp_path / "of_cnn_train_val.py").read_text()
+    assert 'flow.device("cuda", flow.env.get_local_rank())' in after and 'flow.device("cpu")' not in after
+    assert 'flow.autocast("cuda", enabled=bool(args.use_fp16))' in after and "not supported on CPU" not in after
+    compile(after, "of_cnn_train_val.py", "exec")
