@@ -11,6 +11,10 @@ commit and paths they came from. Nothing is imported or run, so the same command
         --repo NVIDIA/DeepLearningExamples --commit <40 hex> \\
         --path PyTorch/Classification/ConvNets/main.py --out tests/data/argparse/ngc_pytorch-25.12.json
 
+A repository too big to mirror (PaddlePaddle/Paddle) can be read file by file instead: ``--from-file LOCAL`` once
+per ``--path`` (in the same order) gives the text of that path as stored at ``--commit`` (a 40-hex commit, recorded
+as given, not checked by git), and the dump's ``read_via`` says so.
+
 A call whose option strings are not string literals (built in a loop, say) is listed under ``unresolved``
 with its line, never guessed. ``allow_abbrev`` is False when a parser of the files sets it so.
 """
@@ -91,7 +95,11 @@ def git_show(git_dir: str, commit: str, path: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--git-dir", required=True, help="a local git mirror of the repository")
+    parser.add_argument("--git-dir", help="a local git mirror of the repository (or --from-file)")
+    parser.add_argument(
+        "--from-file", action="append", default=[], help="the text of the --path of the same place, read elsewhere"
+    )
+    parser.add_argument("--read-via", default="", help="with --from-file: how the files were read (recorded)")
     parser.add_argument("--repo", required=True, help="owner/name, as recorded in the dump")
     parser.add_argument("--commit", required=True, help="the commit (40 hex digits)")
     parser.add_argument("--path", action="append", required=True, help="a file of the script's parser (repeat)")
@@ -99,17 +107,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="", help="a sentence recorded with the dump")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    commit = subprocess.run(
-        ["git", "--git-dir", args.git_dir, "rev-parse", f"{args.commit}^{{commit}}"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    if args.from_file:
+        if len(args.from_file) != len(args.path) or not args.read_via:
+            parser.error("--from-file once per --path, with --read-via")
+        if not all(c in "0123456789abcdef" for c in args.commit) or len(args.commit) != 40:
+            parser.error("--from-file needs the full 40-hex --commit the files were read at")
+        commit = args.commit
+        texts = {path: Path(local).read_text() for path, local in zip(args.path, args.from_file, strict=True)}
+    elif args.git_dir:
+        commit = subprocess.run(
+            ["git", "--git-dir", args.git_dir, "rev-parse", f"{args.commit}^{{commit}}"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        texts = {path: git_show(args.git_dir, commit, path) for path in args.path}
+    else:
+        parser.error("--git-dir or --from-file")
     arguments: list[dict[str, object]] = []
     unresolved: list[dict[str, object]] = []
     abbrev = True
     for path in args.path:
-        found, missed, allow = arguments_of(git_show(args.git_dir, commit, path), path)
+        found, missed, allow = arguments_of(texts[path], path)
         arguments += found
         unresolved += missed
         abbrev = abbrev and allow
@@ -121,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         "note": args.note,
         "allow_abbrev": abbrev,
         "generated_by": "scripts/dump-argparse.py",
+        **({"read_via": args.read_via} if args.from_file else {}),
         "arguments": arguments,
         "unresolved": unresolved,
     }

@@ -12,7 +12,11 @@ Two model names, one per image, so that a row says what was trained:
   channel instead of one, no dropout in the config), another PLSC, loss and input size.
 
 Each image trains its own model only: planning refuses ``arcface_resnet50`` on CPU nodes and
-``arcface_iresnet50`` on GPU nodes (:meth:`PaddlePlsc.refuses`), unless the suite names its own ``image:``.
+``arcface_iresnet50`` on GPU nodes in release 1.8.5 (:meth:`PaddlePlsc.refuses`), unless the suite names its
+own ``image:``. The default release, ``3.2.0`` (PaddlePaddle 3.2's CUDA 12.6 build), cannot run PLSC 1.8's
+static-graph Entry API: its GPU image (docker/paddle-plsc/) trains ``arcface_iresnet50`` as the CPU image does
+(PLSC 2.4's engine, the same train.py and launch, see below) with a GPU config at 112x112 and the seed's class
+count; whether PLSC 2.4 trains on PaddlePaddle 3 on GPUs is unverified (nothing was run on a GPU).
 
 ``paddle.distributed.launch`` on every node at once with the cluster's ips and this node's ip, as the seed's
 ``run_two_node.sh <model> <batch> <dtype> <NODE_IP>``. The training entry is ``docker/paddle-plsc/train.py``
@@ -45,6 +49,11 @@ from dlperf_core.model import Case, NodeLaunch, OptionValue
 PLSC = "/workspace/PLSC"
 PLSC_CPU = "/workspace/plsc"  # docker/paddle-cpu: PLSC 2.4's train.py + the CPU config
 PLSC_CPU_CONFIG = f"{PLSC_CPU}/configs/IResNet50_arcface_synthetic_cpu.yaml"
+# the GPU image of an engine release (docker/paddle-plsc/, PLSC 2.4 on PaddlePaddle 3): the same train.py, a GPU config
+PLSC_GPU_CONFIG = f"{PLSC_CPU}/configs/IResNet50_arcface_synthetic_gpu.yaml"
+# the releases whose GPU image runs PLSC 1.8's Entry API (the seed's); the others PLSC 2.4's engine
+ENTRY_RELEASES = frozenset({"1.8.5"})
+ENGINE_FIGURE = Figure("framework", "PLSC 2.4's Engine and logger on PaddlePaddle 3 (GPU)")
 
 GPU_MODEL = "arcface_resnet50"  # PLSC 1.8's ResNet50 (an IResNet-50, see above): the GPU image, the seed's name
 CPU_MODEL = "arcface_iresnet50"  # PLSC 2.4's IResNet50: the CPU image
@@ -90,9 +99,23 @@ class PaddlePlsc(FrameworkAdapter):
         "release": release_names("paddle_plsc"),
     }
 
+    def uses_engine(self, case: Case) -> bool:
+        """Whether the case's release trains with PLSC 2.4's engine on PaddlePaddle 3 (the default) rather than
+        PLSC 1.8's Entry API (the seed's 1.8.5)."""
+        return str(self.option(case, "release")) not in ENTRY_RELEASES
+
+    def figure(self, case: Case, nodes: tuple[Node, ...]) -> Figure:
+        """The GPU image of an engine release prints PLSC 2.4's engine lines (as the CPU image, without its
+        substitute loss)."""
+        if not self.uses_cpu_image(case, nodes) and not case.image and self.uses_engine(case):
+            return ENGINE_FIGURE
+        return super().figure(case, nodes)
+
     def launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         if on_cpu(nodes):
             return self.cpu_launches(case, nodes, ctx)
+        if self.uses_engine(case):
+            return self.engine_launches(case, nodes, ctx)
         ips = ",".join(n.reach_address for n in nodes)
         gpus = ",".join(str(i) for i in range(case.gpus_per_node))
         iterations = case.warmup_iterations + case.measured_iterations
@@ -121,6 +144,39 @@ class PaddlePlsc(FrameworkAdapter):
                 "FLAGS_cudnn_exhaustive_search": "0",
                 **fp32_env(case),
             }
+            out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env=env))
+        return out
+
+    def engine_launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
+        """GPU nodes in an engine release (PaddlePaddle 3 + PLSC 2.4, docker/paddle-plsc/): the CPU path's launch
+        (PaddlePaddle 3's launcher on every node, the same master rule, PLSC's train.py with -o overrides) with the
+        GPU config (112x112), the case's GPUs as ``--devices``, the ``num_classes`` option as the class count and,
+        for amp, PLSC's FP16 at level O1. Trains ``arcface_iresnet50`` (planning refuses the 1.8 model name)."""
+        iterations = case.warmup_iterations + case.measured_iterations
+        out = []
+        for rank, node in enumerate(nodes):
+            argv = [
+                *paddle_launch(
+                    f"--master={'127.0.0.1' if rank == 0 else nodes[0].reach_address}:{ctx.master_port}",
+                    f"--nnodes={len(nodes)}",
+                    f"--rank={rank}",
+                    f"--nproc_per_node={case.gpus_per_node}",
+                    f"--devices={','.join(str(i) for i in range(case.gpus_per_node))}",
+                    "--max_restart=0",
+                ),
+                f"{PLSC_CPU}/train.py",
+                "-c",
+                PLSC_GPU_CONFIG,
+                "-o",
+                f"DataLoader.Train.sampler.batch_size={case.batch_size_per_device}",
+                "-o",
+                f"Global.max_train_step={iterations}",
+                "-o",
+                f"Model.class_num={self.option(case, 'num_classes')}",
+                *(["-o", "FP16.level=O1"] if case.precision == "amp" else []),
+                *case.extra_args,
+            ]
+            env = {"PYTHONUNBUFFERED": "1", "FLAGS_cudnn_exhaustive_search": "0", **fp32_env(case)}
             out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env=env))
         return out
 
@@ -161,17 +217,20 @@ class PaddlePlsc(FrameworkAdapter):
         return out
 
     def refuses(self, case: Case, nodes: tuple[Node, ...]) -> str | None:
-        """The base class's refusals, then the model: the CPU image trains ``arcface_iresnet50`` only and the
-        GPU image ``arcface_resnet50`` only (a suite's own ``image:`` is not second-guessed)."""
+        """The base class's refusals, then the model: the CPU image and the GPU image of an engine release
+        (PaddlePaddle 3, the default) train ``arcface_iresnet50`` only, the seed's 1.8.5 GPU image
+        ``arcface_resnet50`` only (a suite's own ``image:`` is not second-guessed)."""
         refusal = super().refuses(case, nodes)
         if refusal or case.image:
             return refusal
         cpu = self.uses_cpu_image(case, nodes)
-        trains, where, image = (CPU_MODEL, "CPU", self.cpu_image) if cpu else (GPU_MODEL, "GPU", self.default_image)
+        engine = cpu or self.uses_engine(case)  # PLSC 2.4's IResNet50: the CPU image and the engine releases
+        trains, where, image = (CPU_MODEL if engine else GPU_MODEL, "CPU" if cpu else "GPU", self.image(case, nodes))
         if case.model == trains:
             return None
+        words = MODEL_WORDS[trains] if cpu or not engine else "PLSC 2.4's IResNet50 at the GPU config's size, 112x112"
         return (
-            f"{case.key}: {self.name} on {where} nodes ({image}) trains {trains} only ({MODEL_WORDS[trains]}),"
+            f"{case.key}: {self.name} on {where} nodes ({image}) trains {trains} only ({words}),"
             f" not {case.model} ({MODEL_WORDS.get(case.model, 'unknown')}): name the model {trains} there"
         )
 

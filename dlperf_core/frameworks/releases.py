@@ -212,9 +212,32 @@ RELEASES: tuple[Release, ...] = (
         generations=SEED_GPUS,
         seed=True,
         sources="the base image's tag (CUDA 10.0, cuDNN 7); seed 004 ran on V100; minimum driver unverified",
+        notes="seed 004; PLSC 1.8's Entry API (static graph, paddle.fluid) with the seed's stop patch",
+    ),
+    Release(
+        framework="paddle_plsc",
+        name="3.2.0",
+        image="dlperf/paddle-plsc:3.2.0",
+        base_image="python:3.11-slim-bookworm",
+        source_repo="PaddlePaddle/PLSC",
+        source_commit="a86d924406dc6cf7fdb858e3d75a16b355b1b0f3",
+        cuda="12.6",
+        min_driver=None,
+        generations="Ampere, Ada, Hopper by its CUDA 12.6 (not measured: unverified)",
+        sources=(
+            "github.com/PaddlePaddle/FastDeploy/pull/4414 (docs/get_started/installation/nvidia_gpu.md): python -m"
+            " pip install paddlepaddle-gpu==3.2.0 -i https://www.paddlepaddle.org.cn/packages/stable/cu126/;"
+            " paddlepaddle.org.cn/documentation/docs/zh/install/index_cn.html: the wheels install CUDA and cuDNN"
+            " themselves, Python 3.8-3.12; PLSC's tag v2.4.0 is commit a86d9244 (2023-01-17). Its minimum driver,"
+            " the GPUs Paddle lists for cu126 and the base image's tag were not read: unverified"
+        ),
         notes=(
-            "seed 004; PaddlePaddle 3.x with PLSC is not packaged for GPUs yet: whether PLSC runs on Paddle 3 is"
-            " unverified on GPUs (the CPU image runs plsc 2.4 on Paddle 3.3.1 with dlperf's compatibility shim)"
+            "PLSC 2.4's engine (IResNet-50 + ArcFace MarginLoss, model arcface_iresnet50) under Paddle 3's launcher,"
+            " with the CPU image's PLSC train.py and PaddlePaddle 3 shim (docker/paddle-cpu/train.py, copied"
+            " unchanged) and docker/paddle-plsc/configs/ (112x112, synthetic faces). PLSC's README at v2.4.0: 'PLSC"
+            " v2.4 adapts to PaddlePaddle v2.4, and there may be API mismatches in higher versions' (the CUDA it"
+            " targets was not read): that it trains on PaddlePaddle 3 on GPUs is unverified, not measured (on CPU it"
+            " does, with the shim)"
         ),
     ),
 )
@@ -224,7 +247,7 @@ DEFAULT_RELEASE: dict[str, str] = {
     "ngc_mxnet": "24.06",
     "mindspore": "1.1.0",
     "oneflow": "1.0.0",
-    "paddle_plsc": "1.8.5",
+    "paddle_plsc": "3.2.0",
 }
 
 

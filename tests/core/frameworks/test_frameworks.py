@@ -169,11 +169,19 @@ def test_paddle_plsc_cpu_single_node_amp_refused_and_gpu_branch_untouched():
     with pytest.raises(ConfigError, match="paddle_plsc on CPU nodes .* trains fp32 only, not amp"):
         check_fits([(amp, 1)], CPU, "suite.yaml")
     assert adapter.refuses(replace(amp, image="my/paddle:amp-cpu"), CPU.first(1)) is None  # the suite's image wins
-    gpu_amp = replace(amp, model="arcface_resnet50")
+    gpu_amp = replace(amp, model="arcface_resnet50", options=(("release", "1.8.5"),))
     assert adapter.refuses(gpu_amp, GPU.first(1)) is None
     (gpu_launch, *_), image = on_one_gpu_node(adapter, gpu_amp)
     assert image == "dlperf/paddle-plsc:1.8.5"
     assert any(a.startswith("--selected_gpus=") for a in gpu_launch.argv) and "--max_restart=0" not in gpu_launch.argv
+    # the default release (PaddlePaddle 3.2 + PLSC 2.4's engine): the CPU path's launch with the GPU config
+    assert adapter.refuses(amp, GPU.first(1)) is None
+    (engine_launch, *_), image = on_one_gpu_node(adapter, amp)
+    assert image == "dlperf/paddle-plsc:3.2.0"
+    argv = engine_launch.argv
+    assert "--devices=0,1" in argv and "--max_restart=0" in argv and "FP16.level=O1" in argv
+    assert argv[argv.index("-c") + 1] == "/workspace/plsc/configs/IResNet50_arcface_synthetic_gpu.yaml"
+    assert "Model.class_num=85742" in argv and "FLAGS_cudnn_exhaustive_search" in engine_launch.env
 
 
 def test_paddle_plsc_each_image_trains_its_own_model_name():
@@ -184,7 +192,7 @@ def test_paddle_plsc_each_image_trains_its_own_model_name():
     adapter = get_adapter("paddle_plsc")
     assert adapter.models == {"arcface_resnet50", "arcface_iresnet50"}
     cpu_case = Case("paddle_plsc", "arcface_iresnet50", "fp32", 4, 1, 1, 3, 10)
-    gpu_case = Case("paddle_plsc", "arcface_resnet50", "fp32", 128, 1, 1, 50, 100)
+    gpu_case = Case("paddle_plsc", "arcface_resnet50", "fp32", 128, 1, 1, 50, 100, options=(("release", "1.8.5"),))
     assert adapter.refuses(cpu_case, CPU.first(1)) is None and adapter.refuses(gpu_case, GPU.first(1)) is None
     on_cpu = adapter.refuses(gpu_case, CPU.first(1))
     assert on_cpu == (
@@ -192,9 +200,13 @@ def test_paddle_plsc_each_image_trains_its_own_model_name():
         " (dlperf/paddle:cpu) trains arcface_iresnet50 only (PLSC 2.4's IResNet50 at the CPU config's size), not"
         " arcface_resnet50 (PLSC 1.8's ResNet50, the seed's model): name the model arcface_iresnet50 there"
     )
-    on_gpu = adapter.refuses(cpu_case, GPU.first(1))
+    on_gpu = adapter.refuses(replace(cpu_case, options=(("release", "1.8.5"),)), GPU.first(1))
     assert "on GPU nodes (dlperf/paddle-plsc:1.8.5) trains arcface_resnet50 only" in on_gpu
     assert "name the model arcface_resnet50 there" in on_gpu
+    # the default release's GPU image (PLSC 2.4's engine) trains arcface_iresnet50, as the CPU image does
+    assert adapter.refuses(cpu_case, GPU.first(1)) is None
+    on_default = adapter.refuses(replace(gpu_case, options=()), GPU.first(1))
+    assert "on GPU nodes (dlperf/paddle-plsc:3.2.0) trains arcface_iresnet50 only" in on_default
     with pytest.raises(ConfigError, match="paddle_plsc on CPU nodes .* trains arcface_iresnet50 only"):
         check_fits([(gpu_case, 1)], CPU, "suite.yaml")
     # a suite's own image is the user's choice, as for precisions
