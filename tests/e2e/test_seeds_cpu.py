@@ -13,6 +13,7 @@ workload, dlperf_core/workload/, model and loop included: DLE's ConvNets is not 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -21,8 +22,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dlperf_core.frameworks import get_adapter
+from dlperf_core.frameworks.rank_env import RANK_ENV_LOG, RANK_ENV_MARK
 from dlperf_core.parsing import parse_file
 from dlperf_core.plan.cases import expand_cases
 from dlperf_core.plan.suite import load_suite
@@ -78,11 +81,71 @@ def run_suite(tmp_path, pg_url, suite: str, *args: str) -> subprocess.Popen:
     )
 
 
+# The cluster's settings (docs/suites.md, "The cluster's settings"): the suite's and each node's, with every rank
+# printing its environment (DLPERF_LOG_RANK_ENV), set on a copy of the suite and of its inventory
+SUITE_ENV = {RANK_ENV_LOG: "1", "DLPERF_E2E_SUITE": "seeds-cpu", "DLPERF_E2E_SHARED": "suite"}
+NODE_ENV = {"DLPERF_E2E_NODE": "{name}", "DLPERF_E2E_SHARED": "{name}"}  # the node's own wins over the suite's
+RANK_LINE = re.compile(rf"{RANK_ENV_MARK} (\S+) ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def with_settings(tmp_path: Path) -> Path:
+    """suites/seeds-cpu.yaml with SUITE_ENV, on a copy of its inventory whose nodes have NODE_ENV."""
+    suite = yaml.safe_load((REPO / "suites" / "seeds-cpu.yaml").read_text())
+    inventory = yaml.safe_load((REPO / "inventories" / "docker-local.yaml").read_text())
+    for node in inventory["nodes"]:
+        node["env"] = {k: v.format(name=node["name"]) for k, v in NODE_ENV.items()}
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "seeds-cpu.yaml").write_text(yaml.safe_dump({**suite, "env": SUITE_ENV, "inventory": "inventory.yaml"}))
+    return tmp_path / "seeds-cpu.yaml"
+
+
+def image_env(image: str) -> dict[str, str]:
+    """The environment the image itself sets (its ENV lines)."""
+    found = subprocess.run(
+        ["docker", "image", "inspect", image, "--format", "{{json .Config.Env}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(item.split("=", 1) for item in json.loads(found.stdout) or [])
+
+
+def rank_environments(log_dir: Path) -> dict[str, dict[str, str]]:
+    """{rank: {name: value}} from the dlperf-rank-env lines of every node log of a case run."""
+    ranks: dict[str, dict[str, str]] = {}
+    for log in sorted(log_dir.glob("node*.log")):
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            if match := RANK_LINE.search(line):
+                ranks.setdefault(match[1], {})[match[2]] = match[3]
+    return ranks
+
+
+def check_every_rank_saw_the_settings(row, image: str) -> None:
+    """At 2n1g: rank r runs on node r (node r's log, or node 0's through mpirun) and saw the suite's variables, its
+    own node's (over the suite's), and the image's own environment (PATH, LD_LIBRARY_PATH where the image sets it,
+    and every other ENV of the image), also where sshd started it."""
+    ranks = rank_environments(Path(row.log_path).parent)
+    assert set(ranks) == {"0", "1"}, (row.case_key, sorted(ranks))
+    own = image_env(image)
+    for rank, env in ranks.items():
+        node = f"node{rank}"
+        assert env.get("DLPERF_E2E_SUITE") == "seeds-cpu" and env.get("DLPERF_E2E_NODE") == node, (row.case_key, rank)
+        assert env.get("DLPERF_E2E_SHARED") == node, (row.case_key, rank, env.get("DLPERF_E2E_SHARED"))
+        assert env.get("PATH") == own["PATH"], (row.case_key, rank, env.get("PATH"))
+        # LD_LIBRARY_PATH: the image's entries are all there (a framework may add its own: PaddlePaddle's launcher
+        # imports OpenCV, which prepends its lib64 before the ranks start)
+        kept = env.get("LD_LIBRARY_PATH", "").split(":")
+        assert all(part in kept for part in own.get("LD_LIBRARY_PATH", "").split(":") if part), (row.case_key, rank)
+        lost = {k: v for k, v in own.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH") and env.get(k) != v}
+        assert not lost, (row.case_key, rank, lost)
+
+
 def test_every_seed_framework_trains_for_real_on_two_stand_in_nodes(tmp_path, pg_url):
     # REPEATS of each case (the CLI's --repeats; `make demo-seeds` runs the suite's 2): 15 case runs of real
     # training, not 30. The 30 took 16.8 min on a slower 2-core machine (7 min 25 s to 8 min 24 s on those of
-    # docs/benchmarks.md (e)); what this test checks is that every framework trains at every topology
-    proc = run_suite(tmp_path, pg_url, "suites/seeds-cpu.yaml", "--repeats", str(REPEATS))
+    # docs/benchmarks.md (e)); what this test checks is that every framework trains at every topology, and that at
+    # 2n1g every rank of every framework's launcher ran with the cluster's settings
+    proc = run_suite(tmp_path, pg_url, str(with_settings(tmp_path)), "--repeats", str(REPEATS))
     output, _ = proc.communicate(timeout=2400)
     assert proc.returncode == 0, output[-6000:]
     rows = ResultStore(pg_url).results(run_id=run_id_of(output))
@@ -109,10 +172,15 @@ def test_every_seed_framework_trains_for_real_on_two_stand_in_nodes(tmp_path, pg
             # what ran, in full (the shrinking extra_args and the window included), and who printed the figure
             assert row.configuration == cases[row.case_key].configuration, row.case_key
             assert row.figure_origin == ORIGIN_AS_THE_README_SAYS[framework], (row.case_key, row.figure_origin)
+            if (int(row.nodes), int(row.gpus_per_node)) == (2, 1):
+                check_every_rank_saw_the_settings(row, image)
         environments = {int(e) for e in mine["environment_id"].dropna()}
         assert environments, f"{framework}: no environment captured"
         images = {e.image for e in ResultStore(pg_url).environments().itertuples() if e.id in environments}
         assert images == {image}, (framework, images)  # the adapter picked its CPU image on CPU nodes
+        # the settings are part of the stored environment (what an environment change is told by)
+        for found in ResultStore(pg_url).environment_infrastructure(environments).values():
+            assert "node0: " in found["cluster_env"] and "DLPERF_E2E_NODE=node0" in found["cluster_env"], found
     assert "Frameworks side by side, fp32" in output
     for framework in FRAMEWORKS:
         assert f"samples/s({framework})" in output
