@@ -295,3 +295,16 @@ def test_the_docs_say_how_settings_reach_the_ranks():
     text = (REPO / "docs" / "suites.md").read_text()
     for words in ("env:", "-x", RANK_ENV_LOG, "OMPI_MCA_btl_tcp_if_include", "environment changed"):
         assert words in text
+
+
+def test_the_metrics_page_names_each_frameworks_tf32_switches_as_the_adapters_set_them():
+    rows = {
+        line.split("|")[1].strip().strip("`"): line
+        for line in (REPO / "docs" / "metrics.md").read_text().splitlines()
+        if line.startswith("| `")
+    }
+    for framework, switches in TF32.items():
+        for name, value in switches.items():
+            assert f"`{name}={value}`" in rows[framework], framework
+    assert "`NVIDIA_TF32_OVERRIDE=1`" in rows["ngc_pytorch"]  # its tf32 and amp cases
+    assert "ONEFLOW_EP_CUDA_ENABLE_TF32_EXECUTION" not in "".join(v for k, v in rows.items() if k != "oneflow")
