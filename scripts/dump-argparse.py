@@ -15,6 +15,11 @@ A repository too big to mirror (PaddlePaddle/Paddle) can be read file by file in
 per ``--path`` (in the same order) gives the text of that path as stored at ``--commit`` (a 40-hex commit, recorded
 as given, not checked by git), and the dump's ``read_via`` says so.
 
+A parser that makes a flag of every key of a YAML config (MindSpore's model zoo: ``parser.add_argument("--" + item,
+...)`` for each key whose value is neither a list nor a dict) is read with ``--yaml-keys FILE``: the keys of the
+file's first document become the options (a bool's value taken as a literal, the others as one value), and that
+loop's call leaves ``unresolved`` (``resolved_by_yaml`` names the file and the call).
+
 A call whose option strings are not string literals (built in a loop, say) is listed under ``unresolved``
 with its line, never guessed. ``allow_abbrev`` is False when a parser of the files sets it so.
 """
@@ -105,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", action="append", required=True, help="a file of the script's parser (repeat)")
     parser.add_argument("--script", help="the script the adapter runs, as recorded (default: the first --path)")
     parser.add_argument("--note", default="", help="a sentence recorded with the dump")
+    parser.add_argument("--yaml-keys", help="a YAML config whose keys the parser makes flags of (a local file)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.from_file:
@@ -132,6 +138,32 @@ def main(argv: list[str] | None = None) -> int:
         arguments += found
         unresolved += missed
         abbrev = abbrev and allow
+    resolved: list[dict[str, object]] = []
+    if args.yaml_keys:
+        import yaml  # only for --yaml-keys
+
+        first = next(yaml.safe_load_all(Path(args.yaml_keys).read_text()))
+        loops = [u for u in unresolved if "('--' + item" in str(u["call"])]
+        if not loops:
+            parser.error("--yaml-keys: no add_argument('--' + item, ...) call left unresolved")
+        unresolved = [u for u in unresolved if u not in loops]
+        for key, value in first.items():
+            if isinstance(value, list | dict):
+                continue
+            arguments.append(
+                {
+                    "options": [f"--{key}"],
+                    "dest": None,
+                    "positional": False,
+                    "action": "store",
+                    "nargs": None,
+                    "type": "ast.literal_eval" if isinstance(value, bool) else type(value).__name__,
+                    "takes_value": True,
+                    "path": args.yaml_keys,
+                    "line": None,
+                }
+            )
+        resolved = [{"yaml": args.yaml_keys, **u} for u in loops]
     dump = {
         "repo": args.repo,
         "commit": commit,
@@ -143,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         **({"read_via": args.read_via} if args.from_file else {}),
         "arguments": arguments,
         "unresolved": unresolved,
+        **({"resolved_by_yaml": resolved} if resolved else {}),
     }
     Path(args.out).write_text(json.dumps(dump, indent=1) + "\n")
     print(f"{args.out}: {len(arguments)} arguments, {len(unresolved)} unresolved, commit {commit}", file=sys.stderr)

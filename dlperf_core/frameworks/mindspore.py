@@ -1,5 +1,11 @@
 """MindSpore ResNet-50 v1.5 (seed 000): model_zoo ResNet at the seed's commit in the MindSpore GPU image.
 
+Release ``1.1.0`` (the seed's, below) has the 1.1 model zoo. The default, ``2.0.0`` (CUDA 11.1: Ampere, not
+Hopper; MindSpore has no CUDA 12 GPU build), has mindspore-ai/models r2.0's ResNet ``train.py``, which reads a YAML
+config and makes a flag of each key: the same settings go in as ``--config_path`` (dlperf's config) and keys
+(``--net_name``, ``--data_path``, ``--train_steps``, ...), and ``docker/mindspore/train-r2.0.py.patch`` makes it
+honour them (:meth:`MindsporeResnet.models_train_args`).
+
 The seed's changes to ``train.py`` (batch size, train steps, sink steps, fp32/fp16 dtype, dynamic loss
 scale, no checkpoints) are the patch ``docker/mindspore/train.py.patch``, applied when the image is built.
 1n1g runs train.py directly (the seed's ``run_standalone_pretrain_for_gpu.sh``); more GPUs run under mpirun
@@ -30,6 +36,10 @@ from dlperf_core.measure.origin import Figure
 from dlperf_core.model import Case, NodeLaunch, OptionValue
 
 RESNET = "/workspace/resnet"
+# the releases whose GPU image has the 1.1 model zoo (the seed's train.py.patch flags); the others the model zoo of
+# mindspore-ai/models, whose train.py makes a flag of every key of dlperf's config (docker/mindspore/config/)
+MODEL_ZOO_1_RELEASES = frozenset({"1.1.0"})
+MODELS_CONFIG = f"{RESNET}/config/resnet50_imagenet2012_GPU_dlperf.yaml"
 
 
 class MindsporeResnet(FrameworkAdapter):
@@ -69,8 +79,30 @@ class MindsporeResnet(FrameworkAdapter):
             f"--data_sink_steps={self.option(case, 'data_sink_steps')}",
             f"--dtype={'fp16' if case.precision == 'amp' else 'fp32'}",
         ]
+        if not cpu and str(self.option(case, "release")) not in MODEL_ZOO_1_RELEASES:
+            return self.models_train_args(case)
         if case.total_gpus > 1:
             args.insert(3, "--run_distribute=True")
+        return args + list(case.extra_args)
+
+    def models_train_args(self, case: Case) -> list[str]:
+        """MindSpore 2.x on GPUs (docker/mindspore/, mindspore-ai/models r2.0): the same settings as the seed's,
+        spelled as that train.py's config keys (``--net_name``, ``--data_path``) after dlperf's config."""
+        args = [
+            "python",
+            f"{RESNET}/train.py",
+            f"--config_path={MODELS_CONFIG}",
+            "--net_name=resnet50",
+            "--dataset=imagenet2012",
+            "--device_target=GPU",
+            f"--data_path={self.option(case, 'dataset_path')}",
+            f"--batch_size={case.batch_size_per_device}",
+            f"--train_steps={case.warmup_iterations + case.measured_iterations}",
+            f"--data_sink_steps={self.option(case, 'data_sink_steps')}",
+            f"--dtype={'fp16' if case.precision == 'amp' else 'fp32'}",
+        ]
+        if case.total_gpus > 1:
+            args.insert(4, "--run_distribute=True")
         return args + list(case.extra_args)
 
     def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:  # noqa: ARG002 - the same flags for every model

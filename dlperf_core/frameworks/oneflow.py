@@ -100,7 +100,7 @@ class OneflowResnet(FrameworkAdapter):
 
     def figure(self, case: Case, nodes: tuple[Node, ...]) -> Figure:
         """The GPU image of a driver release prints dlperf's driver's lines, as the CPU image does."""
-        if not self.uses_cpu_image(case, nodes) and not case.image and self.uses_driver(case):
+        if not self.uses_cpu_image(case, nodes) and self.uses_driver(case):  # a suite's image: the GPU path's
             return DRIVER_FIGURE
         return super().figure(case, nodes)
 

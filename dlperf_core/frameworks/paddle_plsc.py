@@ -107,7 +107,7 @@ class PaddlePlsc(FrameworkAdapter):
     def figure(self, case: Case, nodes: tuple[Node, ...]) -> Figure:
         """The GPU image of an engine release prints PLSC 2.4's engine lines (as the CPU image, without its
         substitute loss)."""
-        if not self.uses_cpu_image(case, nodes) and not case.image and self.uses_engine(case):
+        if not self.uses_cpu_image(case, nodes) and self.uses_engine(case):  # a suite's image: the GPU path's
             return ENGINE_FIGURE
         return super().figure(case, nodes)
 

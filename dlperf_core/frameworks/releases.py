@@ -155,7 +155,31 @@ RELEASES: tuple[Release, ...] = (
         generations=SEED_GPUS,
         seed=True,
         sources="seed 000's report: the container's CUDA 10.1.243 (on V100); minimum driver unverified",
-        notes="seed 000; MindSpore's last GPU release (2.3, CUDA 11.x, no Hopper build) is not packaged by dlperf yet",
+        notes="seed 000; the 1.1 model zoo's train.py with the seed's train.py.patch",
+    ),
+    Release(
+        framework="mindspore",
+        name="2.0.0",
+        image="dlperf/mindspore:2.0.0",
+        base_image="nvidia/cuda:11.1.1-cudnn8-runtime-ubuntu20.04",
+        source_repo="mindspore-ai/models",
+        source_commit="27da157627e1baefe7ce82af6df699569bcaedf7",
+        cuda="11.1",
+        min_driver="450.80.02",
+        generations="Volta, Turing, Ampere; not Ada, not Hopper (CUDA 11.1 predates them; not measured)",
+        sources=(
+            "github.com/mindspore-lab/mindediting tutorials/document.md: MindSpore's GPU install script for"
+            " 2.0.0-alpha installs 'Python 3.7 and CUDA 11.1', whose minimum driver is 450.80.02;"
+            " cnblogs.com/dechinphy/p/mindspore-2-4.html: MindSpore's releases after 2.3 have no GPU backend;"
+            " PyPI's mindspore-gpu ends at 1.10.0 (2023-03); mindspore-ai/models branch r2.0 last changed"
+            " official/cv/ResNet/train.py in 27da1576 (2023-06-29). That the PyPI wheel mindspore==2.0.0 carries"
+            " the GPU backend, 2.0.0's own CUDA and the base image's tag were not read: unverified"
+        ),
+        notes=(
+            "not MindSpore's last GPU release (2.3, CUDA 11.x, no Hopper build either): its model zoo branch"
+            " (mindspore-ai/models r2.3) could not be fetched here, r2.0 is the newest; the model zoo's ResNet"
+            " train.py at r2.0 with train-r2.0.py.patch and dlperf's config (the seed's settings as config keys)"
+        ),
     ),
     Release(
         framework="oneflow",
@@ -245,7 +269,7 @@ RELEASES: tuple[Release, ...] = (
 DEFAULT_RELEASE: dict[str, str] = {
     "ngc_pytorch": "25.12",
     "ngc_mxnet": "24.06",
-    "mindspore": "1.1.0",
+    "mindspore": "2.0.0",
     "oneflow": "1.0.0",
     "paddle_plsc": "3.2.0",
 }

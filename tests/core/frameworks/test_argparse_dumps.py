@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 
 import pytest
+import yaml
 
 from dlperf_core.cluster.inventory import load_inventory
 from dlperf_core.frameworks import ADAPTERS, LaunchContext, get_adapter
@@ -49,6 +50,8 @@ RELEASE_PROGRAMS = {
         ("launch", "oneflow.distributed.launch"),  # Oneflow-Inc/oneflow v1.0.0
         ("train", "/workspace/cnns/of_cnn_train_val.py"),  # dlperf's driver (docker/oneflow-cpu/)
     ],
+    # the model zoo's ResNet train.py of mindspore-ai/models r2.0 (the seed's 1.1 model zoo is on gitee: not dumped)
+    ("mindspore", "2.0.0"): [("train", "/workspace/resnet/train.py")],
     ("paddle_plsc", "3.2.0"): [
         ("launch", "paddle.distributed.launch"),  # PaddlePaddle 3's launcher
         ("train", "/workspace/plsc/train.py"),  # PLSC 2.4's tools/train.py (its flags: plsc/utils/config.py)
@@ -68,7 +71,9 @@ OWN = {
 
 
 def programs_of(framework: str, release: str) -> list[tuple[str, str]]:
-    return RELEASE_PROGRAMS.get((framework, release), PROGRAMS[framework])
+    if (framework, release) in RELEASE_PROGRAMS:
+        return RELEASE_PROGRAMS[(framework, release)]
+    return PROGRAMS[framework]
 
 
 def own_path(framework: str, release: str, program: str) -> str | None:
@@ -81,6 +86,7 @@ VARIANTS: dict[str, list[dict[str, object]]] = {
     "ngc_mxnet": [{}, {"data_backend": "synthetic"}],
     "oneflow": [{}, {"data_dir": ""}],
     "paddle_plsc": [{}, {"loss_type": "dist_softmax"}],
+    "mindspore": [{}, {"data_sink_steps": 20}],
 }
 
 
@@ -187,7 +193,9 @@ def cases(framework: str, release: str) -> list[Case]:
     return out
 
 
-CHECKED = [(fw, r.name) for fw in PROGRAMS for r in releases_of(fw)]
+CHECKED = [(fw, r.name) for fw in PROGRAMS for r in releases_of(fw)] + [
+    key for key in RELEASE_PROGRAMS if key[0] not in PROGRAMS
+]
 
 
 @pytest.mark.parametrize(("framework", "release"), CHECKED)
@@ -228,6 +236,10 @@ def test_dumps_come_from_the_release_sources(framework, release):
             found, unresolved, _ = DUMPER.arguments_of((REPO / path).read_text(), path)
             assert (found, unresolved) == (dump["arguments"], dump["unresolved"]), f"regenerate the dump of {path}"
             continue
+        for resolved in dump.get("resolved_by_yaml", []):  # flags made of a config's keys: that config today
+            first = next(yaml.safe_load_all((REPO / resolved["yaml"]).read_text()))
+            keys = {f"--{k}" for k, v in first.items() if not isinstance(v, list | dict)}
+            assert keys == {o for a in dump["arguments"] if a["path"] == resolved["yaml"] for o in a["options"]}
         repo, commit = OTHER_SOURCES.get((framework, release, program), (rel.source_repo, rel.source_commit))
         assert dump["commit"].startswith(commit), (dump["commit"], commit)
         assert dump["repo"] == repo

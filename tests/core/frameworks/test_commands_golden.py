@@ -178,9 +178,9 @@ def test_oneflow_default_release_runs_dlperf_driver_under_oneflow_launcher(clust
 
 
 def test_mindspore_uses_the_seed_train_py_arguments(cluster):
-    (one,) = launches(case("mindspore", "1n1g"), cluster)
+    (one,) = launches(case("mindspore", "1n1g", release="1.1.0"), cluster)
     assert "mpirun" not in one.argv[-1] and "--run_distribute=True" not in one.argv[-1]
-    node0, *others = launches(case("mindspore", "2n8g", "amp"), cluster)
+    node0, *others = launches(case("mindspore", "2n8g", "amp", release="1.1.0"), cluster)
     script = node0.argv[-1]
     mpirun = shlex.split(script.splitlines()[-1])[1:]
     assert mpirun[:2] == ["mpirun", "--allow-run-as-root"]
@@ -198,6 +198,24 @@ def test_mindspore_uses_the_seed_train_py_arguments(cluster):
     patch = (REPO / "docker" / "mindspore" / "train.py.patch").read_text()
     for flag in ("--batch_size", "--train_steps", "--data_sink_steps", "--dtype", "DynamicLossScaleManager"):
         assert flag in patch
+
+
+def test_mindspore_default_release_speaks_the_models_train_py(cluster):
+    """MindSpore 2.0.0 (the default): mindspore-ai/models r2.0's train.py takes dlperf's config and its keys as
+    flags (--net_name, --data_path); the seed's settings (train steps, sinks, dtype) are keys train-r2.0.py.patch
+    reads; across nodes under mpirun as the seed. Its CUDA 11.1 predates Hopper: preflight refuses it there."""
+    node0, *others = launches(case("mindspore", "2n8g", "amp"), cluster)
+    mpirun = shlex.split(node0.argv[-1].splitlines()[-1])[1:]
+    assert mpirun[:2] == ["mpirun", "--allow-run-as-root"] and [o.role for o in others] == ["sshd"]
+    for arg in ("--net_name=resnet50", "--run_distribute=True", "--train_steps=200", "--dtype=fp16"):
+        assert arg in mpirun
+    assert "--config_path=/workspace/resnet/config/resnet50_imagenet2012_GPU_dlperf.yaml" in mpirun
+    config = (REPO / "docker" / "mindspore" / "config" / "resnet50_imagenet2012_GPU_dlperf.yaml").read_text()
+    patch = (REPO / "docker" / "mindspore" / "train-r2.0.py.patch").read_text()
+    for key in ("train_steps", "data_sink_steps", "dtype"):
+        assert f"\n{key}: " in config and f"config.{key}" in patch
+    release = get_adapter("mindspore").release(case("mindspore", "1n1g"))
+    assert "predates Hopper" in release.runs_on((9, 0)) and release.runs_on((8, 0)) is None
 
 
 def test_paddle_plsc_gives_every_node_the_cluster_and_its_own_ip(cluster):
