@@ -20,6 +20,7 @@ import pytest
 
 from dlperf_core.cluster.inventory import Inventory, Mount, Node
 from dlperf_core.frameworks import get_adapter
+from dlperf_core.frameworks.releases import releases_of
 from dlperf_core.model import Case, CaseRun, RunIds
 from dlperf_core.parsing import parse_file
 from dlperf_core.run.handoff import ExecutedRun, PlannedRun
@@ -34,6 +35,8 @@ REAL = SHARED / "reallogs"
 
 
 def case(framework: str, precision: str, batch: int, nodes: int, gpn: int, warmup: int, measured: int) -> Case:
+    """A case in the seed's release (the logs replayed are the seeds'; suites/seeds.yaml names those releases)."""
+    seed_release = next(r.name for r in releases_of(framework) if r.seed)
     return Case(
         framework,
         "arcface_resnet50" if framework == "paddle_plsc" else "resnet50_v1.5",
@@ -43,6 +46,7 @@ def case(framework: str, precision: str, batch: int, nodes: int, gpn: int, warmu
         gpn,
         warmup,
         measured,
+        options=(("release", seed_release),),
     )
 
 
@@ -114,7 +118,7 @@ def test_seed_framework_from_case_to_stored_row(framework, tmp_path, pg_url, mon
     runtime = DockerRuntime(inventory)
     job = build_job(run, inventory, runtime, ids, timeout_s=120, watchdog_s=60, log_root=tmp_path / "logs")
     adapter = get_adapter(framework)
-    assert {spec.image for spec in job.containers} == {adapter.default_image}  # the GPU image, not the CPU one
+    assert {spec.image for spec in job.containers} == {adapter.image(the_case)}  # the seed's GPU image, not the CPU one
     assert all(spec.gpu_ids == the_case_gpus(the_case) for spec in job.containers)  # the case's GPUs, no other
     if adapter.launcher == "mpirun" and the_case.nodes > 1:  # per-case keys went into every container
         assert {lc.role for lc in job.launches} == {"launcher", "sshd"}
