@@ -135,3 +135,29 @@ def test_cpu_recipe_pins_exact_versions_and_documents_itself(recipe):
         if line and not line.startswith("-"):
             assert re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.+\-]+(\s*;.*)?", line), f"not pinned: {line}"
     assert (recipe / "README.md").is_file()
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch not installed")
+def test_mindspore_r2_patch_applies_at_the_model_zoo_lines(tmp_path):
+    """train-r2.0.py.patch (release 2.0.0) changes mindspore-ai/models r2.0's official/cv/ResNet/train.py (commit
+    27da1576) at these lines, as git show prints them, into train steps in sinks, a TimeMonitor, amp by dtype."""
+    originals = {
+        21: "from mindspore.train.callback import ModelCheckpoint, CheckpointConfig",
+        167: "    loss_scale = ms.FixedLossScaleManager(config.loss_scale, drop_overflow_update=False)",
+        178: '                         amp_level="O3", boost_level=config.boost_mode,',
+        204: "    cb = [loss_cb, resume_cb]",
+        227: "    model.train(config.epoch_size - config.start_epoch, dataset, callbacks=cb,",
+        228: "                sink_size=dataset.get_dataset_size(), dataset_sink_mode=dataset_sink_mode)",
+    }
+    patched = _apply(REPO / "docker" / "mindspore" / "train-r2.0.py.patch", "train.py", originals, tmp_path)
+    for added in (
+        "TimeMonitor(data_size=config.data_sink_steps)",
+        'amp_level="O2" if config.dtype == "fp16" else "O0"',
+        "ms.DynamicLossScaleManager()",
+        "model.train(train_steps // config.data_sink_steps",
+        "sink_size=config.data_sink_steps",
+    ):
+        assert added in patched
+    assert "FixedLossScaleManager" not in patched and 'amp_level="O3"' not in patched
+    config = (REPO / "docker" / "mindspore" / "config" / "resnet50_imagenet2012_GPU_dlperf.yaml").read_text()
+    assert 'device_target: "GPU"' in config and "save_checkpoint: False" in config
