@@ -1,22 +1,22 @@
 """PaddlePaddle PLSC ArcFace (seed 004): ResNet-50 backbone, synthetic data, stops after a fixed count.
 
-Two model names, one per image, so that a row says what was trained:
+Two model names, one per size, so that a row says what was trained:
 
-* ``arcface_resnet50`` (GPU image, the seed's model): PLSC 1.8's ``plsc.models.resnet.ResNet50``, which the
-  seed's report calls ResNet50. It is itself an IResNet-50 (insightface's LResNet50E-IR, not torchvision's
-  ResNet-50): a 3x3 stride-1 stem, stages of (3, 4, 14, 3) blocks of two 3x3 convolutions with BN-PReLU
-  between them and the stride on the second, a 1x1 projection shortcut, then BN, dropout, a 512-d FC
-  embedding and BN; 112x112 input. The name stays the seed's so that its rows match the seed's report.
+* ``arcface_resnet50`` (GPU images, the seed's model): an IResNet-50 ArcFace at the seed's size (112x112 input,
+  512-d embedding, 85742 classes). In the seed's release 1.8.5 it is PLSC 1.8's ``plsc.models.resnet.ResNet50``,
+  which the seed's report calls ResNet50; it is itself an IResNet-50 (insightface's LResNet50E-IR, not
+  torchvision's ResNet-50): a 3x3 stride-1 stem, stages of (3, 4, 14, 3) blocks of two 3x3 convolutions with
+  BN-PReLU between them and the stride on the second, a 1x1 projection shortcut, then BN, dropout, a 512-d FC
+  embedding and BN. In the engine releases (the default ``3.2.0``: PaddlePaddle 3, which cannot run PLSC 1.8's
+  static-graph Entry API) it is PLSC 2.4's ``IResNet50`` with its ArcFace ``MarginLoss``, the same layers (a
+  PReLU per channel, no dropout in the config) at the same size, so that a release's rows compare with the
+  seed's under one name and their FLOPs are those of the size trained. Whether PLSC 2.4 trains on PaddlePaddle
+  3 on GPUs is unverified (nothing was run on a GPU).
 * ``arcface_iresnet50`` (CPU image): PLSC 2.4's ``IResNet50`` at the CPU config's size (32x32 input, 1000
-  classes unless ``-o Model.*`` overrides say otherwise). Same layers as PLSC 1.8's ResNet50 (a PReLU per
-  channel instead of one, no dropout in the config), another PLSC, loss and input size.
+  classes unless ``-o Model.*`` overrides say otherwise).
 
-Each image trains its own model only: planning refuses ``arcface_resnet50`` on CPU nodes and
-``arcface_iresnet50`` on GPU nodes in release 1.8.5 (:meth:`PaddlePlsc.refuses`), unless the suite names its
-own ``image:``. The default release, ``3.2.0`` (PaddlePaddle 3.2's CUDA 12.6 build), cannot run PLSC 1.8's
-static-graph Entry API: its GPU image (docker/paddle-plsc/) trains ``arcface_iresnet50`` as the CPU image does
-(PLSC 2.4's engine, the same train.py and launch, see below) with a GPU config at 112x112 and the seed's class
-count; whether PLSC 2.4 trains on PaddlePaddle 3 on GPUs is unverified (nothing was run on a GPU).
+Each image trains its own size only: planning refuses ``arcface_resnet50`` on CPU nodes and
+``arcface_iresnet50`` on GPU nodes (:meth:`PaddlePlsc.refuses`), unless the suite names its own ``image:``.
 
 ``paddle.distributed.launch`` on every node at once with the cluster's ips and this node's ip, as the seed's
 ``run_two_node.sh <model> <batch> <dtype> <NODE_IP>``. The training entry is ``docker/paddle-plsc/train.py``
@@ -55,10 +55,10 @@ PLSC_GPU_CONFIG = f"{PLSC_CPU}/configs/IResNet50_arcface_synthetic_gpu.yaml"
 ENTRY_RELEASES = frozenset({"1.8.5"})
 ENGINE_FIGURE = Figure("framework", "PLSC 2.4's Engine and logger on PaddlePaddle 3 (GPU)")
 
-GPU_MODEL = "arcface_resnet50"  # PLSC 1.8's ResNet50 (an IResNet-50, see above): the GPU image, the seed's name
-CPU_MODEL = "arcface_iresnet50"  # PLSC 2.4's IResNet50: the CPU image
+GPU_MODEL = "arcface_resnet50"  # the seed's IResNet-50 at the seed's size: the GPU images, the seed's name
+CPU_MODEL = "arcface_iresnet50"  # PLSC 2.4's IResNet50 at the CPU config's size: the CPU image
 MODEL_WORDS = {
-    GPU_MODEL: "PLSC 1.8's ResNet50, the seed's model",
+    GPU_MODEL: "the seed's IResNet-50 ArcFace at 112x112, 85742 classes",
     CPU_MODEL: "PLSC 2.4's IResNet50 at the CPU config's size",
 }
 # Full size of each: (embedding, input side, classes). GPU: 112x112 synthetic images (docker/paddle-plsc/
@@ -151,7 +151,7 @@ class PaddlePlsc(FrameworkAdapter):
         """GPU nodes in an engine release (PaddlePaddle 3 + PLSC 2.4, docker/paddle-plsc/): the CPU path's launch
         (PaddlePaddle 3's launcher on every node, the same master rule, PLSC's train.py with -o overrides) with the
         GPU config (112x112), the case's GPUs as ``--devices``, the ``num_classes`` option as the class count and,
-        for amp, PLSC's FP16 at level O1. Trains ``arcface_iresnet50`` (planning refuses the 1.8 model name)."""
+        for amp, PLSC's FP16 at level O1. Trains ``arcface_resnet50``, the seed's network at the seed's size."""
         iterations = case.warmup_iterations + case.measured_iterations
         out = []
         for rank, node in enumerate(nodes):
@@ -217,29 +217,27 @@ class PaddlePlsc(FrameworkAdapter):
         return out
 
     def refuses(self, case: Case, nodes: tuple[Node, ...]) -> str | None:
-        """The base class's refusals, then the model: the CPU image and the GPU image of an engine release
-        (PaddlePaddle 3, the default) train ``arcface_iresnet50`` only, the seed's 1.8.5 GPU image
-        ``arcface_resnet50`` only (a suite's own ``image:`` is not second-guessed)."""
+        """The base class's refusals, then the model: the CPU image trains ``arcface_iresnet50`` only, the GPU
+        images (every release) ``arcface_resnet50`` only (a suite's own ``image:`` is not second-guessed)."""
         refusal = super().refuses(case, nodes)
         if refusal or case.image:
             return refusal
         cpu = self.uses_cpu_image(case, nodes)
-        engine = cpu or self.uses_engine(case)  # PLSC 2.4's IResNet50: the CPU image and the engine releases
-        trains, where, image = (CPU_MODEL if engine else GPU_MODEL, "CPU" if cpu else "GPU", self.image(case, nodes))
+        trains, where, image = (CPU_MODEL if cpu else GPU_MODEL, "CPU" if cpu else "GPU", self.image(case, nodes))
         if case.model == trains:
             return None
-        words = MODEL_WORDS[trains] if cpu or not engine else "PLSC 2.4's IResNet50 at the GPU config's size, 112x112"
         return (
-            f"{case.key}: {self.name} on {where} nodes ({image}) trains {trains} only ({words}),"
+            f"{case.key}: {self.name} on {where} nodes ({image}) trains {trains} only ({MODEL_WORDS[trains]}),"
             f" not {case.model} ({MODEL_WORDS.get(case.model, 'unknown')}): name the model {trains} there"
         )
 
     def model_shape(self, model: str, extra_args: tuple[str, ...]) -> ModelShape | None:
         """``arcface_iresnet50`` (the CPU image): the CPU config's 32x32 input and 1000 classes, changed by
         ``-o Model.input_image_width=``/``input_image_height=``/``class_num=``/``num_features=`` (the
-        embedding), against PLSC 2.4's IResNet defaults. ``arcface_resnet50`` (the GPU image's train.py):
-        ``--num_classes`` in ``extra_args`` (the last one wins over the ``num_classes`` option's, which comes
-        first); its 112x112 input and 512-d embedding have no flag."""
+        embedding), against PLSC 2.4's IResNet defaults. ``arcface_resnet50`` (the GPU images): the seed's size,
+        changed by ``--num_classes`` (release 1.8.5's train.py; the last one wins over the ``num_classes`` option's,
+        which comes first) or, in the engine releases, the same ``-o Model.*`` overrides; the 1.8.5 train.py has no
+        flag for its 112x112 input and 512-d embedding."""
         if model == CPU_MODEL:
             found = overrides(extra_args)
             base = CPU_CONFIG_SIZE
@@ -253,6 +251,15 @@ class PaddlePlsc(FrameworkAdapter):
                 width_name="embedding",
             )
         if model == GPU_MODEL:
+            found = overrides(extra_args)
             classes = as_int(flag_values(extra_args, ["--num_classes"]).get("--num_classes"))
-            return shape_against(FULL_SIZE[GPU_MODEL], num_classes=classes)
+            side = as_int(found.get("Model.input_image_width"))
+            return shape_against(
+                FULL_SIZE[GPU_MODEL],
+                width=as_int(found.get("Model.num_features")),
+                image_size=side,
+                image_height=as_int(found.get("Model.input_image_height")) or side,
+                num_classes=classes or as_int(found.get("Model.class_num")),
+                width_name="embedding",
+            )
         return None

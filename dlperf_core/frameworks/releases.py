@@ -256,7 +256,7 @@ RELEASES: tuple[Release, ...] = (
             " the GPUs Paddle lists for cu126 and the base image's tag were not read: unverified"
         ),
         notes=(
-            "PLSC 2.4's engine (IResNet-50 + ArcFace MarginLoss, model arcface_iresnet50) under Paddle 3's launcher,"
+            "PLSC 2.4's engine (IResNet-50 + ArcFace MarginLoss at the seed's size, model arcface_resnet50) under Paddle 3's launcher,"
             " with the CPU image's PLSC train.py and PaddlePaddle 3 shim (docker/paddle-cpu/train.py, copied"
             " unchanged) and docker/paddle-plsc/configs/ (112x112, synthetic faces). PLSC's README at v2.4.0: 'PLSC"
             " v2.4 adapts to PaddlePaddle v2.4, and there may be API mismatches in higher versions' (the CUDA it"

@@ -62,8 +62,8 @@ def iresnet50_forward_macs(image_size: int = 112, embedding: int = 512, num_clas
     """Multiply-accumulates of one forward pass of ArcFace's IResNet-50 (insightface ``iresnet50``: blocks
     (3, 4, 14, 3) of two 3x3 convolutions, the stride on the second; a 3x3 stem; the flattened last feature
     map, 7x7x512 at 112x112, -> 512 embedding) plus the ArcFace classifier over ``num_classes`` identities
-    (the seed's MS1M: 85742). Both PLSC models are this network: PLSC 1.8's ``ResNet50`` (``arcface_resnet50``,
-    the GPU image) and PLSC 2.4's ``IResNet50`` (``arcface_iresnet50``, the CPU image)."""
+    (the seed's MS1M: 85742). Both PLSC models are this network: PLSC 1.8's ``ResNet50`` and PLSC 2.4's ``IResNet50``
+    (``arcface_resnet50`` on the GPU images, at the seed's size; ``arcface_iresnet50`` on the CPU image)."""
     size = image_size
     macs = 9 * 3 * 64 * size * size  # stem: 3x3 conv, stride 1
     channels = 64

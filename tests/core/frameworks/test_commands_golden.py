@@ -289,7 +289,7 @@ def release_suite(seeds: Suite, release: Release, cluster) -> Suite:
         if benchmark.framework != release.framework:
             continue
         moved = benchmark.model_copy(update={"options": {**benchmark.options, "release": release.name}})
-        # the seed's model, else the model the release's image trains (paddle_plsc 3.2.0: PLSC 2.4's IResNet50)
+        # the seed's model, else a model the release's image trains
         for model in [benchmark.model, *sorted(adapter.models - {benchmark.model})]:
             candidate = moved.model_copy(update={"model": model})
             one = seeds.model_copy(update={"benchmarks": (candidate,)})

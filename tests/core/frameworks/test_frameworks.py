@@ -175,8 +175,9 @@ def test_paddle_plsc_cpu_single_node_amp_refused_and_gpu_branch_untouched():
     assert image == "dlperf/paddle-plsc:1.8.5"
     assert any(a.startswith("--selected_gpus=") for a in gpu_launch.argv) and "--max_restart=0" not in gpu_launch.argv
     # the default release (PaddlePaddle 3.2 + PLSC 2.4's engine): the CPU path's launch with the GPU config
-    assert adapter.refuses(amp, GPU.first(1)) is None
-    (engine_launch, *_), image = on_one_gpu_node(adapter, amp)
+    engine_amp = replace(amp, model="arcface_resnet50")
+    assert adapter.refuses(engine_amp, GPU.first(1)) is None
+    (engine_launch, *_), image = on_one_gpu_node(adapter, engine_amp)
     assert image == "dlperf/paddle-plsc:3.2.0"
     argv = engine_launch.argv
     assert "--devices=0,1" in argv and "--max_restart=0" in argv and "FP16.level=O1" in argv
@@ -198,15 +199,16 @@ def test_paddle_plsc_each_image_trains_its_own_model_name():
     assert on_cpu == (
         f"{gpu_case.key}: paddle_plsc on CPU nodes"
         " (dlperf/paddle:cpu) trains arcface_iresnet50 only (PLSC 2.4's IResNet50 at the CPU config's size), not"
-        " arcface_resnet50 (PLSC 1.8's ResNet50, the seed's model): name the model arcface_iresnet50 there"
+        " arcface_resnet50 (the seed's IResNet-50 ArcFace at 112x112, 85742 classes): name the model arcface_iresnet50"
+        " there"
     )
     on_gpu = adapter.refuses(replace(cpu_case, options=(("release", "1.8.5"),)), GPU.first(1))
     assert "on GPU nodes (dlperf/paddle-plsc:1.8.5) trains arcface_resnet50 only" in on_gpu
     assert "name the model arcface_resnet50 there" in on_gpu
-    # the default release's GPU image (PLSC 2.4's engine) trains arcface_iresnet50, as the CPU image does
-    assert adapter.refuses(cpu_case, GPU.first(1)) is None
-    on_default = adapter.refuses(replace(gpu_case, options=()), GPU.first(1))
-    assert "on GPU nodes (dlperf/paddle-plsc:3.2.0) trains arcface_iresnet50 only" in on_default
+    # the default release's GPU image (PLSC 2.4's engine) trains the seed's model at the seed's size, under its name
+    assert adapter.refuses(replace(gpu_case, options=()), GPU.first(1)) is None
+    on_default = adapter.refuses(cpu_case, GPU.first(1))
+    assert "on GPU nodes (dlperf/paddle-plsc:3.2.0) trains arcface_resnet50 only" in on_default
     with pytest.raises(ConfigError, match="paddle_plsc on CPU nodes .* trains arcface_iresnet50 only"):
         check_fits([(gpu_case, 1)], CPU, "suite.yaml")
     # a suite's own image is the user's choice, as for precisions

@@ -82,8 +82,12 @@ def test_mxnet_image_shape_may_be_non_square():
 
 def test_plsc_gpu_reads_train_py_num_classes_and_cpu_reads_config_overrides():
     plsc = get_adapter("paddle_plsc")
-    # GPU image (docker/paddle-plsc/train.py): --num_classes; its input is 112x112 with no flag
-    assert plsc.model_shape("arcface_resnet50", ("--num_classes", "1000")) == ModelShape(num_classes=1000)
+    # GPU images: the seed's 1.8.5 train.py takes --num_classes (its input is 112x112 with no flag), the engine
+    # releases the -o Model.* overrides, against the seed's size (112x112, embedding 512, 85742 classes)
+    assert plsc.model_shape("arcface_resnet50", ("--num_classes", "1000")).describe() == "1000 classes"
+    engine = plsc.model_shape("arcface_resnet50", ("-o", "Model.class_num=100", "-o", "Model.input_image_width=56"))
+    assert engine.describe() == "56x56 images, 100 classes"
+    assert plsc.model_shape("arcface_resnet50", ("-o", "Model.class_num=85742")) is None
     # CPU image: without overrides, the CPU config's own size
     assert plsc.model_shape("arcface_iresnet50", ()).describe() == "32x32 images, 1000 classes"
     shape = plsc.model_shape(
