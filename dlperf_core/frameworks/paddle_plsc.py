@@ -253,12 +253,12 @@ class PaddlePlsc(FrameworkAdapter):
         if model == GPU_MODEL:
             found = overrides(extra_args)
             classes = as_int(flag_values(extra_args, ["--num_classes"]).get("--num_classes"))
-            side = as_int(found.get("Model.input_image_width"))
+            width = as_int(found.get("Model.input_image_width"))
             return shape_against(
                 FULL_SIZE[GPU_MODEL],
                 width=as_int(found.get("Model.num_features")),
-                image_size=side,
-                image_height=as_int(found.get("Model.input_image_height")) or side,
+                image_size=width,
+                image_height=as_int(found.get("Model.input_image_height")) or width,
                 num_classes=classes or as_int(found.get("Model.class_num")),
                 width_name="embedding",
             )
