@@ -3,7 +3,8 @@
 Before any case runs, every node is checked over SSH (``plugins/dlperf_airflow/ssh_preflight.py`` runs the
 script with the SSH provider): Docker answers, the NVIDIA runtime and the declared number of GPUs are there
 (``accelerator: nvidia`` only), InfiniBand ports are ACTIVE (``infiniband: true`` only), data paths exist,
-disk is free, the suite's images are present (pulled when missing) and their CUDA runs on the node's driver and
+disk is free, the suite's images are present (pulled when missing; dlperf's own ``dlperf/...`` images, which no
+registry holds, are named with how to load them instead) and their CUDA runs on the node's driver and
 GPUs (:mod:`dlperf_core.cluster.cuda_compat`, for the images dlperf catalogues). Nothing here does I/O: the script
 is text, and :func:`health_of_output` turns what it printed into a :class:`NodeHealth`.
 
@@ -28,6 +29,10 @@ from dlperf_core.json_form import JsonForm
 BEGIN = "@@dlperf-check"
 END = "@@dlperf-end"
 NOT_APPLICABLE = "not applicable"
+OWN_IMAGES = "dlperf/"
+"""The repository of the images dlperf builds itself (``scripts/build-images.sh``, docker/): no public registry
+holds them (``dlperf/x`` would be Docker Hub's), so preflight does not try to pull one; it says how to load it."""
+NOT_PULLED = "missing (built by dlperf, in no registry)"
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,8 @@ def preflight_script(node: Node, images: Iterable[str] = (), *, pull_missing: bo
         )
         if not pull_missing:
             pull = "echo 'missing (pulling disabled)'; exit 1"
+        elif image.startswith(OWN_IMAGES):
+            pull = f"echo {q(NOT_PULLED)}; exit 1"
         parts.append(
             _block(
                 f"image {image}",
@@ -251,6 +258,12 @@ def _check_image(image: str, rc: int, body: str) -> tuple[str, list[str]]:
         return "present", []
     if rc == 0 and first.startswith("pulled"):
         return "pulled", []
+    if first.startswith(NOT_PULLED):
+        return "missing", [
+            f"image {image} missing: dlperf builds it (scripts/build-images.sh) and no registry holds it; load it"
+            f" onto the node (docker save {image} | ssh <node> docker load: docs/cluster-guide.md) or push it to"
+            " your registry and name that image in the suite (image:)"
+        ]
     return "missing", [f"image {image} missing and could not be pulled: {_last_line(body)}"]
 
 

@@ -177,7 +177,7 @@ def test_node_declaring_8_nvidia_gpus_is_reported(sshd, tmp_path):
 @pytest.mark.docker
 @pytest.mark.usefixtures("docker_engine")
 def test_missing_image_that_cannot_be_pulled_is_reported(sshd, tmp_path):
-    image = "dlperf/no-such-image:never"
+    image = "dlperf-test/no-such-image:never"  # not dlperf's own: pulled (and the pull fails here)
     health = check_node(_good_node(sshd, tmp_path), [image], use_connection=False)
     assert not health.ok
     assert health.checks[f"image {image}"] == "missing"

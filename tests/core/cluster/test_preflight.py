@@ -5,7 +5,14 @@ ssh against a private sshd, and the DAG's preflight step: tests/airflow_plugin/t
 from __future__ import annotations
 
 from dlperf_core.cluster.inventory import Node
-from dlperf_core.cluster.preflight import NodeHealth, case_blocker, health_of_output, preflight_script, split_blocks
+from dlperf_core.cluster.preflight import (
+    NOT_PULLED,
+    NodeHealth,
+    case_blocker,
+    health_of_output,
+    preflight_script,
+    split_blocks,
+)
 
 # --------------------------------------------------------------------------- the pure judgement
 
@@ -75,3 +82,21 @@ def test_script_quotes_paths_and_images():
     assert "'/data/it'\"'\"'s here'" in script
     assert "'reg.example/img:1;rm -rf /'" in script
     assert "docker pull 'reg.example/img:1;rm -rf /'" in script
+
+
+def test_dlperf_images_are_not_pulled_but_named_with_how_to_load_them():
+    """dlperf's own images (dlperf/...) are in no registry: preflight does not pull them from Docker Hub, and a
+    missing one is named with the load command; any other image is pulled."""
+    script = preflight_script(_node(), ["dlperf/ngc-pytorch:25.12", "nvcr.io/nvidia/pytorch:25.12-py3"])
+    assert "docker pull 'dlperf/ngc-pytorch:25.12'" not in script and "docker pull dlperf/" not in script
+    assert "docker pull nvcr.io/nvidia/pytorch:25.12-py3" in script
+    out = (
+        "@@dlperf-check docker\n27.0.1\n@@dlperf-end docker 0\n"
+        "@@dlperf-check disk\nfree_kb 999999999 /var/lib/docker\n@@dlperf-end disk 0\n"
+        f"@@dlperf-check image dlperf/ngc-pytorch:25.12\n{NOT_PULLED}\n@@dlperf-end image dlperf/ngc-pytorch:25.12 1\n"
+    )
+    health = health_of_output(_node(), ["dlperf/ngc-pytorch:25.12"], out)
+    assert health.checks["image dlperf/ngc-pytorch:25.12"] == "missing"
+    (problem,) = health.problems
+    assert problem.startswith("image dlperf/ngc-pytorch:25.12 missing: dlperf builds it (scripts/build-images.sh)")
+    assert "docker save dlperf/ngc-pytorch:25.12 | ssh <node> docker load" in problem
