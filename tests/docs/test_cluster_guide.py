@@ -3,8 +3,8 @@ guide's suite at two nodes under torchrun and under mpirun, every ``dlperf`` com
 table gives each adapter's own defaults, the ``.env`` variables it sets are the deployment's, and the warning and
 the error it quotes are the ones planning and the DAG's parse print.
 
-What it does not do: run the guide's commands on stand-in nodes (that needs the compose deployment with a Celery
-worker per node; docs/ci.md would have to budget it)."""
+The guide's commands run on two stand-in nodes with a Celery worker each in tests/e2e/test_compose_e2e.py, on the
+deployment that test makes by following docs/deploy.md."""
 
 from __future__ import annotations
 

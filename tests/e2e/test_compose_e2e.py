@@ -9,6 +9,22 @@ Then it opens the results page (1,280 px wide: it must fit) and the DAG run's "d
 (both screenshots go into the docs: docs/img/compose-results-page.png and compose-run-results.png), follows a report link, checks that a browser without a session is sent to the login page, and runs
 step 7 (``down -v``): nothing of the project is left, and no framework container either.
 
+Before ``down -v`` it follows docs/cluster-guide.md ("Point dlperf at your cluster") on that running deployment,
+through the page's two-node night: ``suites/cluster-check.yaml``, the reference workload at 2n1g under torchrun and
+under mpirun, each node's part run by that node's own Celery worker. Its two GPU nodes are stand-ins: containers on
+the deployment's network, each an sshd on port 22 at its own address with a user ``dlperf`` (a password for
+``ssh-copy-id``, answered through SSH_ASKPASS) in the group of this machine's Docker socket, which both nodes share.
+The page's blocks run as written (CLUSTER_BLOCKS says which and why not), with one substitution, ``map_page``: the
+page's addresses (10.0.0.10, 10.0.0.11, the central 10.0.0.2) become the stand-ins' and the deployment's, and
+``/var/log/dlperf`` a log folder per node (both nodes are this machine). The inventory is the page's, made a CPU
+stand-in's (``stand_in_inventory``). What cannot run here is not run, and says why: the GPU image's build needs
+nvcr.io, so ``docker tag dlperf/pytorch-reference:cpu dlperf/pytorch-reference:gpu`` stands in for it (the
+stand-ins train on CPU); ImageNet's preparation (step 4) needs ImageNet; step 5's YAML is a fragment, no command;
+step 7's schedule starts no run here (tests/docs/test_cluster_guide.py parses it). Checked: the page's ssh loop
+reached both engines, the run succeeded with the two ``ok`` rows of the page's SQL, each ``case_run.on_<node>`` task
+ran on its node's queue, preflight ran. A block added, removed or of another kind fails the test at once
+(test_the_cluster_guide_has_the_blocks_the_test_follows).
+
 The stack publishes on its own loopback address (127.0.0.2 unless DLPERF_E2E_PUBLISH_ADDR says otherwise),
 beside the PostgreSQL and Redis the other tests use on 127.0.0.1. Where only Debian's ``docker-compose`` (1.29)
 exists, ``docker compose`` in the guide's lines is run by it (a ``docker`` shim on PATH).
@@ -24,6 +40,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from helpers import REPO, dlperf_containers, docker_available
 
@@ -169,10 +186,13 @@ def test_deploy_guide_on_one_host(tmp_path, compose_command):
         assert "on-demand-1|manual|docker|success" in runs.stdout.splitlines()
         check_refused_trigger(ui, said["TOKEN"])
         check_pages(ui, said["TOKEN"], night, home / ".env", tmp_path)
+        follow_cluster_guide(home, env, tmp_path, project, ui, said["TOKEN"])
     finally:
+        stand_ins = remove_cluster_stand_ins(project, tmp_path, env)
         down = run_bash("\n".join(steps[-1][1]), home, env, 600)
         leftovers = project_leftovers(project)
         framework = [c for c in dlperf_containers() if c]
+    assert stand_ins == [], stand_ins
     assert down.returncode == 0, down.stderr[-3000:]
     assert leftovers == [], leftovers
     assert framework == [], f"framework containers left behind: {framework}"
@@ -283,3 +303,260 @@ def check_pages(ui: str, token: str, night: str, env_file: Path, tmp_path: Path)
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tmp_path / "run-tab.png", SCREENSHOT)
     shutil.copyfile(tmp_path / "results-page.png", PAGE_SCREENSHOT)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# docs/cluster-guide.md, "Point dlperf at your cluster", on two stand-in nodes of the deployment above
+
+CLUSTER_GUIDE = REPO / "docs" / "cluster-guide.md"
+NODES = ("gpu-node-0", "gpu-node-1")
+PAGE_ADDRESSES = {"gpu-node-0": "10.0.0.10", "gpu-node-1": "10.0.0.11"}
+PAGE_CENTRAL = "10.0.0.2"
+PAGE_LOG_DIR = "/var/log/dlperf"
+STAND_IN_IMAGE = "dlperf/pytorch-reference:cpu"  # the nodes' base (sshd, useradd) and the GPU image's stand-in
+GPU_IMAGE = "dlperf/pytorch-reference:gpu"  # what suites/cluster-check.yaml runs
+NODE_PASSWORD = "stand-in-node"  # what ssh-copy-id's user types once per node (here through SSH_ASKPASS)
+CLUSTER_GUIDE_TIMEOUT_S = 900
+
+# Each fenced block of the page, in order, as (section, kind, what the test does). "run": run as written, with the
+# page's addresses (and log folder) swapped for the stand-ins' (``map_page``). "skip": not run, for the reason.
+# A block added, removed or changed in kind fails test_the_cluster_guide_has_the_blocks_the_test_follows.
+CLUSTER_BLOCKS: tuple[tuple[str, str, str], ...] = (
+    ("1", "yaml", "the inventory: written as the page has it, made a stand-in's (stand_in_inventory)"),
+    ("1", "bash", "run"),
+    ("2", "bash", "run"),
+    ("3", "bash", "run"),
+    ("3", "bash", "run"),
+    ("4", "text", "skip: no ImageNet here (the JPEG tree; cluster-check trains on synthetic data)"),
+    ("4", "text", "skip: no ImageNet and no MXNet GPU image here (RecordIO)"),
+    ("5", "yaml", "skip: a fragment of a suite and an inventory, no command"),
+    ("6", "bash", "run"),
+    ("6", "text", "run: appended to .env"),
+    ("6", "bash", "run"),
+    ("6", "text", "run: on each node, in its own copy of the repository (gpu-node-1 for gpu-node-0 on the other)"),
+    ("6", "bash", "run"),
+    ("7", "text", "skip: the schedule's value is parsed by tests/docs/test_cluster_guide.py; no run waits for it"),
+    ("8", "bash", "run"),
+    ("8", "bash", "run"),
+)
+
+
+def cluster_guide_blocks(text: str) -> list[tuple[str, str, str]]:
+    """(section number, kind, body) of every fenced block of the page's numbered sections, in order."""
+    found = []
+    for part in re.split(r"^## ", text, flags=re.M)[1:]:
+        number = part.split(".", 1)[0]
+        if number.isdigit():
+            found += [(number, k, b) for k, b in re.findall(r"^```(\w+)\n(.*?)^```", part, flags=re.M | re.S)]
+    return found
+
+
+def map_page(text: str, mapping: dict[str, str]) -> str:
+    """``text`` with each of the page's addresses (and paths) replaced by the stand-in's: the one substitution."""
+    for page, stand_in in mapping.items():
+        text = re.sub(rf"(?<![\w.]){re.escape(page)}(?![\w.])", stand_in, text)
+    return text
+
+
+def stand_in_inventory(page_yaml: str, mapping: dict[str, str], network: str, log_dirs: dict[str, str]) -> str:
+    """The page's inventory for two CPU stand-in nodes on this machine's engine: what only a GPU node has goes
+    (the NVIDIA accelerator, InfiniBand, memlock, the ImageNet mount), the nodes get one device each and a Docker
+    network of their own (one engine: on ``network: host`` both nodes would be this machine, with one name), each
+    its own log folder, and NCCL_SOCKET_IFNAME names the interface the stand-ins have (Open MPI's TCP follows it).
+    Names, addresses (mapped), queues, docker_url, ssh and the rest stay as the page has them."""
+    inventory = yaml.safe_load(page_yaml)
+    for node in inventory["nodes"]:
+        for gpu_only in ("infiniband", "infiniband_devices", "memlock", "mounts", "data_paths"):
+            del node[gpu_only]
+        node |= {"address": map_page(node["address"], mapping), "accelerator": "cpu", "gpus": 1, "network": network}
+        node["log_dir"] = log_dirs[node["name"]]
+        node["env"]["NCCL_SOCKET_IFNAME"] = "eth0"
+    return yaml.safe_dump(inventory, sort_keys=False)
+
+
+SKIPPED_ARE = {5: "ILSVRC2012_img_train.tar", 6: "im2rec.py", 7: "env: {UCX_NET_DEVICES", 13: "DLPERF_SCHEDULE="}
+"""What each skipped block (by its index in CLUSTER_BLOCKS) is about: another text there is a block to look at."""
+
+
+def test_the_cluster_guide_has_the_blocks_the_test_follows():
+    blocks = cluster_guide_blocks(CLUSTER_GUIDE.read_text())
+    assert [(s, k) for s, k, _ in blocks] == [(s, k) for s, k, _ in CLUSTER_BLOCKS]
+    skipped = {i for i, (_, _, how) in enumerate(CLUSTER_BLOCKS) if how.startswith("skip")}
+    assert skipped == set(SKIPPED_ARE)
+    for i, marker in SKIPPED_ARE.items():
+        assert marker in blocks[i][2], (CLUSTER_BLOCKS[i], blocks[i][2])
+    text = CLUSTER_GUIDE.read_text()
+    for address in (*PAGE_ADDRESSES.values(), PAGE_CENTRAL):
+        assert address in text
+    assert f"log_dir: {PAGE_LOG_DIR}" in text and f"DLPERF_NODE_LOG_DIR={PAGE_LOG_DIR}" in text
+    assert "TAG=dlperf/pytorch-reference:gpu scripts/build-images.sh" in text  # what the docker tag stands for
+
+
+def start_stand_in_node(name: str, container: str, network: str, log_dir: Path) -> str:
+    """A stand-in GPU node: sshd on port 22 at its own address on the deployment's network (which the central
+    host's containers and this host reach), a user ``dlperf`` with a password and the Docker socket's group, the
+    Docker client, this machine's engine (both nodes share it) and the node's log folder. Returns its address."""
+    gid = Path("/var/run/docker.sock").stat().st_gid
+    docker_client = os.path.realpath(shutil.which("docker", path="/usr/local/bin:/usr/bin") or "docker")
+    setup = (
+        f"groupadd -o -g {gid} docker-engine && useradd -m -s /bin/bash -G docker-engine dlperf && "
+        f"echo dlperf:{NODE_PASSWORD} | chpasswd && ssh-keygen -A && mkdir -p /run/sshd && "
+        "exec /usr/sbin/sshd -D -e -o PasswordAuthentication=yes"
+    )
+    subprocess.run(
+        ["docker", "run", "-d", "--name", container, "--hostname", name, "--network", network,
+         "--label", "dlperf.e2e=cluster-guide",
+         "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{docker_client}:/usr/local/bin/docker:ro",
+         "-v", f"{log_dir}:{log_dir}", "--entrypoint", "sh", STAND_IN_IMAGE, "-c", setup],
+        check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    address = subprocess.run(
+        ["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", container],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    import socket
+    import time
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            s.settimeout(2)
+            if s.connect_ex((address, 22)) == 0:
+                return address
+        time.sleep(0.5)
+    logs = subprocess.run(["docker", "logs", container], capture_output=True, text=True, timeout=60)
+    raise AssertionError(f"stand-in {name}: no sshd at {address}:22: {logs.stdout}{logs.stderr}")
+
+
+def cluster_guide_script(deploy: list[tuple[str, list[str]]], page: str, mapping: dict[str, str],
+                         node_dirs: dict[str, Path], node_log_dirs: dict[str, str]) -> str:  # fmt: skip
+    """The page's blocks as one script on the central host: first the deploy guide's steps 3 and 4 again (the
+    stack is up: they wait for it and sign in, giving ``UI``, ``TOKEN``, ``api``) and step 5's ``wait_run``, which
+    the page's step 8 uses; then each block as CLUSTER_BLOCKS says. The lines marked ``# stand-in`` are the test's
+    own: what a person does on the other machines (a node's copy of the repository gets the same .env)."""
+    wait_run = re.search(r"^wait_run\(\) \{.*?^\}\n", "".join(deploy[4][1]), flags=re.M | re.S)
+    assert wait_run, "docs/deploy.md step 5 defines wait_run"
+    lines = [*deploy[2][1], *deploy[3][1], wait_run.group(0)]
+    for (section, kind, body), (_, _, how) in zip(cluster_guide_blocks(page), CLUSTER_BLOCKS, strict=True):
+        if not how.startswith("run"):
+            continue
+        if kind == "bash":
+            lines.append(f"echo 'E2E step {section}'\n{map_page(body, mapping)}")
+        elif body.startswith("DLPERF_PUBLISH_ADDR="):  # the central host's .env
+            lines.append(  # each line in place of the one of that name (new-env.sh wrote them all), else added
+                'while IFS= read -r line; do name="${line%%=*}"; if grep -q "^$name=" .env; then '
+                'sed -i "s|^$name=.*|$line|" .env; else echo "$line" >> .env; fi; done <<\'E2E_ENV\'\n'
+                f"{map_page(body, mapping)}E2E_ENV\n"
+            )
+        else:  # the node worker, on each node
+            assert "--profile node-worker" in body, body
+            for node, folder in node_dirs.items():
+                command = map_page(body.replace("gpu-node-0", node), {**mapping, PAGE_LOG_DIR: node_log_dirs[node]})
+                lines.append(f"cp .env {folder}/.env  # stand-in: the node's copy of the repository\n")
+                lines.append(f"(cd {folder} && {command.strip()})\n")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def follow_cluster_guide(home: Path, env: dict[str, str], tmp_path: Path, project: str, ui: str, token: str) -> None:
+    """docs/cluster-guide.md on two stand-in nodes of the running deployment (see the module's docstring)."""
+    import json
+    import urllib.request
+
+    # the deployment's network (compose names it): the central host's containers reach the stand-ins on it
+    found = subprocess.run(
+        ["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={project}"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.split()  # fmt: skip
+    assert len(found) == 1, found
+    network = subprocess.run(
+        ["docker", "network", "inspect", "-f", "{{.Name}}", found[0]], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    uid = re.search(r"^AIRFLOW_UID=(\d+)$", (home / ".env").read_text(), re.M)
+    assert uid
+    node_dirs, log_dirs, mapping = {}, {}, {PAGE_CENTRAL: PUBLISH_ADDR}
+    for node in NODES:
+        log_dir = tmp_path / f"{node}-logs"  # the node's log folder: it exists, and the node worker writes in it
+        log_dir.mkdir()
+        os.chown(log_dir, int(uid.group(1)), 0)
+        log_dirs[node] = str(log_dir)
+        mapping[PAGE_ADDRESSES[node]] = start_stand_in_node(node, f"{project}-{node}", network, log_dir)
+    if not (home / ".venv").exists():  # the page's `make venv`: this checkout's venv (dlperf installed -e) stands in
+        (home / ".venv").symlink_to(REPO / ".venv")
+    page = CLUSTER_GUIDE.read_text()
+    (home / "inventories" / "my-cluster.yaml").write_text(
+        stand_in_inventory(cluster_guide_blocks(page)[0][2], mapping, f"{project}-cluster", log_dirs)
+    )
+    for node in NODES:  # each node's copy of the repository (with the inventory), as the page's step 6 says
+        node_dirs[node] = tmp_path / f"{project}-{node}"
+        shutil.copytree(home, node_dirs[node], symlinks=True, ignore=shutil.ignore_patterns("wheels", ".venv", "ssh"))
+    # the page's GPU build (BASE_IMAGE=nvcr.io/... TAG=dlperf/pytorch-reference:gpu scripts/build-images.sh) needs
+    # nvcr.io: the CPU build stands in under the GPU build's name (the stand-in nodes train on CPU)
+    if image_id(GPU_IMAGE) not in ("", image_id(STAND_IN_IMAGE)):
+        pytest.skip(f"{GPU_IMAGE} is a real build here: the CPU build would have to take its name")
+    subprocess.run(["docker", "tag", STAND_IN_IMAGE, GPU_IMAGE], check=True)
+    askpass = tmp_path / "askpass"  # ssh-copy-id's password prompt, answered as its user would
+    askpass.write_text(f"#!/bin/sh\necho {NODE_PASSWORD}\n")
+    askpass.chmod(0o755)
+    if shutil.which("sudo") is None and os.geteuid() == 0:  # root, without sudo installed: sudo X is X
+        sudo = tmp_path / "sudo-bin" / "sudo"
+        sudo.parent.mkdir()
+        sudo.write_text('#!/bin/sh\nexec "$@"\n')
+        sudo.chmod(0o755)
+        env = env | {"PATH": f"{sudo.parent}:{env['PATH']}"}
+    user_home = tmp_path / "operator"  # the person's own home, with the ~/.ssh ssh-copy-id works in
+    (user_home / ".ssh").mkdir(parents=True, mode=0o700)
+    env = env | {"HOME": str(user_home), "SSH_ASKPASS": str(askpass), "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"}
+    script = cluster_guide_script(guide_steps(GUIDE.read_text()), page, mapping, node_dirs, log_dirs)
+    guide = run_bash(script, home, env, CLUSTER_GUIDE_TIMEOUT_S)
+    if guide.returncode != 0:
+        logs = "".join(
+            run_bash("docker compose logs --tail 40 airflow-node-worker", folder, env, 120).stdout
+            for folder in node_dirs.values()
+        )
+        raise AssertionError(f"{guide.stdout[-8000:]}\n{guide.stderr[-6000:]}\n{logs[-8000:]}")
+    out = guide.stdout
+    said = re.split(r"^E2E step \d\n", out, flags=re.M)[1:]  # each run block's output, in the page's order
+    assert "## node 0: gpu-node-0" in said[0] and "## node 1: gpu-node-1" in said[0], said[0]  # dlperf commands
+    runtimes = re.findall(r"^\{.*\}$", said[1], re.M)  # the ssh loop: each node's engine answered, its runtimes
+    assert len(runtimes) == 2 and all('"runc"' in r for r in runtimes), said[1]
+    assert said[2].split() == [f"image={GPU_IMAGE}"], said[2]
+    assert said[3].count(f"Loaded image: {GPU_IMAGE}") == 2, said[3]
+    assert "cluster-check-1: success" in out, out[-4000:]
+    rows = re.findall(r"^\s*(\S+)\s*\|\s*(\w+)\s*\|\s*([\d.]+)\s*\|", out.split("samples_per_s", 1)[-1], re.M)
+    assert sorted((key.split("/")[0], status) for key, status, _ in rows) == [
+        ("pytorch_reference", "ok"), ("pytorch_reference_mpi", "ok")], rows  # fmt: skip
+    assert all("2n1g" in key and float(tput) > 0 for key, _, tput in rows), rows
+    # each node's part ran as its own task on its own queue (its node worker); preflight checked both nodes over ssh
+    # (it stores the cases of a node it fails as failed rows, not ok)
+    request = urllib.request.Request(
+        f"{ui}/api/v2/dags/dlperf_benchmark/dagRuns/cluster-check-1/taskInstances?limit=100",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        tis = json.load(answer)["task_instances"]
+    on_nodes = sorted((t["task_id"], t["state"], t["queue"]) for t in tis if t["task_id"].startswith("case_run.on_"))
+    assert on_nodes == sorted((f"case_run.on_{n}", "success", n) for n in NODES for _ in range(2)), on_nodes
+    assert any(t["task_id"] == "preflight" and t["state"] == "success" for t in tis), tis
+
+
+def image_id(image: str) -> str:
+    """The engine's id of ``image`` ("" when it has none of that name)."""
+    found = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image], capture_output=True, text=True)
+    return found.stdout.strip() if found.returncode == 0 else ""
+
+
+def remove_cluster_stand_ins(project: str, tmp_path: Path, env: dict[str, str]) -> list[str]:
+    """Stop the node workers, remove the stand-in nodes, their network and the GPU tag; what could not be."""
+    problems = []
+    for node in NODES:
+        folder = tmp_path / f"{project}-{node}"
+        if folder.is_dir():
+            down = run_bash("docker compose --profile node-worker down -v", folder, env, 300)
+            if down.returncode != 0:
+                problems.append(f"{node} worker: {down.stderr[-500:]}")
+            problems += project_leftovers(folder.name)
+        subprocess.run(["docker", "rm", "-f", f"{project}-{node}"], capture_output=True, timeout=120)
+    subprocess.run(["docker", "network", "rm", f"{project}-cluster"], capture_output=True, timeout=120)
+    if image_id(GPU_IMAGE) == image_id(STAND_IN_IMAGE):  # the stand-in's name, not a real GPU build
+        subprocess.run(["docker", "rmi", GPU_IMAGE], capture_output=True, timeout=120)
+    return problems
