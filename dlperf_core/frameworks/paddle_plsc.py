@@ -74,6 +74,41 @@ def paddle_launch(*flags: str) -> list[str]:
     return ["python", "-m", "paddle.distributed.launch", *flags, "--log_dir=/tmp/paddle-launch-log"]
 
 
+def engine_argv(
+    case: Case,
+    nodes: tuple[Node, ...],
+    rank: int,
+    ctx: LaunchContext,
+    config: str,
+    launcher_flags: list[str],
+    overrides: list[str],
+) -> tuple[str, ...]:
+    """PLSC 2.4's engine under PaddlePaddle 3's launcher on node ``rank``: PLSC's train.py with ``config``, the
+    case's batch and step count as ``-o`` overrides, then ``overrides`` and the suite's extra arguments. Paddle 3's
+    launcher starts the rendezvous server only where ``--master``'s host is 127.0.0.1 or the node's own IP (a
+    hostname never matches: "master not ready" forever), so node 0 names itself 127.0.0.1 and the others node 0's
+    address; the trainers' endpoints are the nodes' IPs."""
+    return (
+        *paddle_launch(
+            f"--master={'127.0.0.1' if rank == 0 else nodes[0].reach_address}:{ctx.master_port}",
+            f"--nnodes={len(nodes)}",
+            f"--rank={rank}",
+            f"--nproc_per_node={case.gpus_per_node}",
+            *launcher_flags,
+            "--max_restart=0",
+        ),
+        f"{PLSC_CPU}/train.py",
+        "-c",
+        config,
+        "-o",
+        f"DataLoader.Train.sampler.batch_size={case.batch_size_per_device}",
+        "-o",
+        f"Global.max_train_step={case.warmup_iterations + case.measured_iterations}",
+        *overrides,
+        *case.extra_args,
+    )
+
+
 class PaddlePlsc(FrameworkAdapter):
     name: ClassVar[str] = "paddle_plsc"
     models: ClassVar[frozenset[str]] = frozenset({GPU_MODEL, CPU_MODEL})
@@ -149,36 +184,23 @@ class PaddlePlsc(FrameworkAdapter):
 
     def engine_launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         """GPU nodes in an engine release (PaddlePaddle 3 + PLSC 2.4, docker/paddle-plsc/): the CPU path's launch
-        (PaddlePaddle 3's launcher on every node, the same master rule, PLSC's train.py with -o overrides) with the
-        GPU config (112x112), the case's GPUs as ``--devices``, the ``num_classes`` option as the class count and,
-        for amp, PLSC's FP16 at level O1. Trains ``arcface_resnet50``, the seed's network at the seed's size."""
-        iterations = case.warmup_iterations + case.measured_iterations
-        out = []
-        for rank, node in enumerate(nodes):
-            argv = [
-                *paddle_launch(
-                    f"--master={'127.0.0.1' if rank == 0 else nodes[0].reach_address}:{ctx.master_port}",
-                    f"--nnodes={len(nodes)}",
-                    f"--rank={rank}",
-                    f"--nproc_per_node={case.gpus_per_node}",
-                    f"--devices={','.join(str(i) for i in range(case.gpus_per_node))}",
-                    "--max_restart=0",
-                ),
-                f"{PLSC_CPU}/train.py",
-                "-c",
-                PLSC_GPU_CONFIG,
-                "-o",
-                f"DataLoader.Train.sampler.batch_size={case.batch_size_per_device}",
-                "-o",
-                f"Global.max_train_step={iterations}",
-                "-o",
-                f"Model.class_num={self.option(case, 'num_classes')}",
-                *(["-o", "FP16.level=O1"] if case.precision == "amp" else []),
-                *case.extra_args,
-            ]
-            env = {"PYTHONUNBUFFERED": "1", "FLAGS_cudnn_exhaustive_search": "0", **fp32_env(case)}
-            out.append(NodeLaunch(node=node, node_rank=rank, argv=tuple(argv), env=env))
-        return out
+        (:func:`engine_argv`) with the GPU config (112x112), the case's GPUs as ``--devices``, the ``num_classes``
+        option as the class count and, for amp, PLSC's FP16 at level O1. Trains ``arcface_resnet50``, the seed's
+        network at the seed's size."""
+        overrides = ["-o", f"Model.class_num={self.option(case, 'num_classes')}"]
+        if case.precision == "amp":
+            overrides += ["-o", "FP16.level=O1"]
+        devices = ",".join(str(i) for i in range(case.gpus_per_node))  # the container's own numbering of its GPUs
+        env = {"PYTHONUNBUFFERED": "1", "FLAGS_cudnn_exhaustive_search": "0", **fp32_env(case)}
+        return [
+            NodeLaunch(
+                node=node,
+                node_rank=rank,
+                argv=engine_argv(case, nodes, rank, ctx, PLSC_GPU_CONFIG, [f"--devices={devices}"], overrides),
+                env=dict(env),
+            )
+            for rank, node in enumerate(nodes)
+        ]
 
     def cpu_launches(self, case: Case, nodes: tuple[Node, ...], ctx: LaunchContext) -> list[NodeLaunch]:
         """PLSC 2.4's engine on PaddlePaddle 3.3 CPU (see the module docstring): ``arcface_iresnet50``, the only
@@ -187,29 +209,9 @@ class PaddlePlsc(FrameworkAdapter):
         whatever ``loss_type`` says: the ``dist_*`` variants are model parallel (NCCL), and the config's class
         count is the CPU config's (``num_classes`` is the GPU seed's 85742; shrink or change it with
         ``-o Model.class_num=N`` in extra_args)."""
-        iterations = case.warmup_iterations + case.measured_iterations
         out = []
         for rank, node in enumerate(nodes):
-            # Paddle 3's launcher starts the rendezvous server only where --master's host is 127.0.0.1 or
-            # the node's own IP (a hostname never matches: "master not ready" forever), so node 0 names
-            # itself 127.0.0.1 and the others node 0's address; the trainers' endpoints are the nodes' IPs.
-            argv = [
-                *paddle_launch(
-                    f"--master={'127.0.0.1' if rank == 0 else nodes[0].reach_address}:{ctx.master_port}",
-                    f"--nnodes={len(nodes)}",
-                    f"--rank={rank}",
-                    f"--nproc_per_node={case.gpus_per_node}",
-                    "--max_restart=0",
-                ),
-                f"{PLSC_CPU}/train.py",
-                "-c",
-                PLSC_CPU_CONFIG,
-                "-o",
-                f"DataLoader.Train.sampler.batch_size={case.batch_size_per_device}",
-                "-o",
-                f"Global.max_train_step={iterations}",
-                *case.extra_args,
-            ]
+            argv = engine_argv(case, nodes, rank, ctx, PLSC_CPU_CONFIG, [], [])
             env = {"PYTHONUNBUFFERED": "1"}
             if ctx.cpu_threads_per_process:
                 env["OMP_NUM_THREADS"] = str(ctx.cpu_threads_per_process)
