@@ -15,6 +15,7 @@ another image (the e2e test of the seeds on CPU uses it).
 
 from __future__ import annotations
 
+import re
 import shlex
 
 RANK_ENV_LOG = "DLPERF_LOG_RANK_ENV"
@@ -70,7 +71,8 @@ def mpi_rank_prefix(ssh_dir: str, *, log: bool) -> list[str]:
     path = shlex.quote(f"{ssh_dir}/{ENVIRONMENT_FILE}")
     steps = [f"if [ -r {path} ]; then . {path}; fi"]
     if log:
-        steps.append(f'env | sed "s/^/{RANK_ENV_MARK} ${{OMPI_COMM_WORLD_RANK:-?}} /"')
+        # sed -u: a write per line (mpirun tags what each write brings; a 4 KB buffer would cut a line in two)
+        steps.append(f'env | sed -u "s/^/{RANK_ENV_MARK} ${{OMPI_COMM_WORLD_RANK:-?}} /"')
     steps.append('exec "$@"')
     return ["bash", "-c", "; ".join(steps), "dlperf-rank"]
 
@@ -93,3 +95,19 @@ def mpi_interface_env(env: dict[str, str]) -> dict[str, str]:
         return {}
     derived = {"OMPI_MCA_btl_tcp_if_include": value, "OMPI_MCA_oob_tcp_if_include": value}
     return {name: v for name, v in derived.items() if name not in env}
+
+
+MPI_OUTPUT_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
+"""The tag ``mpirun --tag-output`` puts before what each read of a rank's output brings (``[1,0]<stdout>:``): at a
+line's start, and inside a line that reached mpirun in two pieces."""
+RANK_ENV_LINE = re.compile(rf"{RANK_ENV_MARK} (\S+) ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def rank_environments(log_text: str) -> dict[str, dict[str, str]]:
+    """``{rank: {name: value}}`` from the :data:`RANK_ENV_MARK` lines of a node's log (pure), mpirun's output tags
+    taken out wherever they stand (a line that came through in two pieces is one again)."""
+    ranks: dict[str, dict[str, str]] = {}
+    for line in log_text.splitlines():
+        if match := RANK_ENV_LINE.search(MPI_OUTPUT_TAG.sub("", line)):
+            ranks.setdefault(match[1], {})[match[2]] = match[3]
+    return ranks

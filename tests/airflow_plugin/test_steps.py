@@ -228,9 +228,9 @@ def _executed(case: Case, inventory: str | None, log: Path, repeat: int, failure
 
 
 def test_the_store_step_stores_the_adapters_origin(store: ResultStore, dialect_url: str, tmp_path, monkeypatch):
-    """The OneFlow CPU log through store_result: on CPU nodes dlperf's driver printed it, on nvidia nodes (the
-    GPU image) OneFlow-Benchmark would have (planning asked the adapter); a failed repeat keeps its origin; a planned
-    run without one is unknown."""
+    """The OneFlow CPU log through store_result: on CPU nodes dlperf's driver printed it, on nvidia nodes in the
+    seed's release 0.1.8 (its GPU image) OneFlow-Benchmark would have (planning asked the adapter); a failed repeat
+    keeps its origin; a planned run without one is unknown."""
     monkeypatch.setenv("DLPERF_DB_URL", dialect_url)
     monkeypatch.setenv("DLPERF_SPOOL_DIR", str(tmp_path / "spool"))
     case = a_case("oneflow", nodes=1, gpus=2, batch=4)
@@ -238,10 +238,11 @@ def test_the_store_step_stores_the_adapters_origin(store: ResultStore, dialect_u
     cpu, gpu = str(_inventory_file(tmp_path, "cpu")), str(_inventory_file(tmp_path, "nvidia"))
     verdict = steps.store_step(_executed(case, cpu, ONEFLOW_LOG, 0), ids)
     assert verdict.status == "ok", verdict.reason
-    assert steps.store_step(_executed(case, gpu, ONEFLOW_LOG, 1), ids).status == "ok"
+    seed_release = replace(case, options=(("release", "0.1.8"),))
+    assert steps.store_step(_executed(seed_release, gpu, ONEFLOW_LOG, 1), ids).status == "ok"
     assert steps.store_step(_executed(case, cpu, ONEFLOW_LOG, 2, failure="exit code 1"), ids).status == "failed"
     assert steps.store_step(_executed(case, None, ONEFLOW_LOG, 3), ids).status == "ok"
-    rows = store.results(run_id=ids.run_id).set_index("repeat")
+    rows = store.results(run_id=ids.run_id).set_index("repeat").sort_index()
     assert list(rows["figure_origin"].fillna("NULL")) == ["dlperf", "framework", "dlperf", "NULL"]
 
 

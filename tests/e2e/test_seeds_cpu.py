@@ -25,7 +25,8 @@ import pytest
 import yaml
 
 from dlperf_core.frameworks import get_adapter
-from dlperf_core.frameworks.rank_env import RANK_ENV_LOG, RANK_ENV_MARK
+from dlperf_core.frameworks.rank_env import RANK_ENV_LOG
+from dlperf_core.frameworks.rank_env import rank_environments as rank_environments_in
 from dlperf_core.parsing import parse_file
 from dlperf_core.plan.cases import expand_cases
 from dlperf_core.plan.suite import load_suite
@@ -85,7 +86,6 @@ def run_suite(tmp_path, pg_url, suite: str, *args: str) -> subprocess.Popen:
 # printing its environment (DLPERF_LOG_RANK_ENV), set on a copy of the suite and of its inventory
 SUITE_ENV = {RANK_ENV_LOG: "1", "DLPERF_E2E_SUITE": "seeds-cpu", "DLPERF_E2E_SHARED": "suite"}
 NODE_ENV = {"DLPERF_E2E_NODE": "{name}", "DLPERF_E2E_SHARED": "{name}"}  # the node's own wins over the suite's
-RANK_LINE = re.compile(rf"{RANK_ENV_MARK} (\S+) ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 def with_settings(tmp_path: Path) -> Path:
@@ -114,9 +114,8 @@ def rank_environments(log_dir: Path) -> dict[str, dict[str, str]]:
     """{rank: {name: value}} from the dlperf-rank-env lines of every node log of a case run."""
     ranks: dict[str, dict[str, str]] = {}
     for log in sorted(log_dir.glob("node*.log")):
-        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-            if match := RANK_LINE.search(line):
-                ranks.setdefault(match[1], {})[match[2]] = match[3]
+        for rank, env in rank_environments_in(log.read_text(encoding="utf-8", errors="replace")).items():
+            ranks.setdefault(rank, {}).update(env)
     return ranks
 
 

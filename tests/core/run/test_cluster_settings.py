@@ -26,6 +26,7 @@ from dlperf_core.frameworks.rank_env import (
     mpi_interface_env,
     mpi_rank_prefix,
     per_node_logging,
+    rank_environments,
     sshd_with_environment,
 )
 from dlperf_core.model import Case, CaseRun, RunIds
@@ -216,6 +217,23 @@ def test_the_ranks_sshd_starts_get_their_nodes_environment_back(tmp_path):
         check=True,
     )
     assert done.stdout.strip() == "ib0"
+
+
+def test_rank_environments_are_read_whole_where_mpirun_tagged_a_line_twice():
+    """mpirun --tag-output tags what each read of a rank's output brings: a line written in two pieces came out as
+    below (a CI run's MindSpore 2n1g log, 2026-11-29), which a reader must join again."""
+    log = (
+        "[1,1]<stdout>:dlperf-rank-env 1 HOSTNAME=node1\n"
+        "[1,1]<stdout>:dlperf-ra[1,1]<stdout>:nk-env 1 ONEDNN_MAX_CPU_ISA=AVX2\n"
+        "[1,0]<stdout>:dlperf-rank-env 0 ONEDNN_MAX_CPU_ISA=AVX2\n"
+        "dlperf-rank-env 2 A=b=c\n"  # a per-node launcher's rank: no tag
+        "epoch: 1 step: 5, loss is 2.3\n"
+    )
+    assert rank_environments(log) == {
+        "1": {"HOSTNAME": "node1", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+        "0": {"ONEDNN_MAX_CPU_ISA": "AVX2"},
+        "2": {"A": "b=c"},
+    }
 
 
 def test_per_node_launchers_ranks_print_their_environment_and_the_images_sitecustomize_still_runs(tmp_path):
