@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check-test-budget.sh SECONDS: fail when the test suite's wall time (SECONDS, measured by .ci/run) is over its
 # budget on this machine class (2 cores, 24 GiB). Two limits:
-#   - the budget, DLPERF_TEST_BUDGET_S (default 1800 s) at the speed of the machine it was set on, scaled by this
+#   - the budget, DLPERF_TEST_BUDGET_S (default 2100 s) at the speed of the machine it was set on, scaled by this
 #     machine's speed: a 10-million-iteration Python loop took REFERENCE_LOOP_S there; a slower CPU of the same
 #     class (sessions of this project have had CPUs of different speeds) gets a proportionally larger budget, a
 #     faster one no smaller. This catches a change that slows the tests down, when it is made.
@@ -23,7 +23,7 @@ print(f"{best:.3f}")'
 }
 if [ "${1:-}" = "--loop" ]; then loop; exit 0; fi  # .ci/run times the loop before the tests too
 seconds="${1:?usage: check-test-budget.sh SECONDS}"
-budget="${DLPERF_TEST_BUDGET_S:-1800}"
+budget="${DLPERF_TEST_BUDGET_S:-2100}"
 ceiling="${DLPERF_TEST_CEILING_S:-3000}"
 REFERENCE_LOOP_S=0.64 # AMD EPYC, 2 cores, 2026-11-28: the machine docs/ci.md's figures come from
 loop_s="$(loop)"
