@@ -40,11 +40,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from dlperf_core.errors import ConfigError, format_validation_error
 
@@ -129,6 +137,10 @@ def check_env(value: object) -> object:
     return out
 
 
+ClusterEnv = Annotated[dict[str, str], BeforeValidator(check_env)]
+"""An ``env:`` mapping as suites, benchmarks and inventory nodes declare it, checked by :func:`check_env`."""
+
+
 NETWORK_DOCKER_SCHEMES = ("tcp", "http", "https")
 """docker_url schemes that reach the engine over the network (``unix://`` and ``ssh://`` do not need TLS)."""
 DOCKER_CONN_PREFIX = "dlperf_docker_"
@@ -190,12 +202,7 @@ class Node(BaseModel):
     device_memory_mb: int | None = Field(None, ge=64)
     # Environment variables set on every rank of a case on this node (the cluster's settings: NCCL_SOCKET_IFNAME,
     # NCCL_IB_HCA, UCX_NET_DEVICES, ...); over the suite's and the benchmark's (dlperf_core.model.cluster_env).
-    env: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: object) -> object:
-        return check_env(value)
+    env: ClusterEnv = Field(default_factory=dict)
 
     @field_validator("gpus", mode="before")
     @classmethod

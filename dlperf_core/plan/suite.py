@@ -39,7 +39,7 @@ from pydantic import (
     model_validator,
 )
 
-from dlperf_core.cluster.inventory import check_env
+from dlperf_core.cluster.inventory import ClusterEnv
 from dlperf_core.errors import ConfigError, format_validation_error
 from dlperf_core.measure.maxbatch import MaxBatchSearch
 from dlperf_core.model import Topology
@@ -113,7 +113,7 @@ class Benchmark(BaseModel):
     compile: tuple[bool, ...] | None = Field(
         None, description="run under torch.compile: true, false or [false, true] (both; PyTorch workloads only)"
     )
-    env: dict[str, str] = Field(
+    env: ClusterEnv = Field(
         default_factory=dict, description="variables set on every rank, over the suite's (an inventory node's win)"
     )
 
@@ -121,11 +121,6 @@ class Benchmark(BaseModel):
     @classmethod
     def _compile(cls, value: Any) -> Any:
         return _compile_modes(value)
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> Any:
-        return check_env(value)
 
     @property
     def search_only(self) -> bool:
@@ -188,7 +183,7 @@ class Suite(BaseModel):
     timeout_s: float = Field(3600.0, gt=0, description="wall-clock limit of one case run")
     watchdog_s: float | None = Field(600.0, gt=0, description="fail a run whose log shows no progress this long")
     benchmarks: tuple[Benchmark, ...] = Field(min_length=1)
-    env: dict[str, str] = Field(
+    env: ClusterEnv = Field(
         default_factory=dict,
         description="variables set on every rank of every case (the cluster's settings: NCCL_*, UCX_*, ...)",
     )
@@ -205,11 +200,6 @@ class Suite(BaseModel):
     @classmethod
     def _compile(cls, value: Any) -> Any:
         return _compile_modes(value) if value is not None else (False,)
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> Any:
-        return check_env(value)
 
     def env_for(self, bench: Benchmark) -> dict[str, str]:
         """The variables a case of ``bench`` sets on every rank: the suite's, then the benchmark's over them (an
