@@ -1,10 +1,11 @@
 """MindSpore ResNet-50 v1.5 (seed 000): model_zoo ResNet at the seed's commit in the MindSpore GPU image.
 
-Release ``1.1.0`` (the seed's, below) has the 1.1 model zoo. The default, ``2.0.0`` (CUDA 11.1: Ampere, not
-Hopper; MindSpore has no CUDA 12 GPU build), has mindspore-ai/models r2.0's ResNet ``train.py``, which reads a YAML
-config and makes a flag of each key: the same settings go in as ``--config_path`` (dlperf's config) and keys
-(``--net_name``, ``--data_path``, ``--train_steps``, ...), and ``docker/mindspore/train-r2.0.py.patch`` makes it
-honour them (:meth:`MindsporeResnet.models_train_args`).
+Release ``1.1.0`` (the seed's, below) has the 1.1 model zoo. The default, ``2.3.1`` (MindSpore's last GPU release;
+CUDA 11.6: Ampere, not Ada or Hopper; MindSpore has no CUDA 12 GPU build), and ``2.0.0`` (CUDA 11.1) have the ResNet
+``train.py`` of mindspore-ai/models (d70060f3 and r2.0: the same file), which reads a YAML config and makes a flag
+of each key: the same settings go in as ``--config_path`` (dlperf's config) and keys (``--net_name``,
+``--data_path``, ``--train_steps``, ...), and ``docker/mindspore/train-r2.0.py.patch`` makes it honour them
+(:meth:`MindsporeResnet.models_train_args`).
 
 The seed's changes to ``train.py`` (batch size, train steps, sink steps, fp32/fp16 dtype, dynamic loss
 scale, no checkpoints) are the patch ``docker/mindspore/train.py.patch``, applied when the image is built.
@@ -86,7 +87,7 @@ class MindsporeResnet(FrameworkAdapter):
         return args + list(case.extra_args)
 
     def models_train_args(self, case: Case) -> list[str]:
-        """MindSpore 2.x on GPUs (docker/mindspore/, mindspore-ai/models r2.0): the same settings as the seed's,
+        """MindSpore 2.x on GPUs (docker/mindspore/, mindspore-ai/models' ResNet): the same settings as the seed's,
         spelled as that train.py's config keys (``--net_name``, ``--data_path``) after dlperf's config."""
         args = [
             "python",

@@ -63,6 +63,9 @@ class Release:
 SEED_GPUS = "Volta, as the seed ran (V100); not Ampere, not Hopper (CUDA 10)"
 DLE = "NVIDIA/DeepLearningExamples"
 DLE_LAST = "729963dd47e7c8bd462ad10bfac7a7b0b604e6dd"  # DeepLearningExamples' last commit (2024-04-04)
+# mindspore-ai/models: the last commit to change official/cv/ResNet in the newest snapshot reachable here (master,
+# 2023-06-29; branch r2.3 was not reachable); its train.py and model_utils/config.py are r2.0's unchanged
+MODELS_RESNET_LAST = "d70060f39cb000bdcfe7f581199e74e66fb80617"
 
 RELEASES: tuple[Release, ...] = (
     Release(
@@ -172,13 +175,45 @@ RELEASES: tuple[Release, ...] = (
             " 2.0.0-alpha installs 'Python 3.7 and CUDA 11.1', whose minimum driver is 450.80.02;"
             " cnblogs.com/dechinphy/p/mindspore-2-4.html: MindSpore's releases after 2.3 have no GPU backend;"
             " PyPI's mindspore-gpu ends at 1.10.0 (2023-03); mindspore-ai/models branch r2.0 last changed"
-            " official/cv/ResNet/train.py in 27da1576 (2023-06-29). That the PyPI wheel mindspore==2.0.0 carries"
-            " the GPU backend, 2.0.0's own CUDA and the base image's tag were not read: unverified"
+            " official/cv/ResNet/train.py in 27da1576 (2023-06-29); PyPI's mindspore==2.0.0 wheel (cp39"
+            " manylinux1, read here) carries GPU plugins for CUDA 10.1, 11.1 and 11.6 (lib/plugin/"
+            "libmindspore_gpu.so.10.1, .11.1 and .11.6; .11.6 names libcudart.so.11.0, libcudnn.so.8 and libcublas.so.11; the"
+            " CUDA 11 kernels' PTX targets sm_60 and sm_86). The base image's tag was not read: unverified"
         ),
         notes=(
-            "not MindSpore's last GPU release (2.3, CUDA 11.x, no Hopper build either): its model zoo branch"
-            " (mindspore-ai/models r2.3) could not be fetched here, r2.0 is the newest; the model zoo's ResNet"
-            " train.py at r2.0 with train-r2.0.py.patch and dlperf's config (the seed's settings as config keys)"
+            "the model zoo's ResNet train.py at r2.0 with train-r2.0.py.patch and dlperf's config (the seed's"
+            " settings as config keys); kept selectable beside 2.3.1, the last GPU release"
+        ),
+    ),
+    Release(
+        framework="mindspore",
+        name="2.3.1",
+        image="dlperf/mindspore:2.3.1",
+        base_image="nvidia/cuda:11.6.2-cudnn8-runtime-ubuntu20.04",
+        source_repo="mindspore-ai/models",
+        source_commit=MODELS_RESNET_LAST,
+        cuda="11.6",
+        min_driver="510.39.01",
+        generations=(
+            "Volta, Turing, Ampere; not Ada, not Hopper (CUDA 11.6 predates them, and MindSpore built no CUDA 12"
+            " GPU backend: its releases after 2.3 have none; not measured)"
+        ),
+        sources=(
+            "mindspore-ai/mindspore RELEASE.md: 'MindSpore 2.3.1 Release Notes' (2.3.1 the last of 2.3);"
+            " cnblogs.com/dechinphy/p/mindspore-2-4.html: the releases after 2.3 carry no GPU backend;"
+            " mindspore-ai/mindspore scripts/install/ubuntu-gpu-pip.sh at 90e3d516 (its 2.x GPU installer, wheels"
+            " under MindSpore/unified/): CUDA 11.6 its default (10.1, 11.1, 11.6 its choices), minimum driver"
+            " 510.39.01 for 11.6, cuDNN 8.5.0.96; mindspore-ai/models: d70060f3 (2023-06-29, master) is the last"
+            " change to official/cv/ResNet in the newest snapshot reachable here (2023-07-17), and its train.py and"
+            " src/model_utils/config.py are r2.0's (27da1576) unchanged. Unverified: that PyPI's mindspore==2.3.1"
+            " wheel carries the GPU plugin for CUDA 11.6 as 2.0.0's does (this machine's PyPI mirror has no 2.3.1),"
+            " the base image's tag, and that this train.py runs on 2.3.1 (the model zoo's r2.3 branch was not"
+            " reachable)"
+        ),
+        notes=(
+            "MindSpore's last GPU release (the default): the same recipe as 2.0.0 (the model zoo's ResNet train.py"
+            " with train-r2.0.py.patch and dlperf's config) on MindSpore 2.3.1 and CUDA 11.6; does not run on"
+            " Hopper: preflight refuses it there"
         ),
     ),
     Release(
@@ -269,7 +304,7 @@ RELEASES: tuple[Release, ...] = (
 DEFAULT_RELEASE: dict[str, str] = {
     "ngc_pytorch": "25.12",
     "ngc_mxnet": "24.06",
-    "mindspore": "2.0.0",
+    "mindspore": "2.3.1",
     "oneflow": "1.0.0",
     "paddle_plsc": "3.2.0",
 }

@@ -139,8 +139,8 @@ def test_cpu_recipe_pins_exact_versions_and_documents_itself(recipe):
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch not installed")
 def test_mindspore_r2_patch_applies_at_the_model_zoo_lines(tmp_path):
-    """train-r2.0.py.patch (release 2.0.0) changes mindspore-ai/models r2.0's official/cv/ResNet/train.py (commit
-    27da1576) at these lines, as git show prints them, into train steps in sinks, a TimeMonitor, amp by dtype."""
+    """train-r2.0.py.patch (releases 2.0.0 and 2.3.1) changes mindspore-ai/models' official/cv/ResNet/train.py (r2.0's
+    commit 27da1576; d70060f3's, 2.3.1's, is the same file) at these lines, as git show prints them, into train steps in sinks, a TimeMonitor, amp by dtype."""
     originals = {
         21: "from mindspore.train.callback import ModelCheckpoint, CheckpointConfig",
         167: "    loss_scale = ms.FixedLossScaleManager(config.loss_scale, drop_overflow_update=False)",

@@ -16,8 +16,9 @@ def row(r: Release) -> str:
     driver = r.min_driver or "unverified"
     if r.compat_drivers:
         driver += " (data center GPUs: " + ", ".join(f"{low}+" for _, low in r.compat_drivers) + ")"
+    name = f"`{r.name}` ({role})" if role else f"`{r.name}`"
     return (
-        f"| `{r.framework}` | `{r.name}` ({role}) | `{r.image}` from `{r.base_image}` | {r.cuda} | {r.generations}"
+        f"| `{r.framework}` | {name} | `{r.image}` from `{r.base_image}` | {r.cuda} | {r.generations}"
         f" | {driver} | {r.sources} |"
     )
 

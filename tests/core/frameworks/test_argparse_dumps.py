@@ -50,8 +50,10 @@ RELEASE_PROGRAMS = {
         ("launch", "oneflow.distributed.launch"),  # Oneflow-Inc/oneflow v1.0.0
         ("train", "/workspace/cnns/of_cnn_train_val.py"),  # dlperf's driver (docker/oneflow-cpu/)
     ],
-    # the model zoo's ResNet train.py of mindspore-ai/models r2.0 (the seed's 1.1 model zoo is on gitee: not dumped)
+    # the model zoo's ResNet train.py of mindspore-ai/models r2.0 and d70060f3 (the seed's 1.1 model zoo is on gitee:
+    # not dumped)
     ("mindspore", "2.0.0"): [("train", "/workspace/resnet/train.py")],
+    ("mindspore", "2.3.1"): [("train", "/workspace/resnet/train.py")],
     ("paddle_plsc", "3.2.0"): [
         ("launch", "paddle.distributed.launch"),  # PaddlePaddle 3's launcher
         ("train", "/workspace/plsc/train.py"),  # PLSC 2.4's tools/train.py (its flags: plsc/utils/config.py)

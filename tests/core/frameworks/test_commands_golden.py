@@ -201,9 +201,10 @@ def test_mindspore_uses_the_seed_train_py_arguments(cluster):
 
 
 def test_mindspore_default_release_speaks_the_models_train_py(cluster):
-    """MindSpore 2.0.0 (the default): mindspore-ai/models r2.0's train.py takes dlperf's config and its keys as
-    flags (--net_name, --data_path); the seed's settings (train steps, sinks, dtype) are keys train-r2.0.py.patch
-    reads; across nodes under mpirun as the seed. Its CUDA 11.1 predates Hopper: preflight refuses it there."""
+    """MindSpore 2.3.1 (the default, its last GPU release): mindspore-ai/models' ResNet train.py takes dlperf's
+    config and its keys as flags (--net_name, --data_path); the seed's settings (train steps, sinks, dtype) are keys
+    train-r2.0.py.patch reads; across nodes under mpirun as the seed. Its CUDA 11.6 predates Hopper (and Ada):
+    preflight refuses it there."""
     node0, *others = launches(case("mindspore", "2n8g", "amp"), cluster)
     mpirun = shlex.split(node0.argv[-1].splitlines()[-1])[1:]
     assert mpirun[:2] == ["mpirun", "--allow-run-as-root"] and [o.role for o in others] == ["sshd"]
@@ -215,7 +216,9 @@ def test_mindspore_default_release_speaks_the_models_train_py(cluster):
     for key in ("train_steps", "data_sink_steps", "dtype"):
         assert f"\n{key}: " in config and f"config.{key}" in patch
     release = get_adapter("mindspore").release(case("mindspore", "1n1g"))
-    assert "predates Hopper" in release.runs_on((9, 0)) and release.runs_on((8, 0)) is None
+    assert release.name == "2.3.1" and release.cuda == "11.6"
+    assert "predates Hopper" in release.runs_on((9, 0)) and "predates Ada" in release.runs_on((8, 9))
+    assert release.runs_on((8, 0)) is None
 
 
 def test_paddle_plsc_gives_every_node_the_cluster_and_its_own_ip(cluster):

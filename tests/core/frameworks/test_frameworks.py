@@ -329,10 +329,10 @@ def test_mindspore_gpu_branch_untouched_by_cpu():
     assert image == "dlperf/mindspore:1.1.0"
     assert "--device_target=GPU" in launch.argv[2] and "--dataset_path=/data/imagenet/train" in launch.argv[2]
     assert launch.env == {"PYTHONUNBUFFERED": "1", "NVIDIA_TF32_OVERRIDE": "0"}  # fp32 without TF32
-    # the default (MindSpore 2.0.0): the models repository's train.py, the same settings as its config's keys
+    # the default (MindSpore 2.3.1): the models repository's train.py, the same settings as its config's keys
     case = Case("mindspore", "resnet50_v1.5", "fp32", 128, 1, 1, 100, 100)
     (launch,), image = on_one_gpu_node(get_adapter("mindspore"), case)
-    assert image == "dlperf/mindspore:2.0.0"
+    assert image == "dlperf/mindspore:2.3.1"
     line = launch.argv[2]
     assert "--config_path=/workspace/resnet/config/resnet50_imagenet2012_GPU_dlperf.yaml" in line
     assert "--data_path=/data/imagenet/train" in line and "--net_name=resnet50" in line and "--dataset_path" not in line
