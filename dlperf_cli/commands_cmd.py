@@ -26,7 +26,7 @@ def _suite_commands(args: argparse.Namespace) -> tuple[str, str | None]:
     a suite or inventory it cannot use."""
     from dlperf_core.cluster.inventory import load_inventory
     from dlperf_core.errors import ConfigError
-    from dlperf_core.plan.cases import PlanFilters, expand_cases
+    from dlperf_core.plan.cases import PlanFilters, expand_cases, nodes_used
     from dlperf_core.plan.suite import load_suite
     from dlperf_core.plan.trigger import unchecked_by_preflight
     from dlperf_core.run.commands import suite_commands
@@ -43,8 +43,8 @@ def _suite_commands(args: argparse.Namespace) -> tuple[str, str | None]:
     inventory = load_inventory(inventory_path)
     note = None
     if suite.runtime == "docker":
-        fitting = [case.nodes for case, _ in expand_cases(suite, filters) if case.nodes <= len(inventory.nodes)]
-        note = unchecked_by_preflight(inventory.first(max(fitting, default=0)), inventory.name)
+        fitting = [case for case, _ in expand_cases(suite, filters, inventory) if case.nodes <= len(inventory.nodes)]
+        note = unchecked_by_preflight(nodes_used(fitting, inventory), inventory.name)
     return suite_commands(suite, inventory, filters), note
 
 

@@ -76,7 +76,15 @@ OptionValue = str | int | float | bool | None
 "not set")."""
 
 TOPOLOGY_FIELDS = ("nodes", "gpus_per_node")
-"""The fields of a configuration that its fingerprint leaves out (:attr:`Case.fingerprint`)."""
+"""The topology's fields of a configuration, which its fingerprint leaves out (:attr:`Case.fingerprint`)."""
+
+NODE_MARK = "node="
+"""What comes before the node a case is pinned to in its key and variant (``.../1n8g+node=gpu07+args=1f0c9a2e``): a
+case of a per-node sweep (a suite benchmark's ``per_node: true``) runs on that node of the inventory only. Its
+fingerprint leaves the node out, as it leaves the topology out, so the cases of one sweep differ by this part
+alone."""
+
+_PINNED = re.compile(r"\+" + NODE_MARK + r"(?P<node>[A-Za-z0-9][A-Za-z0-9_.-]*)(?=\+" + ARGS_MARK + r"|$)")
 
 
 def configuration_fingerprint(configuration: dict[str, Any]) -> str:
@@ -93,6 +101,19 @@ def fingerprint_of(key_or_variant: str | None) -> str | None:
     text = key_or_variant or ""
     i = text.rfind(marker)
     return None if i < 0 else text[i + len(marker) :]
+
+
+def pinned_node(key_or_variant: str | None) -> str | None:
+    """The node a case key or variant is pinned to (``.../1n8g+node=gpu07+args=...`` -> ``gpu07``), None when it
+    is not (the case runs on the first nodes of the inventory)."""
+    found = _PINNED.search(key_or_variant or "")
+    return found["node"] if found else None
+
+
+def unpinned(key_or_variant: str) -> str:
+    """``key_or_variant`` without its pinned node: the key of the sweep a per-node case belongs to, the same for
+    every node of the sweep (``.../1n8g+node=gpu07+args=1f0c9a2e`` -> ``.../1n8g+args=1f0c9a2e``)."""
+    return _PINNED.sub("", key_or_variant, count=1)
 
 
 def series_base(case_key: str) -> str:
@@ -122,6 +143,9 @@ class Case(JsonForm):
     # Variables set on every rank (the suite's and the benchmark's ``env``, sorted by name): the cluster's settings,
     # part of the stored environment, not of the configuration (not in :attr:`configuration`, key or fingerprint)
     env: tuple[tuple[str, str], ...] = ()
+    # The inventory node the case runs on (a per-node sweep: ``per_node: true``; one node, ``nodes`` is 1); None: the
+    # first ``nodes`` nodes of the inventory. Part of the key and the configuration, not of the fingerprint.
+    node: str | None = None
 
     @property
     def topology(self) -> str:
@@ -148,15 +172,18 @@ class Case(JsonForm):
 
     @property
     def readable_options(self) -> str:
-        """The part of :attr:`options_key` before its fingerprint: ``+name=value``... and ``+compile``."""
-        return "".join(f"+{name}={value}" for name, value in self.options) + ("+compile" if self.compile else "")
+        """The part of :attr:`options_key` before its fingerprint: ``+name=value``..., ``+compile`` and the pinned
+        node (``+node=gpu07``, :data:`NODE_MARK`)."""
+        options = "".join(f"+{name}={value}" for name, value in self.options) + ("+compile" if self.compile else "")
+        return options + (f"+{NODE_MARK}{self.node}" if self.node else "")
 
     @property
     def configuration(self) -> dict[str, Any]:
         """Everything that changes what is trained or measured, as JSON-ready data: the key's fields, the
         options, compile, the extra arguments and the measured window. Stored on every result
-        (``results.configuration``); :attr:`fingerprint` identifies it."""
-        return {
+        (``results.configuration``); :attr:`fingerprint` identifies it. A pinned case also names its ``node``
+        (a key only such a case has: every other configuration, and its fingerprint, is as before)."""
+        configuration: dict[str, Any] = {
             "framework": self.framework,
             "model": self.model,
             "precision": self.precision,
@@ -169,18 +196,20 @@ class Case(JsonForm):
             "warmup_iterations": self.warmup_iterations,
             "measured_iterations": self.measured_iterations,
         }
+        return configuration | ({"node": self.node} if self.node else {})
 
     @property
     def fingerprint(self) -> str:
-        """:func:`configuration_fingerprint` of :attr:`configuration` without the topology, which the key says in
-        its own words: every topology of one configuration has the same fingerprint, so its speedup finds its
-        1n1g baseline (same framework, model, precision, batch and variant)."""
+        """:func:`configuration_fingerprint` of :attr:`configuration` without the topology and the pinned node, which
+        the key says in its own words: every topology of one configuration has the same fingerprint, so its speedup
+        finds its 1n1g baseline (same framework, model, precision, batch and variant), and every node of a per-node
+        sweep has the fingerprint of the sweep."""
         return self.fingerprint_without()
 
     def fingerprint_without(self, *names: str) -> str:
         """The fingerprint of :attr:`configuration` without the topology and ``names`` (a max batch search, whose
         probes vary the batch, leaves out ``batch_size_per_device``)."""
-        left_out = (*TOPOLOGY_FIELDS, *names)
+        left_out = (*TOPOLOGY_FIELDS, "node", *names)
         return configuration_fingerprint({k: v for k, v in self.configuration.items() if k not in left_out})
 
 
@@ -263,6 +292,7 @@ class ContainerSpec:
     cpuset_cpus: str | None = (
         None  # CPU stand-in nodes: the cores of this node's ranks ("0,1"; dlperf_core.cluster.cpu_placement)
     )
+    cpu_quota: float | None = None  # the CPU time it may use, in CPUs (docker run --cpus): the node's Node.cpu_quota
 
 
 @dataclass(frozen=True)

@@ -58,4 +58,5 @@ def container_spec_for(
         memlock_unlimited=node.memlock,
         mounts=mounts,
         memory_limit_mb=node.device_memory_mb * node.gpu_count if node.device_memory_mb else None,
+        cpu_quota=node.cpu_quota,
     )

@@ -23,6 +23,7 @@ An inventory is a YAML file::
         data_paths: [/data/imagenet]   # must exist on the node (preflight; mount sources are checked too)
         min_free_disk_gb: 50       # free space preflight wants on Docker's root dir and log_dir
         device_memory_mb: 2048     # CPU stand-in nodes only: the memory of one "device" (see Node)
+        cpu_quota: 0.5             # the CPU time its containers may use, in CPUs (docker run --cpus; see Node)
         ssh: {user: dlperf, port: 22, key_file: /home/airflow/.ssh/id_ed25519,
               host_key: "ssh-ed25519 AAAA..."}   # preflight; host_key pins the node's key
         docker:                    # how Airflow reaches docker_url (see DockerAccess); all optional
@@ -200,6 +201,10 @@ class Node(BaseModel):
     # large really runs out of memory (max batch search). Local runtime: RLIMIT_AS of each process; docker:
     # the container's memory limit, device_memory_mb x gpus. Unset: no limit.
     device_memory_mb: int | None = Field(None, ge=64)
+    # The CPU time each container of a case on this node may use, in CPUs (docker runtime: ``docker run --cpus``,
+    # the engine's NanoCpus; the local runtime has no such limit). Unset: no limit. What a node slower than its peers
+    # looks like on stand-in nodes (tests/e2e/test_node_sweep.py slows one on purpose), or a cap on a shared node.
+    cpu_quota: float | None = Field(None, gt=0, le=1024)
     # Environment variables set on every rank of a case on this node (the cluster's settings: NCCL_SOCKET_IFNAME,
     # NCCL_IB_HCA, UCX_NET_DEVICES, ...); over the suite's and the benchmark's (dlperf_core.model.cluster_env).
     env: ClusterEnv = Field(default_factory=dict)
@@ -339,6 +344,21 @@ class Inventory(BaseModel):
     def first(self, count: int) -> tuple[Node, ...]:
         """The nodes a case of ``count`` nodes runs on."""
         return self.nodes[:count]
+
+    def case_nodes(self, count: int, pinned: str | None = None) -> tuple[Node, ...]:
+        """The nodes a case runs on: the node it is pinned to (``pinned``: a per-node sweep's case,
+        ``Case.node``), else the first ``count``. KeyError for a pinned name the inventory does not have."""
+        if pinned is None:
+            return self.first(count)
+        found = [n for n in self.nodes if n.name == pinned]
+        if not found:
+            raise KeyError(f"inventory {self.name!r} has no node {pinned!r} (it has {', '.join(self.names)})")
+        return (found[0],)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The nodes' names, in order."""
+        return tuple(n.name for n in self.nodes)
 
 
 def load_inventory(path: str | Path) -> Inventory:

@@ -8,15 +8,15 @@ travels through Airflow's XCom as JSON. The suite file itself only checks its ow
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from dlperf_core.cluster.inventory import Inventory
+from dlperf_core.cluster.inventory import Inventory, Node
 from dlperf_core.errors import ConfigError
 from dlperf_core.frameworks import ADAPTERS, get_adapter
 from dlperf_core.frameworks.allreduce_probe import FABRIC_MODEL, AllreduceFabric
 from dlperf_core.measure.maxbatch import MaxBatchSearch
-from dlperf_core.model import ARGS_MARK, Case, CaseRun, Topology, series_base
+from dlperf_core.model import ARGS_MARK, Case, CaseRun, Topology, pinned_node, series_base, unpinned
 from dlperf_core.plan.suite import Suite
 
 
@@ -70,12 +70,20 @@ def check_suite(suite: Suite) -> Suite:
     return suite
 
 
-def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tuple[Case, int]]:
+def expand_cases(
+    suite: Suite, filters: PlanFilters = PlanFilters(), inventory: Inventory | None = None
+) -> list[tuple[Case, int]]:
     """Every case of the suite with its repeat count, in suite order, after filters (refused by
-    :func:`check_suite` first)."""
+    :func:`check_suite` first).
+
+    A per-node sweep (a benchmark's ``per_node: true``) is one case per node of ``inventory`` at each of its
+    topologies, in the inventory's order, each pinned to its node (``Case.node``, its key ``...+node=<name>+args=...``).
+    Without an inventory it is one unpinned case per topology (what the sweep measures, on no node yet: the trigger
+    form's choices, ``dlperf reproduce``'s comparison), which a pinned key of ``filters.case_keys`` selects."""
     check_suite(suite)
     out: list[tuple[Case, int]] = []
     seen: set[str] = set()
+    sweeps = {unpinned(key) for key in filters.case_keys if pinned_node(key) is not None}
     for bench in suite.benchmarks:
         if bench.search_only or (filters.frameworks and bench.framework not in filters.frameworks):
             continue
@@ -106,11 +114,35 @@ def expand_cases(suite: Suite, filters: PlanFilters = PlanFilters()) -> list[tup
                             compile=compiled,
                             env=tuple(sorted(suite.env_for(bench).items())),
                         )
-                        if case.key in seen or (filters.case_keys and case.key not in filters.case_keys):
-                            continue
-                        seen.add(case.key)
-                        out.append((case, filters.repeats or bench.repeats or suite.repeats))
+                        for placed in _placed(case, bench.per_node, inventory):
+                            wanted = placed.key in filters.case_keys or (
+                                bench.per_node and inventory is None and placed.key in sweeps
+                            )
+                            if placed.key in seen or (filters.case_keys and not wanted):
+                                continue
+                            seen.add(placed.key)
+                            out.append((placed, filters.repeats or bench.repeats or suite.repeats))
     return out + fabric_cases(suite, [case for case, _ in out], filters)
+
+
+def _placed(case: Case, per_node: bool, inventory: Inventory | None) -> list[Case]:
+    """``case`` on the nodes it runs on: once per node of ``inventory`` (pinned) for a per-node sweep, else as it is."""
+    if not per_node or inventory is None:
+        return [case]
+    return [replace(case, node=name) for name in inventory.names]
+
+
+def nodes_used(cases: Iterable[Case], inventory: Inventory) -> tuple[Node, ...]:
+    """The nodes of ``inventory`` that any of ``cases`` runs on (:meth:`Inventory.case_nodes`), in the inventory's
+    order: what preflight checks. A pinned node the inventory does not have is left out (:func:`check_fits` refuses
+    its case)."""
+    used: set[str] = set()
+    for case in cases:
+        if case.node is not None:
+            used.add(case.node)
+        else:
+            used.update(n.name for n in inventory.first(case.nodes))
+    return tuple(n for n in inventory.nodes if n.name in used)
 
 
 def fabric_cases(suite: Suite, cases: list[Case], filters: PlanFilters = PlanFilters()) -> list[tuple[Case, int]]:
@@ -170,10 +202,11 @@ def missing_case_keys(suite: Suite, filters: PlanFilters) -> list[str]:
         return []
     cases = [case for case, _ in expand_cases(suite, replace(filters, case_keys=()))]
     keys = {case.key for case in cases}
+    sweeps = {case.key for case in cases if _sweeps(suite, case)}
     problems = []
     for key in filters.case_keys:
-        if key in keys:
-            continue
+        if key in keys or (pinned_node(key) is not None and unpinned(key) in sweeps):
+            continue  # a per-node sweep's case: whether its node is in the inventory, planning says (check_fits)
         near = [case.key for case in cases if series_base(case.key) == series_base(key)]
         hint = (
             f"; the suite has {', '.join(near)} (the same fields and options, another configuration: extra "
@@ -185,9 +218,23 @@ def missing_case_keys(suite: Suite, filters: PlanFilters) -> list[str]:
     return problems
 
 
+def _sweeps(suite: Suite, case: Case) -> bool:
+    """Whether ``case`` (unpinned, from :func:`expand_cases` without an inventory) is what a per-node sweep of
+    ``suite`` measures: a benchmark with ``per_node: true`` of its framework and model has its topology."""
+    return any(
+        bench.per_node
+        and (bench.framework, bench.model) == (case.framework, case.model)
+        and any(
+            (t.nodes, t.gpus_per_node) == (case.nodes, case.gpus_per_node) for t in bench.topologies or suite.topologies
+        )
+        for bench in suite.benchmarks
+    )
+
+
 def check_fits(cases: list[tuple[Case, int]], inventory: Inventory, source: str) -> None:
-    """Refuse, before anything runs, cases that need more nodes or devices than the inventory has, or that
-    the adapter cannot run on those nodes (a precision its CPU image does not train)."""
+    """Refuse, before anything runs, cases that need more nodes or devices than the inventory has, that are
+    pinned to a node it does not have, or that the adapter cannot run on those nodes (a precision its CPU image
+    does not train)."""
     problems = []
     for case, _ in cases:
         if case.nodes > len(inventory.nodes):
@@ -195,11 +242,18 @@ def check_fits(cases: list[tuple[Case, int]], inventory: Inventory, source: str)
                 f"{case.key}: needs {case.nodes} nodes, inventory {inventory.name!r} has {len(inventory.nodes)}"
             )
             continue
-        short = [n.name for n in inventory.first(case.nodes) if n.gpu_count < case.gpus_per_node]
+        if case.node is not None and case.node not in inventory.names:
+            problems.append(
+                f"{case.key}: runs on node {case.node}, which inventory {inventory.name!r} does not have "
+                f"(it has {', '.join(inventory.names)})"
+            )
+            continue
+        nodes = inventory.case_nodes(case.nodes, case.node)
+        short = [n.name for n in nodes if n.gpu_count < case.gpus_per_node]
         if short:
             problems.append(f"{case.key}: needs {case.gpus_per_node} devices per node; too few on {', '.join(short)}")
             continue
-        refusal = get_adapter(case.framework).refuses(case, inventory.first(case.nodes))
+        refusal = get_adapter(case.framework).refuses(case, nodes)
         if refusal:
             problems.append(refusal)
     if problems:
@@ -212,11 +266,22 @@ def plan_suite(
     """The ordered case runs of a suite: each case's repeats back to back, as the seeds ran them.
 
     ``allow_empty``: a plan without cases is fine (the suite's benchmarks only search max batch sizes)."""
-    cases = expand_cases(suite, filters)
+    cases = expand_cases(suite, filters, inventory)
     if not cases:
         if allow_empty:
             return []
-        raise ConfigError(suite.source, ["the filters leave no case to run"])
+        elsewhere = [
+            (key, node) for key in filters.case_keys if (node := pinned_node(key)) not in (None, *inventory.names)
+        ]
+        raise ConfigError(
+            suite.source,
+            [
+                f"case_keys: {key} runs on node {node}, which inventory {inventory.name!r} does not have (it has "
+                f"{', '.join(inventory.names)})"
+                for key, node in elsewhere
+            ]
+            or ["the filters leave no case to run"],
+        )
     check_fits(cases, inventory, suite.source)
     flat = [(case, r) for case, repeats in cases for r in range(repeats)]
     return [CaseRun(case, r, i, len(flat)) for i, (case, r) in enumerate(flat)]

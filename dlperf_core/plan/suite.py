@@ -17,6 +17,10 @@ A suite is a YAML file in ``suites/``::
         max_batch_search: {start: 32, step: 32, limit: 512}   # optional, see dlperf_core/measure/maxbatch.py
         topologies: [1n1g, 1n2g, 2n1g]
         compile: [false, true]       # eager and torch.compile (PyTorch workloads only); default false
+      - framework: pytorch_reference # a per-node sweep: 1 node x 8 GPUs on every node of the inventory, one
+        model: resnet50_v1.5         # case each, pinned to its node (key .../1n8g+node=<name>+args=...); each
+        topologies: [1n8g]           # node's figure is scored against its peers' (dlperf_core/measure/node_peers.py)
+        per_node: true
         image: dlperf/pytorch-reference:cpu
         extra_args: [--image-size, "64", --width, "16"]
 
@@ -116,11 +120,23 @@ class Benchmark(BaseModel):
     env: ClusterEnv = Field(
         default_factory=dict, description="variables set on every rank, over the suite's (an inventory node's win)"
     )
+    per_node: bool = Field(
+        False,
+        description="run each topology (1 node x G GPUs only) on every node of the inventory separately, one case per "
+        "node pinned to it: a per-node sweep, whose figures name a node slower than its peers",
+    )
 
     @field_validator("compile", mode="before")
     @classmethod
     def _compile(cls, value: Any) -> Any:
         return _compile_modes(value)
+
+    @field_validator("per_node", mode="before")
+    @classmethod
+    def _per_node_flag(cls, value: Any) -> Any:
+        if not isinstance(value, bool):  # pydantic would take "yes", 1 or "on" for true
+            raise ValueError(f"give true or false, got {value!r}")  # noqa: TRY004 - reported by field
+        return value
 
     @property
     def search_only(self) -> bool:
@@ -200,6 +216,22 @@ class Suite(BaseModel):
     @classmethod
     def _compile(cls, value: Any) -> Any:
         return _compile_modes(value) if value is not None else (False,)
+
+    @model_validator(mode="after")
+    def _per_node_on_one_node(self) -> Suite:
+        problems = [
+            f"benchmarks[{i}].per_node: a per-node sweep runs 1 node x G GPUs on each node of the inventory; "
+            f"topology {topo} spans {topo.nodes} nodes"
+            + ("" if bench.topologies else " (the suite's topologies, which this benchmark leaves to the suite)")
+            + ": give this benchmark 1-node topologies (e.g. [1n8g]) or leave per_node out"
+            for i, bench in enumerate(self.benchmarks)
+            if bench.per_node
+            for topo in bench.topologies or self.topologies
+            if topo.nodes > 1
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     def env_for(self, bench: Benchmark) -> dict[str, str]:
         """The variables a case of ``bench`` sets on every rank: the suite's, then the benchmark's over them (an

@@ -26,7 +26,7 @@ from dlperf_core.cluster.inventory import Inventory, Node, check_docker_access, 
 from dlperf_core.errors import ConfigError
 from dlperf_core.home import dlperf_home, resolve
 from dlperf_core.model import CaseRun
-from dlperf_core.plan.cases import PlanFilters, plan_searches, plan_suite
+from dlperf_core.plan.cases import PlanFilters, nodes_used, plan_searches, plan_suite
 from dlperf_core.plan.defaults import SUITE_RUNTIME, DeploymentDefaults, fill_from_defaults
 from dlperf_core.plan.form_choices import FORM_SOURCE
 from dlperf_core.plan.form_overrides import apply_form
@@ -199,8 +199,8 @@ def plan_trigger(resolved: ResolvedTrigger, routing: Inventory | None = None, ma
                 ],
             )
     if settings.runtime == "docker" and (runs or searches):  # the local runtime's nodes are this machine
-        used = max(c.nodes for c in [*(r.case for r in runs), *(s.case for s in searches)])
-        unchecked = unchecked_by_preflight(inventory.first(used), inventory.name)
+        used = nodes_used([*(r.case for r in runs), *(s.case for s in searches)], inventory)
+        unchecked = unchecked_by_preflight(used, inventory.name)
         if unchecked:
             log.warning("%s", unchecked)
     settings = replace(settings, inventory_name=inventory.name, nodes=inventory.nodes)  # no task reads the file again

@@ -71,6 +71,8 @@ def describe_job(job: CaseJob) -> list[str]:
             flags.append("ulimit=memlock=-1")
         flags += [f"mount={m.source}:{m.target}:{'ro' if m.read_only else 'rw'}" for m in spec.mounts]
         flags += [f"file={f.path} (made per case run)" for f in spec.files]
+        if spec.cpu_quota:
+            flags.append(f"cpus={spec.cpu_quota:g}")
         lines.append("container: " + " ".join(flags))
         if launch.env:
             lines.append("env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(launch.env.items())))
@@ -81,7 +83,7 @@ def describe_job(job: CaseJob) -> list[str]:
 def suite_commands(suite: Suite, inventory: Inventory, filters: PlanFilters = PlanFilters()) -> str:
     """Every case of ``suite`` (repeat 0) on ``inventory``, as text."""
     out: list[str] = []
-    cases = expand_cases(suite, filters)
+    cases = expand_cases(suite, filters, inventory)
     for index, (case, _) in enumerate(cases):
         out.append(f"# {case.key}  (warm-up {case.warmup_iterations}, measured {case.measured_iterations})")
         if case.nodes > len(inventory.nodes):

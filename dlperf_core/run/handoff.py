@@ -91,7 +91,7 @@ class PlannedRun(JsonForm):
         """This run with what planning resolves on ``inventory``: its nodes, its image (docker), its figure's
         origin (its adapter's answers for those nodes)."""
         case = self.run.case
-        nodes = with_cluster_env(case, inventory.first(case.nodes))  # each node's env: the cluster's settings
+        nodes = with_cluster_env(case, inventory.case_nodes(case.nodes, case.node))  # env: the cluster's settings
         adapter = get_adapter(case.framework)
         return replace(
             self,

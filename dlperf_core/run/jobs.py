@@ -94,7 +94,7 @@ def build_job(
     """Everything needed to execute ``case_run`` on ``runtime``: commands per node and container specs."""
     case = case_run.case
     adapter = get_adapter(case.framework)
-    nodes = with_cluster_env(case, inventory.first(case.nodes))  # each node's env: the cluster's settings
+    nodes = with_cluster_env(case, inventory.case_nodes(case.nodes, case.node))  # env: the cluster's settings
     placement = cpu_placement(nodes, case.gpus_per_node, runtime)
     ctx = LaunchContext(
         python=runtime.python,

@@ -23,8 +23,10 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol, runtime_checkable
+from typing import Annotated, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import Field
 
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.json_form import JsonForm
@@ -195,6 +197,9 @@ class ContainerSettings(JsonForm):
     ulimits: tuple[str, ...] = ()
     mounts: tuple[BindMount, ...] = ()
     memory_limit_mb: int | None = None  # and no swap beyond it
+    # the CPU time it may use, in CPUs (``docker run --cpus``; the node's cpu_quota); left out of the JSON when unset,
+    # so a spec stored before it existed is written again unchanged
+    cpus: Annotated[float | None, Field(exclude_if=lambda v: v is None)] = None
     labels: dict[str, str] = field(default_factory=dict)
     files: tuple[str, ...] = ()  # files put in before start (per-case ssh keys): paths only, never their content
 
@@ -213,6 +218,7 @@ class ContainerSettings(JsonForm):
             ulimits=("memlock=-1:-1",) if spec.memlock_unlimited else (),
             mounts=tuple(BindMount(m.source, m.target, m.read_only) for m in spec.mounts),
             memory_limit_mb=spec.memory_limit_mb,
+            cpus=spec.cpu_quota,
             labels=dict(spec.labels),
             files=tuple(f.path for f in spec.files),
         )
@@ -246,6 +252,8 @@ class ContainerSettings(JsonForm):
             ]
         if self.memory_limit_mb:
             flags += ["--memory", f"{self.memory_limit_mb}m", "--memory-swap", f"{self.memory_limit_mb}m"]
+        if self.cpus:
+            flags += ["--cpus", f"{self.cpus:g}"]
         return flags
 
 

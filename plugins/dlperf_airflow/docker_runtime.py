@@ -195,7 +195,7 @@ def device_requests_for(spec: ContainerSpec) -> list[DeviceRequest] | None:
 
 
 def host_config_for(client, spec: ContainerSpec) -> dict:
-    """Docker host config from a ContainerSpec: GPUs, InfiniBand, host network/IPC, memlock, mounts."""
+    """Docker host config from a ContainerSpec: GPUs, InfiniBand, host network/IPC, memlock, mounts, CPU limits."""
     return client.create_host_config(
         network_mode=spec.network,
         ipc_mode="host" if spec.ipc_host else None,
@@ -209,6 +209,7 @@ def host_config_for(client, spec: ContainerSpec) -> dict:
         mem_limit=f"{spec.memory_limit_mb}m" if spec.memory_limit_mb else None,
         memswap_limit=f"{spec.memory_limit_mb}m" if spec.memory_limit_mb else None,  # no swap: a real limit
         cpuset_cpus=spec.cpuset_cpus,
+        nano_cpus=round(spec.cpu_quota * 1e9) if spec.cpu_quota else None,  # docker run --cpus
     )
 
 

@@ -24,6 +24,7 @@ from dlperf_core.home import dlperf_home
 from dlperf_core.measure.efficiency import throughput_unit
 from dlperf_core.measure.measurement import Measurement, measure_case_run, measure_fabric_run
 from dlperf_core.model import CaseOutcome, RunIds
+from dlperf_core.plan.cases import nodes_used
 from dlperf_core.plan.defaults import DeploymentDefaults
 from dlperf_core.plan.trigger import plan_trigger, resolve_trigger
 from dlperf_core.run.case_run import execute_case
@@ -106,7 +107,7 @@ def preflight_step(plan: Plan) -> PreflightReport:
     planned = [*plan.cases, *plan.searches]
     if not planned:
         return PreflightReport("skipped: nothing planned")
-    used = plan.settings.cluster.first(max(p.run.case.nodes for p in planned))
+    used = nodes_used([p.run.case for p in planned], plan.settings.cluster)  # a per-node sweep's: every node
     if not any(n.ssh is not None for n in used):
         log.info("preflight %s", PREFLIGHT_NO_SSH)
         return PreflightReport(PREFLIGHT_NO_SSH)

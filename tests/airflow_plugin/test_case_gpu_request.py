@@ -1,6 +1,6 @@
 """The docker runtime's create kwargs give a case's container exactly its GPUs: ``DeviceRequest(device_ids=...)``,
-never ``count=-1`` (every GPU of the node). docker-py builds the host config without an engine (the API version is
-given), so nothing is simulated: these are the kwargs ``create_container`` sends."""
+never ``count=-1`` (every GPU of the node), and its node's CPU quota. docker-py builds the host config without an
+engine (the API version is given), so nothing is simulated: these are the kwargs ``create_container`` sends."""
 
 from __future__ import annotations
 
@@ -39,3 +39,11 @@ def test_two_gpus_listed_by_uuid_are_requested_by_uuid():
 def test_a_cpu_node_requests_no_gpu():
     spec = _spec(Node(name="cpu0", gpus=2), 2)
     assert device_requests_for(spec) is None and "DeviceRequests" not in _host_config(spec)
+
+
+def test_a_nodes_cpu_quota_is_the_containers_nano_cpus():
+    """An inventory node's ``cpu_quota`` (CPUs of time, ``docker run --cpus``) is the engine's NanoCpus; a node without
+    one sets none."""
+    spec = _spec(Node(name="slow0", gpus=1, cpu_quota=0.5), 1)
+    assert _host_config(spec)["NanoCpus"] == 500_000_000
+    assert "NanoCpus" not in _host_config(_spec(Node(name="cpu0", gpus=1), 1))
