@@ -10,12 +10,19 @@
 #
 # It never overwrites a file itself: an existing .env holds the secrets of an existing deployment (its
 # database volume was initialised with them).
+# A given value with a character the shell would read (&, a space, quotes, ...) is written in single quotes, so
+# that `set -a; . ./.env` reads it as compose does (e.g. AIRFLOW_CONN_SMTP_DEFAULT=smtp://...?a=1&b=2).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 EXAMPLE="$REPO/.env.example"
 
 random_secret() { head -c 36 /dev/urandom | base64 | tr '+/' '-_'; }  # 48 URL-safe characters
 fernet_key() { head -c 32 /dev/urandom | base64 | tr '+/' '-_'; }     # 32 bytes, URL-safe base64
+given() {  # given NAME VALUE: the .env line, VALUE in single quotes where the shell would read a character of it
+  if [[ "$2" =~ ^[A-Za-z0-9_./:@%,+=~-]*$ ]]; then echo "$1=$2"
+  elif [[ "$2" == *"'"* ]]; then echo "new-env.sh: $1: a value with a single quote cannot be written" >&2; exit 2
+  else echo "$1='$2'"; fi
+}
 
 declare -A set_to=()
 for arg in "$@"; do
@@ -32,10 +39,10 @@ fi
 while IFS= read -r line || [ -n "$line" ]; do
   name="${line%%=*}"
   if [[ "$line" =~ ^[A-Z0-9_]+= ]] && [ -n "${set_to[$name]+x}" ]; then
-    echo "$name=${set_to[$name]}"
+    given "$name" "${set_to[$name]}"
     unset "set_to[$name]"
   elif [[ "$line" =~ ^[A-Z0-9_]+= ]] && [ -n "${!name:-}" ]; then
-    echo "$name=${!name}"
+    given "$name" "${!name}"
   elif [[ "$line" =~ ^AIRFLOW_FERNET_KEY=change-me$ ]]; then
     echo "AIRFLOW_FERNET_KEY=$(fernet_key)"
   elif [[ "$line" =~ ^[A-Z0-9_]+=change-me$ ]]; then
@@ -44,4 +51,4 @@ while IFS= read -r line || [ -n "$line" ]; do
     printf '%s\n' "$line"
   fi
 done < "$EXAMPLE"
-for name in "${!set_to[@]}"; do echo "$name=${set_to[$name]}"; done
+for name in "${!set_to[@]}"; do given "$name" "${set_to[$name]}"; done

@@ -381,6 +381,39 @@ def test_compose_passes_the_nightly_defaults_and_state_volumes(compose, tmp_path
     assert services["redis"]["image"] == "redis:7.0-bookworm"
 
 
+ALERT_SETTINGS = {  # .env's regression alert lines (docs/operations.md, "Regression alerts")
+    "DLPERF_REGRESSION_NOTIFIERS": "slack,email",
+    "AIRFLOW_CONN_SLACK_WEBHOOK_DEFAULT": "slackwebhook://:T0000%2FB0000%2FXXXXXXXX@",
+    "AIRFLOW_CONN_SMTP_DEFAULT": "smtp://relay.example.org:25?disable_ssl=true&disable_tls=true",
+    "DLPERF_ALERT_EMAIL_TO": "perf-team@example.org,oncall@example.org",
+    "DLPERF_ALERT_EMAIL_FROM": "dlperf@example.org",
+}
+
+
+def test_compose_passes_the_regression_alert_settings(compose, tmp_path):
+    """Every Airflow service, the node worker too, gets .env's alert settings (detect_regressions runs on a worker);
+    empty in a fresh .env (the task log). new-env.sh quotes a value the shell would read (the SMTP URI's &), so that
+    `set -a; . ./.env` (docs/deploy.md, step 3) reads what compose reads."""
+    fresh = yaml.safe_load(_config(compose, _new_env(tmp_path)).stdout)["services"]
+    assert all(fresh["airflow-worker"]["environment"][name] == "" for name in ALERT_SETTINGS)
+    env_file = _new_env(tmp_path, *(f"{name}={value}" for name, value in ALERT_SETTINGS.items()))
+    smtp = ALERT_SETTINGS["AIRFLOW_CONN_SMTP_DEFAULT"]
+    assert f"AIRFLOW_CONN_SMTP_DEFAULT='{smtp}'" in env_file.read_text().splitlines()
+    sourced = subprocess.run(
+        ["bash", "-c", f'set -a; . "{env_file}"; set +a; printf %s "$AIRFLOW_CONN_SMTP_DEFAULT"'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert sourced.stdout == smtp, sourced.stderr
+    out = _config(compose, env_file, "--profile", "node-worker")
+    assert out.returncode == 0, out.stderr
+    services = yaml.safe_load(out.stdout)["services"]
+    for name in (CORE_SERVICES - {"postgres", "redis"}) | {"airflow-node-worker"}:
+        env = services[name]["environment"]
+        assert {key: env[key] for key in ALERT_SETTINGS} == ALERT_SETTINGS, name
+
+
 @pytest.mark.docker
 @pytest.mark.usefixtures("airflow_image")
 def test_check_env_refuses_the_examples_secrets_naming_them(compose, tmp_path):
