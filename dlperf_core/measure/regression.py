@@ -8,17 +8,29 @@ when ``|robust_z| >= z_threshold`` (3.5, Iglewicz-Hoaglin's outlier cut) **and**
 least ``min_change_pct`` (2 %) so that an almost noiseless history does not turn a 0.3 % wiggle into
 an alert. The MAD is floored at ``mad_floor_pct`` of the median for the same reason.
 
-Why this and not a mean/stdev test or change-point detection: nightly histories are short and carry
-outliers (a node that was busy, a cold cache); the median and the MAD ignore up to half of the
-nights being odd, where one bad night inflates a standard deviation enough to hide a real 5 % step.
-Change-point methods (PELT, CUSUM) place a change well only once several nights after it exist, so
-they would alert days late; here the verdict is due the morning after the run.
+Why this and not a mean/stdev test: nightly histories are short and carry outliers (a node that was busy, a
+cold cache); the median and the MAD ignore up to half of the nights being odd, where one bad night inflates a
+standard deviation enough to hide a real 5 % step.
 
-State across nights: a flagged night opens a regression. Later nights at the regressed level are the
-*same* regression (``continuing``: no new row, no new alert); a night back within the noise of the
+**Confirmed by change points** (``Policy.confirm_nights``, default 2). On its own the rule alerts the morning after
+any night outside the noise, and a single odd night is one: on generated series at 1 % night-to-night CV it raised
+about 120 false alerts per 100 series-months (``bench/detection_quality.py``, docs/benchmarks.md (j)). So a night
+the rule flags is only ``suspected`` (logged, nothing opened, nobody alerted) until change points confirm it
+(:func:`confirm`): E-Divisive means with a t-test (:mod:`dlperf_core.measure.change_points`, dlperf's own
+implementation of Apache Otava's method, checked against Otava on the bench's series) over the last
+``change_window`` good nights and tonight find a level change at least ``confirm_nights`` nights old, and each of
+the last ``confirm_nights`` nights is itself ``confirm_z`` standard deviations off the nights before the change. Then
+the verdict is ``new`` and names the change point's night as its ``first_bad_night``. On the same series this caught
+96 % of 5 % drops within 3 nights with 0.3 false alerts per 100 series-months; the price is that no alert comes the
+morning after the first bad night, and that at 2 % CV a 5 % drop is caught within 3 nights only about one time in
+five (the figures and the trade-off: docs/benchmarks.md (j)). ``Policy(confirm_nights=1)`` is the rule alone.
+
+State across nights: a ``new`` verdict (flagged, and confirmed) opens a regression. Later nights at the regressed
+level are the *same* regression (``continuing``: no new row, no new alert); a night back within the noise of the
 regression's baseline ``recovered`` it (closed); a further significant move away from the
 regressed level is a new regression. A regression is marked ``environment_changed`` when tonight's
-environment differs from the previous good night's in a field of
+environment differs from the previous good night's (a confirmed one: from the last night before its change point)
+in a field of
 :data:`dlperf_core.cluster.environment.INFRASTRUCTURE_FIELDS` (driver, image digest, framework, CUDA,
 cuDNN, NCCL, GPU model/count, power limit, clocks): an infrastructure change is then told apart
 from a slowdown of the framework itself.
@@ -35,7 +47,8 @@ What a regression is put down to (``label``), from what else was measured that n
 
 What a run's verdicts do (:func:`decide_run`): a *good night* of a configuration is a scheduled run,
 finished, where it had at least one ok repeat and no failed one (:func:`is_good_night`); the baseline is the
-last ``window`` of them. On a scheduled run a ``new`` verdict **opens** a regression (with its label), a
+last ``window`` of them (the change points read the last ``change_window``). A ``suspected`` verdict does
+nothing. On a scheduled run a ``new`` verdict **opens** a regression (with its label), a
 ``continuing`` one **touches** the open regression (``last_seen_run_id``) and a ``recovered`` one **closes** it
 ("recovered in run ..."). A manual run is judged the same way but decides nothing: it is not part of the
 nightly series. An open regression that tonight's own run opened (the same run judged again) is not carried.
@@ -51,10 +64,11 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from dlperf_core.cluster.environment import environment_changes
 from dlperf_core.json_form import JsonForm
+from dlperf_core.measure.change_points import change_points
 from dlperf_core.model import series_base
 
 if TYPE_CHECKING:  # only for annotations: the core does not load the database code
@@ -70,11 +84,14 @@ if TYPE_CHECKING:  # only for annotations: the core does not load the database c
 MAD_TO_SIGMA = 1.4826
 """MAD x this = standard deviation, for normally distributed noise."""
 
-Kind = Literal["insufficient_history", "steady", "new", "continuing", "recovered"]
+Kind = Literal["insufficient_history", "steady", "suspected", "new", "continuing", "recovered"]
 Label = Literal["fabric", "framework", "unexplained"]
 
 FRAMEWORK_FIELDS: tuple[str, ...] = ("framework_version", "image_digest")
 """Environment fields whose change puts a regression down to the framework build."""
+
+CONFIRM_NIGHTS = 2
+"""The default :attr:`Policy.confirm_nights` (module docstring, "Confirmed by change points")."""
 
 
 @dataclass(frozen=True)
@@ -86,12 +103,28 @@ class Policy:
     z_threshold: float = 3.5
     min_change_pct: float = 2.0
     mad_floor_pct: float = 0.25  # the MAD is at least this % of the baseline median
+    confirm_nights: int = CONFIRM_NIGHTS  # nights at a new level before it is "new" (1: the rule alone)
+    change_window: int = 30  # good nights before tonight that the change points are looked for in
+    change_pvalue: float = 0.001  # a change point's t-test p-value must be at most this
+    confirm_z: float = 3.0  # each night since the change point this many standard deviations off the nights before
 
     def __post_init__(self) -> None:
         if self.window < 1 or self.min_nights < 1 or self.min_nights > self.window:
             raise ValueError(f"need 1 <= min_nights <= window, got {self.min_nights} and {self.window}")
         if self.z_threshold <= 0 or self.min_change_pct < 0 or self.mad_floor_pct < 0:
             raise ValueError("z_threshold must be > 0, min_change_pct and mad_floor_pct >= 0")
+        if self.confirm_nights < 1 or self.change_window < 2 or not 0 < self.change_pvalue < 1 or self.confirm_z < 0:
+            raise ValueError("need confirm_nights >= 1, change_window >= 2, 0 < change_pvalue < 1 and confirm_z >= 0")
+
+    @property
+    def confirms(self) -> bool:
+        """Whether a flagged night needs the change points' confirmation (``confirm_nights`` above 1)."""
+        return self.confirm_nights > 1
+
+    @property
+    def history_nights(self) -> int:
+        """How many good nights before tonight a verdict reads: the baseline's, and the change points' window."""
+        return max(self.window, self.change_window) if self.confirms else self.window
 
 
 @dataclass(frozen=True)
@@ -115,11 +148,14 @@ class OpenRegression:
     baseline_mad: float
     direction: str
     run_id: str | None = None  # the run that opened it
+    night: date | None = None  # the night it was opened
 
     @classmethod
     def from_stored(cls, row: RegressionRow) -> OpenRegression:
         """From a row of the ``regressions`` table (``ResultStore.open_regression``)."""
-        return cls(row.id, row.median_throughput, row.baseline_median, row.baseline_mad, row.direction, row.run_id)
+        return cls(
+            row.id, row.median_throughput, row.baseline_median, row.baseline_mad, row.direction, row.run_id, row.night
+        )
 
 
 @dataclass(frozen=True)
@@ -139,6 +175,9 @@ class Verdict:
     environment_changed: bool = False
     environment_changes: tuple[str, ...] = field(default=())
     open_regression_id: int | None = None  # the open regression this night continues or recovers
+    first_bad_night: date | None = (
+        None  # confirmed by change points: the change point's night, the first at the new level
+    )
 
     @property
     def is_new_regression(self) -> bool:
@@ -167,7 +206,25 @@ def judge_night(
     policy: Policy = Policy(),
     open_regression: OpenRegression | None = None,
 ) -> Verdict:
-    """Judge ``tonight`` against ``history`` (good nights before it, any order)."""
+    """Judge ``tonight`` against ``history`` (good nights before it, any order): the median/MAD rule
+    (:func:`rule_verdict`), then, when ``policy`` asks for it, change points (:func:`confirm`) decide a ``new``
+    verdict, and a ``steady`` one while no regression is open (the rule may not flag the night that confirms)."""
+    past = sorted((n for n in history if n.run_id != tonight.run_id), key=lambda n: n.night)
+    verdict = rule_verdict(past, tonight, policy, open_regression)
+    if not policy.confirms or not (verdict.kind == "new" or (verdict.kind == "steady" and open_regression is None)):
+        return verdict
+    since = open_regression.night if open_regression is not None else None
+    return confirm(verdict, past[-policy.change_window :], tonight, policy, since)
+
+
+def rule_verdict(
+    history: list[Night],
+    tonight: Night,
+    policy: Policy = Policy(),
+    open_regression: OpenRegression | None = None,
+) -> Verdict:
+    """The median/MAD rule alone (module docstring): ``tonight`` against the last ``policy.window`` nights of
+    ``history`` (good nights before it, any order), carrying ``open_regression``."""
     past = sorted((n for n in history if n.run_id != tonight.run_id), key=lambda n: n.night)
     past = past[-policy.window :]
     base = Verdict(
@@ -204,6 +261,60 @@ def judge_night(
     return replace(verdict, kind="new") if _significant(z, pct, policy) else verdict
 
 
+def confirm(
+    verdict: Verdict, history: Sequence[Night], tonight: Night, policy: Policy = Policy(), since: date | None = None
+) -> Verdict:
+    """The rule's ``new`` or ``steady`` ``verdict`` of ``tonight``, decided by change points (module docstring,
+    "Confirmed by change points"): ``new``, with its ``first_bad_night``, when they confirm a change; else
+    ``suspected`` for a night the rule flagged (nothing is opened or alerted), else ``steady``.
+
+    Confirmed when all of these hold, over ``history`` (the good nights before tonight, oldest first) and tonight:
+
+    * tonight is at least ``policy.min_change_pct`` off the rule's baseline median;
+    * the last change point (:func:`dlperf_core.measure.change_points.change_points`: p-value at most
+      ``policy.change_pvalue``, a change over ``policy.min_change_pct``) is at least ``policy.confirm_nights``
+      nights old, tonight counting as one, and later than the oldest night of the rule's baseline (and than
+      ``since``, the night an open regression was opened: a further move must be a change of its own);
+    * each of the last ``policy.confirm_nights`` nights (tonight's included) is at least ``policy.confirm_z``
+      standard deviations and ``policy.min_change_pct`` away from the mean of the nights before the change point (at
+      least ``policy.min_nights`` of them; the deviation floored at ``policy.mad_floor_pct`` of the mean), in the
+      change's direction: one odd night next to an ordinary one confirms nothing.
+
+    A confirmed verdict's environment changes are those from the last night before the change point to tonight (an
+    upgrade on the first bad night is named the night the change is confirmed)."""
+    unconfirmed = replace(verdict, kind="suspected") if verdict.kind == "new" else verdict
+    if verdict.change_pct is None or abs(verdict.change_pct) < policy.min_change_pct:
+        return unconfirmed
+    nights = [*history, tonight]
+    points = change_points(
+        [n.median for n in nights], max_pvalue=policy.change_pvalue, min_magnitude=policy.min_change_pct / 100.0
+    )
+    if not points:
+        return unconfirmed
+    first = points[-1].index
+    if not len(nights) - policy.window <= first <= len(nights) - policy.confirm_nights or first < policy.min_nights:
+        return unconfirmed
+    if since is not None and nights[first].night <= since:
+        return unconfirmed
+    slower = points[-1].mean_after < points[-1].mean_before
+    before = [n.median for n in nights[:first]]
+    centre = statistics.fmean(before)
+    sigma = max(statistics.stdev(before), abs(centre) * policy.mad_floor_pct / 100.0)
+    for night in nights[-policy.confirm_nights :]:
+        z, pct = (night.median - centre) / sigma, (night.median / centre - 1.0) * 100.0
+        if (z < 0) != slower or abs(z) < policy.confirm_z or abs(pct) < policy.min_change_pct:
+            return unconfirmed
+    changes = tuple(environment_changes(nights[first - 1].environment, tonight.environment))
+    return replace(
+        verdict,
+        kind="new",
+        direction="slower" if slower else "faster",
+        first_bad_night=nights[first].night,
+        environment_changed=bool(changes),
+        environment_changes=changes,
+    )
+
+
 def judge_series(nights: list[Night], policy: Policy = Policy()) -> list[Verdict]:
     """Judge every night of one configuration in order, carrying the open regression along
     (what the nightly DAG does one night at a time). The baseline holds every earlier night."""
@@ -215,7 +326,13 @@ def judge_series(nights: list[Night], policy: Policy = Policy()) -> list[Verdict
         if verdict.kind == "new":
             assert verdict.baseline_median is not None and verdict.baseline_mad is not None
             open_ = OpenRegression(
-                i, tonight.median, verdict.baseline_median, verdict.baseline_mad, verdict.direction or "slower"
+                i,
+                tonight.median,
+                verdict.baseline_median,
+                verdict.baseline_mad,
+                verdict.direction or "slower",
+                tonight.run_id,
+                tonight.night,
             )
         elif verdict.kind == "recovered":
             open_ = None
@@ -261,9 +378,12 @@ def describe_verdict(case_key: str, verdict: Verdict) -> str:
     if verdict.kind == "insufficient_history":
         return f"{case_key}: {verdict.baseline_nights} good nights so far, no verdict yet"
     env = f"; environment changed: {'; '.join(verdict.environment_changes)}" if verdict.environment_changed else ""
+    first = f"; first bad night {verdict.first_bad_night.isoformat()}" if verdict.first_bad_night is not None else ""
+    unconfirmed = "; not confirmed by change points (yet)" if verdict.kind == "suspected" else ""
     return (
         f"{case_key}: {verdict.kind}, median {verdict.median_throughput:.2f} vs {verdict.baseline_median:.2f} "
-        f"({verdict.change_pct:+.2f}%, robust z {verdict.robust_z:+.2f}, {verdict.baseline_nights} nights){env}"
+        f"({verdict.change_pct:+.2f}%, robust z {verdict.robust_z:+.2f}, {verdict.baseline_nights} nights)"
+        f"{first}{unconfirmed}{env}"
     )
 
 
@@ -271,7 +391,10 @@ def describe_verdict(case_key: str, verdict: Verdict) -> str:
 class RegressionAlert(JsonForm):
     """A stored new regression as the notifiers get it (:meth:`Decision.alert`): the columns of its
     ``regressions`` row that say what regressed, by how much and why. Its JSON form (:meth:`to_json`: the same
-    names, the night as ISO text) is what a notifier's context carries (``dlperf_airflow.notifiers``)."""
+    names, the night as ISO text) is what a notifier's context carries (``dlperf_airflow.notifiers``); and, when
+    change points confirmed it, its ``first_bad_night`` (no column: the row's ``night`` is the night it was found)."""
+
+    __version__: ClassVar[int] = 2  # 2: first_bad_night (a version 1 form reads as one without it)
 
     id: int | None  # the regressions row; None when it was not stored
     dag_id: str
@@ -296,6 +419,7 @@ class RegressionAlert(JsonForm):
     environment_changes: str | None  # "; "-separated, as the regressions row keeps them; None: none
     environment_id: int | None = None
     label: Label | None = None  # what it is put down to
+    first_bad_night: date | None = None  # the change point's night when change points confirmed it (not stored)
 
     def describe(self) -> str:
         """One line for people: :func:`describe_regression`."""
@@ -306,9 +430,11 @@ def describe_regression(regression: RegressionAlert) -> str:
     """One line per new regression, for people (the log notifier, the notifiers' text)."""
     where = "an environment change" if regression.environment_changed else "no environment change"
     changes = f" ({regression.environment_changes})" if regression.environment_changes else ""
+    first = regression.first_bad_night
+    since = f", first bad night {first.isoformat()}" if first is not None and first != regression.night else ""
     return (
         f"{regression.case_key}: {regression.direction} by {abs(regression.change_pct):.1f}% "
-        f"on {regression.night.isoformat()} (median {regression.median_throughput:.2f} vs baseline "
+        f"on {regression.night.isoformat()}{since} (median {regression.median_throughput:.2f} vs baseline "
         f"{regression.baseline_median:.2f} over {regression.baseline_nights} nights, "
         f"robust z {regression.robust_z:+.1f}); {where}{changes}; run {regression.run_id}"
     )
@@ -350,6 +476,7 @@ class NightlyRow:
     n_failed: int
     run_status: str  # benchmark_runs.status: running, success, failed
     environment_id: int | None = None
+    throttled: bool = False  # a GPU was throttled while measured (dlperf_core.cluster.clock_events): no baseline
 
     @classmethod
     def from_history(cls, row: HistoryRow) -> NightlyRow:
@@ -363,19 +490,28 @@ class NightlyRow:
             row.n_failed,
             row.run_status,
             row.environment_id,
+            row.throttled,
         )
 
 
 def is_good_night(row: NightlyRow, case_key: str) -> bool:
     """A good night of ``case_key``: (a scheduled run, as every ``nightly_history`` row) finished, with at least
-    one ok repeat of the case and no failed one."""
-    return row.case_key == case_key and row.n > 0 and row.n_failed == 0 and row.run_status != "running"
+    one ok repeat of the case and no failed one, and not throttled (its GPUs' clocks held down: the figure says how
+    hot the node was, not how fast the framework is)."""
+    return (
+        row.case_key == case_key
+        and row.n > 0
+        and row.n_failed == 0
+        and row.run_status != "running"
+        and not row.throttled
+    )
 
 
 def good_nights(rows: Iterable[NightlyRow], case_key: str, policy: Policy = Policy()) -> list[NightlyRow]:
-    """The baseline of ``case_key``: the last ``policy.window`` good nights of ``rows`` (oldest first)."""
+    """What ``case_key`` is judged on: its last ``policy.history_nights`` good nights of ``rows`` (oldest first;
+    the baseline is the last ``policy.window`` of them)."""
     good = [row for row in rows if is_good_night(row, case_key)]
-    return good[-policy.window :]
+    return good[-policy.history_nights :]
 
 
 def environment_ids(
@@ -506,6 +642,7 @@ class Decision:
             environment_changes="; ".join(verdict.environment_changes) or None,
             environment_id=self.environment_id,
             label=self.label,
+            first_bad_night=verdict.first_bad_night,
         )
 
 

@@ -1,5 +1,6 @@
 """The detect_regressions step (dlperf_airflow.regression_step) against a real PostgreSQL history: a planted 5%
-slowdown raises exactly one regression, a step that comes with a framework change is labelled as such, a slower
+slowdown is suspected the first night and raises exactly one regression the second (change points confirm it and
+name the first bad night), a step that comes with a framework change is labelled as such, a slower
 fabric the same night takes the blame, a manual run stores nothing; and the notifiers (dlperf_airflow.notifiers)
 are configured and handed JSON. The rules themselves, pure: tests/core/measure/test_regression.py."""
 
@@ -136,7 +137,14 @@ def notified(path: Path) -> list[list[dict]]:
 def test_planted_slowdown_raises_exactly_one_regression(history_db):
     store, env_a, env_b, notified_file = history_db
     slow_key = "pt/resnet50/amp/b256/1n8g"
-    run_id = add_night(store, 20, slow={slow_key: 0.95}, env_id=env_a)
+    # the first slow night: outside the noise, but one night is no change yet: suspected, nothing stored or sent
+    run_1 = add_night(store, 20, slow={slow_key: 0.95}, env_id=env_a)
+    first = detect_step(RunIds("dlperf_benchmark", run_1))
+    assert first.stored and first.verdicts == {"suspected": 1, "steady": 1} and first.new_regressions == ()
+    assert store.regressions(open_only=False).empty and notified(notified_file) == []
+
+    # the second: change points confirm it, from the first slow night on
+    run_id = add_night(store, 21, slow={slow_key: 0.95}, env_id=env_a)
     result = detect_step(RunIds("dlperf_benchmark", run_id))
     assert result.stored and result.verdicts == {"new": 1, "steady": 1}
     stored = store.regressions()
@@ -144,25 +152,26 @@ def test_planted_slowdown_raises_exactly_one_regression(history_db):
     row = stored.iloc[0]
     assert row["case_key"] == slow_key and row["direction"] == "slower" and row["status"] == "open"
     assert row["change_pct"] == pytest.approx(-5, abs=1.0) and row["baseline_nights"] == 14
-    assert not row["environment_changed"] and row["night"] == date(2026, 1, 21)
+    assert not row["environment_changed"] and row["night"] == date(2026, 1, 22)
     assert row["trigger"] == "scheduled"
     assert row["label"] == "unexplained"  # no probe of the fabric that night, the framework unchanged
     calls = notified(notified_file)
     assert len(calls) == 1 and [r["case_key"] for r in calls[0]] == [slow_key]
+    assert calls[0][0]["first_bad_night"] == "2026-01-21" and calls[0][0]["night"] == "2026-01-22"
 
     # the same DAG run judged again: no duplicate row
     detect_step(RunIds("dlperf_benchmark", run_id), notify=lambda _regressions, _context: 0)
     assert len(store.regressions(open_only=False)) == 1
 
     # the next night is still slow: the same regression, seen again, no new alert
-    run_2 = add_night(store, 21, slow={slow_key: 0.95}, env_id=env_a)
+    run_2 = add_night(store, 22, slow={slow_key: 0.95}, env_id=env_a)
     assert detect_step(RunIds("dlperf_benchmark", run_2)).verdicts == {"continuing": 1, "steady": 1}
     assert len(store.regressions(open_only=False)) == 1
     assert store.regressions().iloc[0]["last_seen_run_id"] == run_2
     assert len(notified(notified_file)) == 1
 
     # back to normal: closed
-    run_3 = add_night(store, 22, env_id=env_a)
+    run_3 = add_night(store, 23, env_id=env_a)
     assert detect_step(RunIds("dlperf_benchmark", run_3)).verdicts == {"recovered": 1, "steady": 1}
     assert store.regressions().empty
     closed = store.regressions(open_only=False).iloc[0]
@@ -172,13 +181,15 @@ def test_planted_slowdown_raises_exactly_one_regression(history_db):
 @pytest.mark.postgres
 def test_step_with_framework_change_is_labelled_environment_change(history_db):
     store, env_a, env_b, notified_file = history_db
-    run_id = add_night(store, 20, slow={"pt/resnet50/amp/b256/1n1g": 0.94}, env_id=env_b)
+    suspected = add_night(store, 20, slow={"pt/resnet50/amp/b256/1n1g": 0.94}, env_id=env_b)  # the upgrade's night
+    assert detect_step(RunIds("dlperf_benchmark", suspected)).verdicts["suspected"] == 1
+    run_id = add_night(store, 21, slow={"pt/resnet50/amp/b256/1n1g": 0.94}, env_id=env_b)
     detect_step(RunIds("dlperf_benchmark", run_id))
     stored = store.regressions(run_id=run_id)
     assert len(stored) == 1
     row = stored.iloc[0]
     assert row["case_key"] == "pt/resnet50/amp/b256/1n1g" and row["environment_changed"]
-    assert row["environment_changes"] == "framework_version: 2.5.0 -> 2.6.0"
+    assert row["environment_changes"] == "framework_version: 2.5.0 -> 2.6.0"  # since the last night before the step
     assert row["environment_id"] == env_b
     assert row["label"] == "framework"  # the framework version changed, and nothing says the fabric did
     alert = notified(notified_file)[0][0]
@@ -193,8 +204,8 @@ def test_manual_run_is_judged_but_stores_and_alerts_nothing(history_db):
         store, 20, trigger="manual", slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_a, run_id="manual__2026-01-21"
     )
     result = detect_step(RunIds("dlperf_benchmark", run_id))
-    assert not result.stored and result.verdicts == {"new": 1, "steady": 1}
-    assert [r.case_key for r in result.new_regressions] == ["pt/resnet50/amp/b256/1n8g"]
+    assert not result.stored and result.verdicts == {"suspected": 1, "steady": 1}  # one night: never confirmed
+    assert result.new_regressions == ()
     assert store.regressions(open_only=False).empty
     assert notified(notified_file) == []
     # and a manual run is not part of the nightly history
@@ -259,16 +270,19 @@ def test_a_slowdown_with_a_slower_fabric_is_put_down_to_the_fabric(fabric_histor
     slower path): the regression is the fabric's, even though nothing in the framework changed."""
 
     store, env_a, _, notified_file = fabric_history_db
-    run_id = add_night(store, 20, slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_a)
-    add_probe(store, run_id, 20, 120.0)
+    first = add_night(store, 20, slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_a)
+    add_probe(store, first, 20, 120.0)
+    detect_step(RunIds("dlperf_benchmark", first))  # suspected
+    run_id = add_night(store, 21, slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_a)
+    add_probe(store, run_id, 21, 120.0)
     detect_step(RunIds("dlperf_benchmark", run_id))
     (row,) = store.regressions(run_id=run_id).itertuples()
     assert (row.case_key, row.label) == ("pt/resnet50/amp/b256/1n8g", "fabric")
     assert notified(notified_file)[-1][0]["label"] == "fabric"
     fabric = store.fabric_history_rows(nodes=1, gpus_per_node=8)
-    assert {f.size_bytes for f in fabric} == {GIB // 4, GIB} and len(fabric) == 2 * 21
+    assert {f.size_bytes for f in fabric} == {GIB // 4, GIB} and len(fabric) == 2 * 22
     assert max(f.busbw_gbs for f in fabric if f.run_id == run_id) == pytest.approx(120.0, rel=0.02)
-    assert {f.night for f in fabric if f.run_id == run_id} == {date(2026, 1, 21)}
+    assert {f.night for f in fabric if f.run_id == first} == {date(2026, 1, 21)}
     assert all(f.started_at.tzinfo is not None and f.run_status == "success" for f in fabric)
     assert store.fabric_history_rows(nodes=1, gpus_per_node=8, before=datetime(2026, 1, 2, tzinfo=UTC)) == [
         f for f in fabric if f.night == START
@@ -278,9 +292,10 @@ def test_a_slowdown_with_a_slower_fabric_is_put_down_to_the_fabric(fabric_histor
 @pytest.mark.postgres
 def test_a_slowdown_with_a_new_framework_and_a_steady_fabric_is_the_frameworks(fabric_history_db):
     store, _, env_b, _ = fabric_history_db
-    run_id = add_night(store, 20, slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_b)
-    add_probe(store, run_id, 20, 180.5)  # the fabric as every night
-    detect_step(RunIds("dlperf_benchmark", run_id))
+    for night in (20, 21):  # suspected, then confirmed
+        run_id = add_night(store, night, slow={"pt/resnet50/amp/b256/1n8g": 0.95}, env_id=env_b)
+        add_probe(store, run_id, night, 180.5)  # the fabric as every night
+        detect_step(RunIds("dlperf_benchmark", run_id))
     (row,) = store.regressions(run_id=run_id).itertuples()
     assert row.label == "framework" and row.environment_changes == "framework_version: 2.5.0 -> 2.6.0"
 

@@ -1,5 +1,6 @@
-"""Regression detection (dlperf_core.measure.regression), pure: median/MAD verdicts on synthetic nightly histories, the
-labels (fabric or framework), what a run decides and the alert it stores, the store's rows as the core's types.
+"""Regression detection (dlperf_core.measure.regression), pure: median/MAD verdicts on synthetic nightly histories (the
+rule alone, ``RULE``), the rule's flags confirmed by change points (the default policy), the labels (fabric or
+framework), what a run decides and the alert it stores, the store's rows as the core's types.
 The detect_regressions step against a real PostgreSQL history (a planted 5% slowdown raises exactly one
 regression, a manual run stores nothing, the notifiers): tests/airflow_plugin/test_regression_step.py."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
@@ -22,6 +24,7 @@ from dlperf_core.measure.regression import (
     RegressionAlert,
     decide_run,
     describe_regression,
+    describe_verdict,
     environment_ids,
     fabric_dropped_tonight,
     good_nights,
@@ -42,6 +45,8 @@ from dlperf_core.storage.rows import (
 START = date(2026, 1, 1)
 ENV_A = {f: None for f in INFRASTRUCTURE_FIELDS} | {"driver_version": "535.104.05", "image_digest": "sha256:a"}
 ENV_B = ENV_A | {"driver_version": "550.54.15"}
+RULE = Policy(confirm_nights=1)
+"""The median/MAD rule alone: a night outside the noise opens a regression the morning after."""
 
 
 def series(levels: list[float], noise: float = 0.005, seed: int = 1, envs: list[dict] | None = None) -> list[Night]:
@@ -74,22 +79,50 @@ def test_steady_history_with_noise_raises_nothing(seed):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_a_five_percent_step_alerts_once_at_the_right_night(seed):
-    verdicts = judge_series(series([1000.0] * 30 + [950.0] * 20, seed=seed))
+def test_the_rule_alone_alerts_a_five_percent_step_once_the_morning_after(seed):
+    verdicts = judge_series(series([1000.0] * 30 + [950.0] * 20, seed=seed), RULE)
     new = [i for i, v in enumerate(verdicts) if v.kind == "new"]
     assert new == [30]
     step = verdicts[30]
     assert step.direction == "slower" and step.change_pct == pytest.approx(-5, abs=1.5)
-    assert step.robust_z <= -3.5 and not step.environment_changed
+    assert step.robust_z <= -3.5 and not step.environment_changed and step.first_bad_night is None
     assert set(kinds(verdicts)[31:]) == {"continuing"}  # the same regression, not a new alert each night
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_five_percent_step_is_suspected_then_confirmed_naming_its_first_night(seed):
+    nights = series([1000.0] * 30 + [950.0] * 20, seed=seed)
+    verdicts = judge_series(nights)
+    assert kinds(verdicts)[:30] == ["insufficient_history"] * 5 + ["steady"] * 25
+    assert verdicts[30].kind == "suspected" and verdicts[30].first_bad_night is None  # one night: not yet
+    assert [i for i, v in enumerate(verdicts) if v.kind == "new"] == [31]
+    step = verdicts[31]
+    assert step.first_bad_night == nights[30].night and step.night == nights[31].night
+    assert step.direction == "slower" and step.change_pct == pytest.approx(-5, abs=1.5)
+    assert kinds(verdicts)[32] == "continuing" or verdicts[32].change_pct < -6  # a further move is only suspected
+    assert set(kinds(verdicts)[33:]) == {"continuing"}
+    assert "first bad night " + nights[30].night.isoformat() in describe_verdict(KEY, step)
+    assert "not confirmed by change points" in describe_verdict(KEY, verdicts[30])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_single_odd_nights_are_suspected_never_alerted(seed):
+    levels = [1000.0] * 20 + [920.0] + [1000.0] * 9 + [1080.0] + [1000.0] * 9 + [900.0] + [1000.0] * 9
+    verdicts = judge_series(series(levels, seed=seed))
+    assert "new" not in kinds(verdicts)
+    assert [kinds(verdicts)[i] for i in (20, 30, 40)] == ["suspected"] * 3
+    assert len([v for v in judge_series(series(levels, seed=seed), RULE) if v.kind == "new"]) == 3  # the rule alone
 
 
 def test_a_step_with_a_driver_change_is_labelled_as_environment_change():
     envs = [ENV_A] * 30 + [ENV_B] * 10
     verdicts = judge_series(series([1000.0] * 30 + [950.0] * 10, envs=envs))
-    step = verdicts[30]
+    step = verdicts[31]  # confirmed the second night: the driver changed on the first, compared from the night before
     assert step.kind == "new" and step.environment_changed
     assert step.environment_changes == ("driver_version: 535.104.05 -> 550.54.15",)
+    assert verdicts[30].kind == "suspected" and verdicts[30].environment_changed
+    rule = judge_series(series([1000.0] * 30 + [950.0] * 10, envs=envs), RULE)[30]
+    assert rule.kind == "new" and rule.environment_changes == step.environment_changes
 
 
 def test_a_driver_change_without_a_step_is_no_alert():
@@ -101,27 +134,31 @@ def test_a_driver_change_without_a_step_is_no_alert():
 
 def test_one_bad_night_opens_and_the_next_good_night_closes():
     levels = [1000.0] * 20 + [900.0] + [1000.0] * 5
-    verdicts = judge_series(series(levels))
+    verdicts = judge_series(series(levels), RULE)
     assert kinds(verdicts)[20:22] == ["new", "recovered"]
     assert verdicts[21].open_regression_id == 20
 
 
 def test_a_further_drop_while_open_is_a_new_regression():
     levels = [1000.0] * 20 + [950.0] * 5 + [900.0] * 5
-    verdicts = judge_series(series(levels))
+    verdicts = judge_series(series(levels), RULE)
     assert [i for i, v in enumerate(verdicts) if v.kind == "new"] == [20, 25]
 
 
 def test_a_speedup_is_reported_as_faster():
-    verdicts = judge_series(series([1000.0] * 20 + [1060.0] * 3))
+    verdicts = judge_series(series([1000.0] * 20 + [1060.0] * 3), RULE)
     assert verdicts[20].kind == "new" and verdicts[20].direction == "faster"
+    confirmed = judge_series(series([1000.0] * 20 + [1060.0] * 3))
+    assert kinds(confirmed)[20:22] == ["suspected", "new"] and confirmed[21].direction == "faster"
+    assert confirmed[21].first_bad_night == START + timedelta(days=20)
 
 
 def test_an_outlier_in_the_baseline_does_not_hide_a_step():
     nights = series([1000.0] * 14)
     nights[5] = Night(nights[5].night, nights[5].run_id, 700.0, ENV_A)  # one broken night
     tonight = Night(START + timedelta(days=14), "tonight", 950.0, ENV_A)
-    assert judge_night(nights, tonight).kind == "new"
+    assert judge_night(nights, tonight, RULE).kind == "new"
+    assert judge_night(nights, tonight).kind == "suspected"  # one bad night: confirmed by none after it
 
 
 def test_baseline_uses_the_window_and_a_mad_floor():
@@ -137,6 +174,12 @@ def test_policy_refuses_nonsense():
         Policy(window=3, min_nights=5)
     with pytest.raises(ValueError):
         Policy(z_threshold=0)
+    with pytest.raises(ValueError):
+        Policy(confirm_nights=0)
+    with pytest.raises(ValueError):
+        Policy(change_pvalue=1.5)
+    assert Policy().confirms and not RULE.confirms
+    assert (Policy().history_nights, RULE.history_nights) == (30, 14)
 
 
 # ---- fabric or framework: the all-reduce probe of the same night and topology
@@ -208,7 +251,10 @@ def tonight(median: float, n: int = 3, env_id: int | None = 1, key: str = KEY, c
 def decide(
     case: CaseResult, history: list[NightlyRow], trigger: str = "scheduled", run_id: str = "scheduled__20", **kwargs
 ):
+    """What run ``run_id`` decides for ``case``; by today's rule alone (``RULE``) unless ``policy`` says otherwise:
+    the open / touch / close mechanics and the labels are the same under both."""
     kwargs.setdefault("environments", {1: INFRA_A, 2: INFRA_B})
+    kwargs.setdefault("policy", RULE)
     return decide_run(
         run_id=run_id, trigger=trigger, night=NIGHT_20, cases=[case], history={case.case_key: history}, **kwargs
     )
@@ -228,8 +274,10 @@ def test_the_baseline_is_the_last_window_of_good_nights():
     history = rows(wiggle(20))
     history[18] = NightlyRow(**{**history[18].__dict__, "n_failed": 1, "median_throughput": 10.0})
     history[19] = NightlyRow(**{**history[19].__dict__, "run_status": "running", "median_throughput": 10.0})
-    baseline = good_nights(history + rows([5.0], key="other/key"), KEY, Policy(window=14))
+    baseline = good_nights(history + rows([5.0], key="other/key"), KEY, Policy(window=14, confirm_nights=1))
     assert [r.run_id for r in baseline] == [f"scheduled__{i}" for i in range(4, 18)]
+    read = good_nights(history, KEY)  # with the change points: their window, 30 nights
+    assert [r.run_id for r in read] == [f"scheduled__{i}" for i in range(18)]
     verdict = decide(tonight(1000.0), history).decisions[0].verdict
     assert verdict.kind == "steady" and verdict.baseline_nights == 14  # the bad nights did not count
 
@@ -319,8 +367,9 @@ def test_cases_without_an_ok_repeat_and_short_histories():
 def test_the_environments_needed_are_the_baselines_and_tonights():
     history = rows(wiggle(30), env_id=5)[:16] + rows(wiggle(14), env_id=6)
     cases = [tonight(1000.0, env_id=9), tonight(1000.0, n=0, env_id=10, key="x")]
-    assert environment_ids(cases, {KEY: history}) == {6, 9}
-    assert environment_ids(cases, {KEY: history}, Policy(window=20)) == {5, 6, 9}
+    assert environment_ids(cases, {KEY: history}, RULE) == {6, 9}
+    assert environment_ids(cases, {KEY: history}, Policy(window=20, confirm_nights=1)) == {5, 6, 9}
+    assert environment_ids(cases, {KEY: history}) == {5, 6, 9}  # the change points' 30 nights
 
 
 def test_the_stored_alert_of_a_new_regression():
@@ -361,6 +410,34 @@ def test_the_stored_alert_of_a_new_regression():
     steady = decide(tonight(1000.0), rows(wiggle(20))).decisions[0]
     with pytest.raises(ValueError, match="no new regression"):
         steady.alert("dlperf_benchmark", None)
+
+
+def test_a_drop_is_suspected_the_first_night_and_opened_the_second_naming_its_first_night():
+    """The default policy: the rule flags the first 10% night (suspected: nothing opened), the second confirms it;
+    the framework changed on the first bad night, and the regression is put down to it the night it is opened."""
+    first = decide(tonight(900.0, env_id=2), rows(wiggle(20)), policy=Policy(), fabric={(1, 8): False}).decisions[0]
+    assert (first.verdict.kind, first.action, first.label) == ("suspected", None, None)
+    assert "not confirmed by change points" in first.describe()
+    history = rows(wiggle(19) + [900.0])
+    history[19] = NightlyRow(**{**history[19].__dict__, "environment_id": 2})
+    decided = decide(tonight(905.0, env_id=2), history, policy=Policy(), fabric={(1, 8): False})
+    (decision,) = decided.decisions
+    verdict = decision.verdict
+    assert (verdict.kind, decision.action, decision.label) == ("new", "open", "framework")
+    assert verdict.first_bad_night == date(2026, 1, 20) and verdict.night == NIGHT_20 == date(2026, 1, 21)
+    assert verdict.environment_changes == ("framework_version: 2.5.0 -> 2.6.0",)  # from the night before the change
+    alert = decision.alert("dlperf_benchmark", 5)
+    assert alert.first_bad_night == date(2026, 1, 20) and alert.night == date(2026, 1, 21)
+    assert ", first bad night 2026-01-20 (median 905.00 vs baseline " in alert.describe()
+    form = alert.to_json()
+    assert form["first_bad_night"] == "2026-01-20"
+    assert RegressionAlert.from_json(json.loads(json.dumps(form))) == alert
+    assert RegressionAlert.__version__ == 2
+    old = {k: v for k, v in form.items() if k != "first_bad_night"}  # what a version 1 dlperf wrote
+    assert RegressionAlert.deserialize(old, 1) == replace(alert, first_bad_night=None)
+    # a manual run: one night, so only suspected, and nothing listed as new
+    manual = decide(tonight(800.0), rows(wiggle(20)), trigger="manual", run_id="manual__1", policy=Policy())
+    assert manual.result(0).verdicts == {"suspected": 1} and manual.result(0).new_regressions == ()
 
 
 def test_the_fabric_is_judged_at_tonights_largest_message_size():
@@ -448,7 +525,7 @@ def test_store_rows_become_the_core_types():
         created_at=stamp,
         label=None,
     )
-    assert OpenRegression.from_stored(stored) == OpenRegression(3, 9.0, 10.0, 0.1, "slower", "r")
+    assert OpenRegression.from_stored(stored) == OpenRegression(3, 9.0, 10.0, 0.1, "slower", "r", stored.night)
     assert stored.configuration == CONFIG == summary.configuration == history.configuration
     fabric = {"probe_key": "p", "nodes": 1, "gpus_per_node": 8, "total_gpus": 8, "size_bytes": GIB, "n": 0}
     sizes = {"busbw_gbs": None, "algbw_gbs": None, "time_us": None, "environment_id": None}
