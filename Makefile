@@ -79,6 +79,7 @@ bench: venv
 	$(PY) bench/dag_parse_time.py
 	$(PY) bench/harness_transparency.py
 	$(PY) bench/orchestration_overhead.py
+	$(PY) bench/detection_quality.py
 	bash scripts/ensure-postgres.sh
 	$(PY) bench/views_at_scale.py
 
