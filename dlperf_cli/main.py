@@ -357,6 +357,10 @@ def build_parser() -> argparse.ArgumentParser:
     from dlperf_cli.reproduce_cmd import add_reproduce_parser
 
     add_reproduce_parser(sub)  # dlperf reproduce
+
+    from dlperf_cli.regressions_cmd import add_regressions_parser
+
+    add_regressions_parser(sub)  # dlperf regressions replay
     return p
 
 
