@@ -28,7 +28,7 @@ from docker.tls import TLSConfig
 from docker.types import DeviceRequest, Mount, Ulimit
 
 from dlperf_core.cluster.cpu_placement import HostCores
-from dlperf_core.cluster.gpu_sampling import GpuSampler, GpuSamples, query_command, sampled_gpu_ids
+from dlperf_core.cluster.gpu_sampling import GpuSampler, GpuSamples, SampleQuery, sampled_gpu_ids
 from dlperf_core.cluster.inventory import DOCKER_CONN_PREFIX, Inventory, Node, insecure_docker_nodes
 from dlperf_core.errors import ConfigError
 from dlperf_core.model import CaseJob, CaseOutcome, ContainerSpec
@@ -427,20 +427,19 @@ class ContainerProcess:
 
 
 def container_query(target: DockerEndpoint | Node | str, container_id: str, gpu_ids: tuple[str, ...] = ()):
-    """How :class:`GpuSampler` runs nvidia-smi in a container (:func:`query_command` of ``gpu_ids``; empty: every
+    """How :class:`GpuSampler` runs nvidia-smi in a container (a :class:`SampleQuery` of ``gpu_ids``; empty: every
     GPU the container sees): its output, or None once the container is gone (or has no nvidia-smi), which ends
     the sampling."""
     client = endpoint_of(target).client(login=False)
-    command = query_command(gpu_ids)
 
-    def query() -> str | None:
+    def run(command: tuple[str, ...]) -> str | None:
         try:
-            exec_id = client.exec_create(container_id, list(command), stdout=True, stderr=False)
+            exec_id = client.exec_create(container_id, list(command), stdout=True, stderr=True)
             return client.exec_start(exec_id).decode(errors="replace")
         except (APIError, NotFound):
             return None
 
-    return query
+    return SampleQuery(run, gpu_ids)
 
 
 class DockerRuntime:

@@ -172,7 +172,7 @@ class LocalRuntime:
         # every local "node" is this machine: one sampler, asked for the case's GPUs only (and, where they are
         # named by index, counting only those lines of its answer)
         samples = GpuSamples(gpus={int(g) for g in gpus} if all(g.isdigit() for g in gpus) else None)
-        sampler = GpuSampler(lambda: local_query(gpus), samples, period_s=1.0)
+        sampler = GpuSampler(local_query(gpus), samples, period_s=1.0)
         return CaseRunning(job, start, samples={job.launches[0].node.name: samples}, on_collect=sampler.stop)
 
     def execute(self, job: CaseJob) -> CaseOutcome:
