@@ -7,8 +7,9 @@ and one *container spec* per node), executes it through the *Runtime* protocol, 
 that dlperf itself gives a node are defined here too.
 
 Nothing here knows a framework adapter, a runtime implementation or Airflow: every other module imports from
-this one, and it imports only the inventory's plain types and :mod:`dlperf_core.json_form` (the JSON forms of a
-case, a case run and an outcome are generated from their types).
+this one, and it imports only plain types of :mod:`dlperf_core.cluster` (the inventory's, a container file, a GPU's
+health and clock samples) and :mod:`dlperf_core.json_form` (the JSON forms of a case, a case run and an outcome are
+generated from their types).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from dlperf_core.cluster.clock_events import ClockSample
+from dlperf_core.cluster.gpu_health import GpuHealth
 from dlperf_core.cluster.inventory import Mount, Node
 from dlperf_core.cluster.sshkeys import ContainerFile
 from dlperf_core.json_form import JsonForm
@@ -330,6 +333,10 @@ class CaseOutcome(JsonForm):
     # per node, (unix time, W summed over its GPUs) of each sample with a power reading (nvidia nodes)
     gpu_power: dict[str, list[tuple[float, float]]] | None = None
     oversubscription: str | None = None  # the job's (CaseJob.oversubscription): its figures are flagged
+    # the case's GPUs before it started (dlperf_core.cluster.gpu_health); None: not checked (a fabric case, an import)
+    gpu_health: GpuHealth | None = None
+    # per node, each GPU's clocks per sample (clock-event reasons, SM clock, temperature, PCIe generation)
+    gpu_clocks: dict[str, list[ClockSample]] | None = None
 
     @property
     def log_path(self) -> str | None:

@@ -9,6 +9,7 @@ A suite is a YAML file in ``suites/``::
     warmup_iterations: 3
     measured_iterations: 10
     env: {NCCL_SOCKET_IFNAME: eth0}  # set on every rank (a benchmark's env: over it; an inventory node's: over both)
+    health: refuse                  # a GPU that fails a health check refuses its case (flag: runs it, flagged)
     benchmarks:
       - framework: pytorch_reference
         model: resnet50_v1.5
@@ -43,6 +44,7 @@ from pydantic import (
     model_validator,
 )
 
+from dlperf_core.cluster.gpu_health import HealthPolicy
 from dlperf_core.cluster.inventory import ClusterEnv
 from dlperf_core.errors import ConfigError, format_validation_error
 from dlperf_core.measure.maxbatch import MaxBatchSearch
@@ -202,6 +204,11 @@ class Suite(BaseModel):
     env: ClusterEnv = Field(
         default_factory=dict,
         description="variables set on every rank of every case (the cluster's settings: NCCL_*, UCX_*, ...)",
+    )
+    health: HealthPolicy = Field(
+        "refuse",
+        description="what a GPU health check that fails before a case does (dlperf_core.cluster.gpu_health): "
+        "refuse the case, or flag (run it and keep the finding)",
     )
     source: str = Field("<memory>", exclude=True)
 

@@ -118,7 +118,9 @@ def resolve_trigger(params: Mapping[str, Any] | TriggerForm, defaults: Deploymen
         check_docker_access(inventory, str(inv_path))
     # a filter value the chosen suite lacks is refused, not silently dropped; then batch and compile overrides
     suite = apply_form(suite, form)
-    settings = RunSettings(str(Path(suite.source)), runtime, str(Path(inv_path)), suite.timeout_s, suite.watchdog_s)
+    settings = RunSettings(
+        str(Path(suite.source)), runtime, str(Path(inv_path)), suite.timeout_s, suite.watchdog_s, health=suite.health
+    )
     return ResolvedTrigger(settings, suite, inventory, form.filters(), chosen.from_defaults)
 
 

@@ -9,12 +9,15 @@ Two strategies, the same use case:
   node's part (the nodes meet on a board, :mod:`dlperf_core.run.runtime.gang`), then :func:`collect_case` puts the
   nodes' reports together.
 
-Both end in the same outcome builder (:func:`dlperf_core.run.runtime.base.case_outcome`) with the same checks (the
-preflight blocker, the full log disk, the GPU samples, the oversubscription) and the same environment capture
+Both check the case's GPUs before anything starts (:mod:`dlperf_core.cluster.gpu_health`: the central strategy every
+node's, each node's task its own; a refused case fails with the finding, before any training) and end in the same
+outcome builder (:func:`dlperf_core.run.runtime.base.case_outcome`) with the same checks (the preflight blocker, the
+GPUs' health, the full log disk, the GPU samples, the oversubscription) and the same environment capture
 (:mod:`dlperf_core.cluster.environment_capture`). Every fact about the case (its nodes, image, runtime, limits) comes
 from its :class:`~dlperf_core.run.handoff.PlannedRun`, resolved once by planning: nothing here reads the inventory.
 The runtime itself is made by the caller (``make_runtime``: the docker runtime lives with Airflow's Docker
-provider), which also says what a runtime error means (``describe_error``).
+provider), which also says what a runtime error means (``describe_error``) and how the GPUs' health is read where
+the case runs (``read_gpus``: :mod:`dlperf_core.cluster.gpu_health_probe`).
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dlperf_core.cluster.clock_events import ClockSample
 from dlperf_core.cluster.environment import Environment
 from dlperf_core.cluster.environment_capture import (
     ProbeCache,
@@ -34,8 +38,10 @@ from dlperf_core.cluster.environment_capture import (
     environment_of,
     with_settings,
 )
+from dlperf_core.cluster.gpu_health import GpuHealth, ReadGpus, gate, merged, read_here
 from dlperf_core.cluster.gpu_sampling import GpuSamples
 from dlperf_core.cluster.inventory import Inventory, Node
+from dlperf_core.cluster.nvml_readings import NodeReadings
 from dlperf_core.cluster.preflight import PreflightReport
 from dlperf_core.model import CaseJob, CaseOutcome, RunIds, Runtime
 from dlperf_core.run.handoff import ExecutedRun, NodeReport, PlannedRun
@@ -58,17 +64,40 @@ MakeRuntime = Callable[[str, Inventory], Runtime]
 """Makes the runtime a planned run names (``local`` | ``docker``) over the case's nodes."""
 DescribeError = Callable[[Runtime | None, Sequence[Node], Exception], str]
 """A case's failure reason when its runtime raised (which engines do not answer, and the exception)."""
+GpuReader = Callable[[PlannedRun, RunIds], ReadGpus]
+"""How the GPUs of a planned run's nodes are read where it runs (:mod:`dlperf_core.cluster.gpu_health_probe`)."""
 
 NODE_ENV = "DLPERF_NODE"  # set on a node worker: the node it sits on (a task for another node refuses to run)
 MAX_LOG_BYTES = 32 * 1024 * 1024  # node 0's log travels to collect_case through XCom
 
 
+def read_in_process(planned: PlannedRun, ids: RunIds) -> ReadGpus:  # noqa: ARG001 - a GpuReader's signature
+    """The GPU reader of a runtime whose nodes are this machine (the local runtime): NVML in this process. A docker
+    case needs the deployment's reader (its probe container); without one its nodes say so, which flags the case."""
+    if planned.runtime != "docker":
+        return read_here
+
+    def no_probe(node: Node, gpus: tuple[str, ...]) -> NodeReadings:  # noqa: ARG001 - a ReadGpus' signature
+        return NodeReadings(node.name, error="no GPU health probe for the docker runtime in this deployment")
+
+    return no_probe
+
+
 @dataclass(frozen=True)
 class CaseRunner:
-    """How this deployment makes runtimes and names their errors (the edges of a case run)."""
+    """How this deployment makes runtimes, names their errors and reads the GPUs' health (the edges of a case run)."""
 
     make_runtime: MakeRuntime
     describe_error: DescribeError
+    read_gpus: GpuReader = read_in_process
+
+
+def check_gpus(planned: PlannedRun, ids: RunIds, runner: CaseRunner, nodes: Sequence[Node] | None = None) -> GpuHealth:
+    """The health of the case's GPUs on ``nodes`` (default: all of its nodes), read where it runs (never raises)."""
+    case = planned.run.case
+    return gate(
+        planned.nodes if nodes is None else nodes, case.gpus_per_node, runner.read_gpus(planned, ids), planned.health
+    )
 
 
 def launch_spec(runtime: Runtime, job: CaseJob, planned: PlannedRun) -> LaunchSpec | None:
@@ -92,11 +121,18 @@ def execute_case(
 ) -> ExecutedRun:
     """The central strategy: start every node of the case from this worker, wait, collect logs, clean up. Never
     raises for a failed training: the outcome (with its reason) goes on to be stored. A case on a node that failed
-    ``preflight`` is not started: it is a failed outcome "preflight: <node>: <problem>"."""
+    ``preflight`` is not started: it is a failed outcome "preflight: <node>: <problem>"; nor is one whose GPUs the
+    health gate refused (``gpu health: <node> GPU <id>: <check> <value>, wanted <limit>``)."""
     started = datetime.now(UTC)
     if preflight is not None and (blocker := preflight.blocker(planned.node_names)):
         log.warning("%s not started: %s", planned.label, blocker)
         return ExecutedRun(planned, CaseOutcome(started, datetime.now(UTC), [], blocker))
+    health = check_gpus(planned, ids, runner)
+    if health.refusal is not None:
+        log.warning("%s not started: %s", planned.label, health.refusal)
+        return ExecutedRun(planned, CaseOutcome(started, datetime.now(UTC), [], health.refusal, gpu_health=health))
+    if health.failed:
+        log.warning("%s runs flagged: %s", planned.label, "; ".join(f.line() for f in health.failed))
     runtime: Runtime | None = None
     job: CaseJob | None = None
     try:
@@ -105,6 +141,7 @@ def execute_case(
         outcome = run_to_end(runtime.submit(job))
     except Exception as exc:  # noqa: BLE001 - the runtime itself failed (engine unreachable, ...): a failed run
         outcome = CaseOutcome(started, datetime.now(UTC), [], runner.describe_error(runtime, planned.nodes, exc))
+    outcome.gpu_health = health
     spec = launch_spec(runtime, job, planned) if runtime is not None and job is not None else None
     return ExecutedRun(planned, outcome, spec)
 
@@ -140,6 +177,10 @@ def node_share(
         )
     if preflight is not None and (blocker := preflight.blocker(names)):
         return refused(blocker)
+    health = check_gpus(planned, ids, runner, [planned.nodes[rank]])  # this node's own GPUs, read here
+    if health.refusal is not None:
+        refusal = refused(health.refusal)
+        return replace(refusal, gpu_health=health)
     runtime = None
     try:
         runtime = runner.make_runtime(planned.runtime, planned.cluster)
@@ -176,6 +217,8 @@ def node_share(
         probe=probe,
         oversubscription=job.oversubscription,
         disk_full=full,
+        gpu_health=health,
+        gpu_clocks=tuple(samples.clocks) if samples else (),
     )
 
 
@@ -196,6 +239,7 @@ class _Reported:
 
     peak_mb: float | None
     power: list[tuple[float, float]]
+    clocks: list[ClockSample]
 
 
 def collect_case(
@@ -232,9 +276,17 @@ def collect_case(
         finished,
         oversubscription=next((r.oversubscription for r in got.values() if r.oversubscription), None),
         disk_full=next((r.disk_full for r in got.values() if r.disk_full), None),
-        samples={n: _Reported(r.gpu_memory_peak_mb, list(r.gpu_power)) for n, r in got.items()},
+        samples={n: _Reported(r.gpu_memory_peak_mb, list(r.gpu_power), list(r.gpu_clocks)) for n, r in got.items()},
+        gpu_health=_case_health(planned, reports),
     )
     return outcome, merged_launch_spec(got)
+
+
+def _case_health(planned: PlannedRun, reports: Mapping[str, NodeReport | None]) -> GpuHealth | None:
+    """The case's GPU health from its nodes' reports (each node's task read its own), in rank order; None when no
+    node reported one."""
+    parts = [h for n in planned.node_names if (r := reports.get(n)) is not None and (h := r.gpu_health) is not None]
+    return merged(parts, planned.health) if parts else None
 
 
 def merged_launch_spec(reports: Mapping[str, NodeReport]) -> LaunchSpec | None:

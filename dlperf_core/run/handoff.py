@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Self
 
+from dlperf_core.cluster.clock_events import ClockSample
+from dlperf_core.cluster.gpu_health import GpuHealth, HealthPolicy
 from dlperf_core.cluster.inventory import Inventory, Node, load_inventory
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.json_form import JsonForm
@@ -47,6 +49,9 @@ class RunSettings(JsonForm):
     watchdog_s: float | None
     inventory_name: str = ""
     nodes: tuple[Node, ...] = ()  # every node of the inventory (cleanup visits each)
+    health: HealthPolicy = (
+        "refuse"  # the suite's: what a GPU health check that fails does (dlperf_core.cluster.gpu_health)
+    )
 
     @property
     def cluster(self) -> Inventory:
@@ -78,6 +83,7 @@ class PlannedRun(JsonForm):
     inventory_name: str = ""
     image: str | None = None  # the docker runtime's image on these nodes (None: the local runtime)
     figure_origin: FigureOrigin | None = None  # who prints the figure its log is read for (its adapter says)
+    health: HealthPolicy = "refuse"  # the suite's: refuse a case whose GPUs fail a health check, or run it flagged
 
     @classmethod
     def of(
@@ -85,7 +91,7 @@ class PlannedRun(JsonForm):
     ) -> PlannedRun:
         """``run`` with every fact its tasks need, resolved from ``inventory`` (the one planning read)."""
         planned = cls(run, settings.runtime, settings.inventory, settings.timeout_s, settings.watchdog_s, search)
-        return replace(planned, suite=settings.suite).resolved_on(inventory)
+        return replace(planned, suite=settings.suite, health=settings.health).resolved_on(inventory)
 
     def resolved_on(self, inventory: Inventory) -> PlannedRun:
         """This run with what planning resolves on ``inventory``: its nodes, its image (docker), its figure's
@@ -211,7 +217,7 @@ class NodeReport(JsonForm):
     """What one node's task returns under node routing: its share of the case run
     (:class:`~dlperf_core.run.runtime.gang.NodeShare`; None when the case does not use the node, ``skipped`` says
     why), with what ``collect_case`` needs from that node alone: node 0's log, the GPU samples, what the node
-    launched, its environment probe."""
+    launched, its environment probe, the health of its GPUs before the case."""
 
     node: str
     share: NodeShare | None = None
@@ -225,3 +231,5 @@ class NodeReport(JsonForm):
     probe: ProbeOutput | None = None
     oversubscription: str | None = None  # the case's (CaseJob.oversubscription), as this node's task placed it
     disk_full: str | None = None  # this node's log disk could not take one more block (the case's real cause)
+    gpu_health: GpuHealth | None = None  # this node's GPUs before the case (dlperf_core.cluster.gpu_health)
+    gpu_clocks: tuple[ClockSample, ...] = ()  # this node's GPU clocks per sample

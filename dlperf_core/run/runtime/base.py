@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from dlperf_core.cluster.clock_events import ClockSample
+from dlperf_core.cluster.gpu_health import GpuHealth
 from dlperf_core.model import (
     PEER_LOST_EXIT,
     SSH_SETUP_EXIT,
@@ -38,14 +40,20 @@ class GpuReadings(Protocol):
     @property
     def power(self) -> list[tuple[float, float]]: ...
 
+    @property
+    def clocks(self) -> list[ClockSample]: ...
+
 
 def with_gpu_samples(outcome: CaseOutcome, samples: Mapping[str, GpuReadings]) -> CaseOutcome:
     """``outcome`` with what its nodes' GPU samplers saw (``{node: GpuSamples}``): the highest memory used on
-    one GPU, and each node's power series (None where nothing was sampled: CPU nodes, no nvidia-smi)."""
+    one GPU, each node's power series and each node's GPU clocks (None where nothing was sampled: CPU nodes, no
+    nvidia-smi)."""
     peaks = [s.peak_mb for s in samples.values() if s.peak_mb is not None]
     power = {node: s.power for node, s in samples.items() if s.power}
+    clocks = {node: s.clocks for node, s in samples.items() if s.clocks}
     outcome.gpu_memory_peak_mb = max(peaks) if peaks else None
     outcome.gpu_power = power or None
+    outcome.gpu_clocks = clocks or None
     return outcome
 
 
@@ -177,14 +185,16 @@ def case_outcome(
     oversubscription: str | None = None,
     disk_full: str | None = None,
     samples: Mapping[str, GpuReadings] | None = None,
+    gpu_health: GpuHealth | None = None,
 ) -> CaseOutcome:
     """The one outcome builder of a case run, whichever way its nodes ran: each node's end in rank order, the
     failure (a full log disk named first: it is the real cause of whatever the processes or the parser report),
-    the GPU samples (:func:`with_gpu_samples`) and the job's oversubscription."""
+    the GPU samples (:func:`with_gpu_samples`), the job's oversubscription and the health of its GPUs before it
+    started (:mod:`dlperf_core.cluster.gpu_health`)."""
     nodes = [NodeOutcome(e.node, e.rank, e.exit_code, e.log_path) for e in sorted(ends, key=lambda e: e.rank)]
     if disk_full:
         failure = disk_full if not failure else f"{disk_full}; {failure}"
-    outcome = CaseOutcome(started, finished, nodes, failure, oversubscription=oversubscription)
+    outcome = CaseOutcome(started, finished, nodes, failure, oversubscription=oversubscription, gpu_health=gpu_health)
     return with_gpu_samples(outcome, samples) if samples is not None else outcome
 
 

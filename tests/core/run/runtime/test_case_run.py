@@ -84,7 +84,7 @@ def test_the_routed_strategy_builds_the_outcome_the_central_one_does(tmp_path, m
 
     class Readings:
         def __init__(self, peak, power):
-            self.peak_mb, self.power = peak, power
+            self.peak_mb, self.power, self.clocks = peak, power, []
 
     central = case_outcome(
         [NodeEnd(first, 0, 0, central_log), NodeEnd(second, 1, 0, "/on/node1/node1.log")],
