@@ -3,6 +3,11 @@
 Pure apart from reading the log file. A run that failed has a reason and no throughput, never a zero. A
 training case's figure is its ``throughput``; a fabric benchmark's (the all-reduce case) is its
 ``bus_bandwidth_gbs``, and its ``throughput`` stays None: a bandwidth is never a throughput.
+
+The GPUs' clocks over the measured window (:mod:`dlperf_core.cluster.clock_events`) say whether an ok run was
+**throttled** (its ``throttled`` names the GPUs and the reasons), and whether each GPU's PCIe link reached its
+maximum generation under load (:func:`dlperf_core.cluster.gpu_health.check_under_load`): one that did not fails the
+run under the suite's ``health: refuse``, with the finding as its reason.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from dlperf_core.cluster.clock_events import GpuWindow, throttled_reason, windows_of
+from dlperf_core.cluster.gpu_health import GpuHealth, check_under_load
 from dlperf_core.cluster.gpu_sampling import case_power_w
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.json_form import JsonForm
@@ -45,6 +52,9 @@ class Measurement(JsonForm):
     energy_per_sample_j: float | None = None
     gpu_power_mean_w: float | None = None  # the case's GPUs' mean board power over the window, summed (W)
     bus_bandwidth_gbs: float | None = None  # a fabric benchmark's average bus bandwidth (GB/s); None otherwise
+    # the throttling reasons the GPUs showed in the measured window, per GPU (None: none, or not sampled)
+    throttled: str | None = None
+    gpu_windows: tuple[GpuWindow, ...] = ()  # each GPU's clocks over the measured window
 
 
 def _tail(path: Path) -> str:
@@ -81,6 +91,37 @@ def efficiency(case: Case, parsed: ParsedRun, outcome: CaseOutcome, gpu_model: s
     }
 
 
+def gpu_names(health: GpuHealth | None) -> dict[tuple[str, int], str]:
+    """How each sampled GPU is called (``{(node, index it was sampled by): "GPU 4 (GPU-3f0c...)"}``): as the
+    inventory names it, from the health readings taken where it was sampled."""
+    if health is None:
+        return {}
+    return {
+        (n.node, g.index): f"GPU {g.gpu}" + (f" ({g.uuid})" if g.uuid and g.uuid != g.gpu else "")
+        for n in health.nodes
+        for g in n.gpus
+        if g.index is not None
+    }
+
+
+def gpu_windows(outcome: CaseOutcome, parsed: ParsedRun | None) -> tuple[GpuWindow, ...]:
+    """Each GPU's clocks over the measured window (the whole run where the log has no times)."""
+    if not outcome.gpu_clocks:
+        return ()
+    start, end = window_times(parsed) if parsed is not None else (None, None)
+    return windows_of(outcome.gpu_clocks, start, end)
+
+
+def under_load(outcome: CaseOutcome, windows: tuple[GpuWindow, ...]) -> str | None:
+    """Why an ok run fails after all: a GPU whose PCIe link stayed below its maximum generation under load, under
+    ``health: refuse`` (``gpu health: <finding>; ...``); None otherwise."""
+    health = outcome.gpu_health
+    if health is None or health.policy != "refuse":
+        return None
+    refused = [f for f in check_under_load(health.nodes, windows) if f.outcome == "refuse"]
+    return ("gpu health: " + "; ".join(f.line() for f in refused)) if refused else None
+
+
 def measure_case_run(case: Case, outcome: CaseOutcome, gpu_model: str | None = None) -> Measurement:
     """Combine how the processes ended with what the log says (``gpu_model``: the GPU the environment
     capture read, for the MFU)."""
@@ -111,6 +152,9 @@ def measure_case_run(case: Case, outcome: CaseOutcome, gpu_model: str | None = N
             parsed.iterations,
         )
     first, last = parsed.window or (None, None)
+    windows = gpu_windows(outcome, parsed)
+    if (refused := under_load(outcome, windows)) is not None:
+        return Measurement("failed", refused, None, parsed.reported_throughput, parsed.iterations, gpu_windows=windows)
     return Measurement(
         "ok",
         None,
@@ -120,6 +164,8 @@ def measure_case_run(case: Case, outcome: CaseOutcome, gpu_model: str | None = N
         first,
         last,
         **efficiency(case, parsed, outcome, gpu_model),
+        throttled=throttled_reason(windows, gpu_names(outcome.gpu_health)),
+        gpu_windows=windows,
     )
 
 

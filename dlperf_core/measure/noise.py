@@ -9,7 +9,10 @@ A configuration here is one case of one run over its repeats (a row of the ``cas
   its two cores with its own parameter server, docs/benchmarks.md);
 * it has a **single repeat** (:data:`SINGLE_REPEAT`): with one ok repeat there is no CV to judge it by;
 * it was **oversubscribed**: its ranks had no cores of their own (:mod:`dlperf_core.cluster.cpu_placement`, whose text
-  is the reason); it then has no speedup at all.
+  is the reason); it then has no speedup at all;
+* it was **throttled**: a GPU showed a throttling clock-event reason (HW slowdown, SW or HW thermal slowdown, HW power
+  brake) in an ok repeat's measured window (:mod:`dlperf_core.cluster.clock_events`; :data:`THROTTLED` and which GPUs
+  and reasons). Its figure says how hot or starved the node was; it is also left out of regression baselines.
 
 A speedup is against a **baseline**, the 1n1g of the same configuration: that of the same run, or where the run
 has none, that of the latest nightly (scheduled) run that started at or before it (:data:`BASELINE_OF`); every
@@ -18,7 +21,7 @@ nothing by itself. The comparisons are strict (a CV of exactly 0.10, a speedup o
 reliable).
 
 The same rule, with the same threshold and the same wording of the reason, is computed in SQL by the
-``case_summary`` view (migration 0012, which writes the threshold into its SQL as a literal; a test checks that
+``case_summary`` view (migration 0012, the throttling since 0013; 0012 writes the threshold into its SQL as a literal; a test checks that
 literal against :data:`MAX_RELIABLE_CV`, so changing the constant needs a new migration). Pure: no I/O.
 """
 
@@ -41,6 +44,10 @@ has a CV of 0.71."""
 SINGLE_REPEAT = "single repeat"
 """The flag of a configuration with one ok repeat."""
 
+THROTTLED = "throttled: "
+"""What comes before a throttled configuration's GPUs and reasons in its reason (``throttled: node0 GPU 1: HW
+thermal slowdown (0x40)``)."""
+
 BASELINE_OF = ("this run", "latest nightly")
 """Where a speedup's 1n1g comes from (``case_summary.baseline_of``): the same run, else the latest nightly."""
 
@@ -53,11 +60,12 @@ BASELINE_RULE = (
 UNRELIABLE_RULE = (
     f"unreliable: CV of the ok repeats (stdev/mean) > {MAX_RELIABLE_CV:.2f} ({MAX_RELIABLE_CV:.0%}), "
     "or speedup vs 1n1g > the number of devices (super-linear), or a single repeat (no CV), "
-    "or oversubscribed (more ranks than cores on their host: no speedup)"
+    "or oversubscribed (more ranks than cores on their host: no speedup), "
+    "or throttled (GPU clocks held down by HW slowdown, thermal slowdown or a power brake while measured)"
 )
 """The rule in one line, for the pages and reports that show the flag."""
 
-UNRELIABLE_LEGEND = f"unreliable (CV > {MAX_RELIABLE_CV:.0%}, speedup > devices or a single repeat)"
+UNRELIABLE_LEGEND = f"unreliable (CV > {MAX_RELIABLE_CV:.0%}, speedup > devices, a single repeat or throttled)"
 """The legend entry of an unreliable point in a plot (an oversubscribed case has no speedup to plot)."""
 
 
@@ -78,6 +86,7 @@ def unreliable_reason(
     devices: int | None,
     ok_repeats: int | None = None,
     oversubscription: str | None = None,
+    throttled: str | None = None,
 ) -> str | None:
     """Why a configuration is unreliable, as a short string (``"CV 0.71 > 0.10"``, ``"speedup 4.40 > 2
     devices"``, ``"single repeat"``, the oversubscription's text; those that hold joined by ``"; "``), or None
@@ -86,7 +95,8 @@ def unreliable_reason(
     ``cv``: stdev / mean of the ok repeats (None or NaN with fewer than two); ``speedup``: against its baseline
     (None or NaN without one); ``devices``: nodes x GPUs per node; ``ok_repeats``: how many repeats are ok (None:
     not known); ``oversubscription``: :attr:`dlperf_core.cluster.cpu_placement.CpuPlacement.oversubscription` (then the
-    speedup is not counted: there is none). Numbers have two decimals, as the ``case_summary`` view writes them."""
+    speedup is not counted: there is none); ``throttled``: which GPUs were throttled and why (``results.throttled``).
+    Numbers have two decimals, as the ``case_summary`` view writes them."""
     reasons = []
     cv_, devices_ = _number(cv), _number(devices)
     speedup_ = None if oversubscription else _number(speedup)
@@ -98,4 +108,6 @@ def unreliable_reason(
         reasons.append(SINGLE_REPEAT)
     if oversubscription:
         reasons.append(oversubscription)
+    if throttled:
+        reasons.append(THROTTLED + throttled)
     return "; ".join(reasons) or None

@@ -109,6 +109,13 @@ class StoreFrames(StoreReads):
         frame["gpu_memory_peak_mb"] = frame["gpu_memory_peak_mb"].astype("float64")
         return frame
 
+    def gpu_health(self, run_id: str | None = None, dag_id: str | None = None) -> pd.DataFrame:
+        """Each result's GPU health snapshot with its key, status and throttling (of ``run_id``/``dag_id`` if given;
+        typed: :meth:`health_rows`)."""
+        frame = self._frame(queries.gpu_health(run_id, dag_id))
+        frame["checked_at"] = utc_column(frame["checked_at"])
+        return frame
+
     def environments(self, ids: Iterable[int] | None = None) -> pd.DataFrame:
         """Rows of ``environments`` (those with ``ids`` if given), ordered by id (typed: :meth:`environment_rows`)."""
         table = table_of(StoredEnvironment)

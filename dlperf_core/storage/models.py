@@ -14,6 +14,8 @@ Five tables and four views (docs/schema.md has the diagram):
   their first names).
 * ``mlperf_systems`` / ``mlperf_runs`` / ``mlperf_official_scores``: imported MLPerf Training submissions and
   their official scores (migration 0011), read through the view ``mlperf_scores``.
+* ``gpu_health_snapshots``: the health of a result's GPUs before it ran and their clocks over its measured window,
+  one row per result that was checked (migration 0013, ``dlperf_core.cluster.gpu_health``).
 * views (created by the Alembic migrations, never by ``create_all``): ``case_summary``,
   ``latest_summary`` (latest of any run), ``latest_nightly_summary`` (latest scheduled run),
   ``nightly_history``, ``open_regressions``; the ``Table`` objects below
@@ -74,6 +76,12 @@ SEARCH_STATUSES: tuple[str, ...] = ("found", "limit_reached", "none_fit", "faile
 
 DIRECTIONS: tuple[str, ...] = ("slower", "faster")
 """Allowed values of ``regressions.direction``."""
+
+HEALTH_POLICIES: tuple[str, ...] = ("refuse", "flag")
+"""Allowed values of ``gpu_health_snapshots.policy`` (``dlperf_core.cluster.gpu_health.HEALTH_POLICIES``)."""
+
+HEALTH_VERDICTS: tuple[str, ...] = ("ok", "flagged", "refused", "no_gpus")
+"""Allowed values of ``gpu_health_snapshots.verdict`` (``dlperf_core.cluster.gpu_health.VERDICTS``)."""
 
 REGRESSION_LABELS: tuple[str, ...] = ("fabric", "framework", "unexplained")
 """Allowed values of ``regressions.label`` (``dlperf_core.measure.regression.Label``; NULL before migration 0007)."""
@@ -239,6 +247,9 @@ class Result(Base):
     launch_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # why the case's ranks had no cores of their own (dlperf_core.cluster.cpu_placement); NULL: they had (migration 0012)
     oversubscription: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # the GPUs and clock-event reasons that throttled it in its measured window (dlperf_core.cluster.clock_events);
+    # NULL: none did, or not sampled (migration 0013)
+    throttled: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )
@@ -248,6 +259,37 @@ class Result(Base):
         default=utcnow,
         onupdate=utcnow,
         server_default=func.now(),
+    )
+
+
+class GpuHealthSnapshot(Base):
+    """The health of one result's GPUs, read through NVML just before it ran, and their clocks over its measured
+    window (``dlperf_core.cluster.gpu_health``; migration 0013)."""
+
+    __tablename__ = "gpu_health_snapshots"
+    __table_args__ = (
+        UniqueConstraint("result_id"),
+        one_of("policy", HEALTH_POLICIES),
+        one_of("verdict", HEALTH_VERDICTS),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    result_id: Mapped[int] = mapped_column(Integer, ForeignKey("results.id", ondelete="CASCADE"), nullable=False)
+    checked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    policy: Mapped[str] = mapped_column(String(16), nullable=False)  # the suite's health: refuse | flag
+    verdict: Mapped[str] = mapped_column(String(16), nullable=False)
+    findings: Mapped[str | None] = mapped_column(Text, nullable=True)  # one line per finding, "; "-joined
+    gpus: Mapped[int] = mapped_column(Integer, nullable=False)  # GPUs read
+    # over the measured window, every GPU: the clock-event reasons seen (bit mask, OR-ed), lowest SM clock, hottest
+    clock_event_reasons: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    sm_clock_min_mhz: Mapped[float | None] = mapped_column(Float, nullable=True)
+    temperature_max_c: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # JSON forms: each node's readings (dlperf_core.cluster.nvml_readings.NodeReadings), each GPU's window
+    # (dlperf_core.cluster.clock_events.GpuWindow)
+    readings: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
+    windows: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
     )
 
 
@@ -510,6 +552,8 @@ case_summary = Table(
     Column("baseline_run_id", String(250)),
     Column("baseline_of", Text),  # "this run" | "latest nightly"; NULL: no baseline
     Column("baseline_night", Date),
+    # migration 0013: an ok repeat's GPUs were throttled in its measured window (the reason says which and why)
+    Column("throttled", Boolean),
 )
 
 CASE_SUMMARY_COLUMNS: tuple[str, ...] = tuple(c.name for c in case_summary.columns)
@@ -562,6 +606,7 @@ nightly_history = Table(
     Column("baseline_run_id", String(250)),
     Column("baseline_of", Text),
     Column("baseline_night", Date),
+    Column("throttled", Boolean),  # migration 0013: as case_summary's; such a night is no regression baseline
 )
 
 #: ``open_regressions`` (migration 0002): the regressions still open, with their run's start.

@@ -13,6 +13,7 @@ from dlperf_core.storage.models import (
     CONFIGURATION_COLUMNS,
     BenchmarkRun,
     FabricBenchmark,
+    GpuHealthSnapshot,
     MaxBatchSearchResult,
     Result,
     case_summary,
@@ -38,6 +39,28 @@ def results(run_id: str | None, dag_id: str | None) -> Select[Any]:
     """``results`` (of one run if given), by run, case and repeat."""
     table = table_of(Result)
     return of_run(select(table), table.c, run_id, dag_id).order_by(*(table.c[k] for k in RESULT_KEY))
+
+
+HEALTH_COLUMNS: tuple[str, ...] = (
+    "checked_at",
+    "policy",
+    "verdict",
+    "findings",
+    "gpus",
+    "clock_event_reasons",
+    "sm_clock_min_mhz",
+    "temperature_max_c",
+)
+"""The columns of a GPU health snapshot a report shows (its readings and windows stay in the table)."""
+
+
+def gpu_health(run_id: str | None, dag_id: str | None) -> Select[Any]:
+    """Each result's GPU health snapshot (of one run if given), with the result's key, status and throttling, by
+    run, case and repeat."""
+    r, h = table_of(Result), table_of(GpuHealthSnapshot)
+    columns = (r.c.dag_id, r.c.run_id, r.c.case_key, r.c.repeat, r.c.status, r.c.throttled)
+    stmt = select(*columns, *(h.c[name] for name in HEALTH_COLUMNS)).join_from(h, r, h.c.result_id == r.c.id)
+    return of_run(stmt, r.c, run_id, dag_id).order_by(*(r.c[k] for k in RESULT_KEY))
 
 
 def summary(run_id: str | None, dag_id: str | None) -> Select[Any]:

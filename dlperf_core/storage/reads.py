@@ -21,6 +21,7 @@ from dlperf_core.storage.models import (
 )
 from dlperf_core.storage.rows import (
     BenchmarkRunRow,
+    CaseHealthRow,
     CaseSummaryRow,
     Configuration,
     EnvironmentRow,
@@ -88,6 +89,10 @@ class StoreReads:
     def result_rows(self, run_id: str | None = None, dag_id: str | None = None) -> list[ResultRow]:
         """The ``results`` rows (of ``run_id``/``dag_id`` if given), ordered by run, case and repeat."""
         return self._rows(queries.results(run_id, dag_id), ResultRow)
+
+    def health_rows(self, run_id: str | None = None, dag_id: str | None = None) -> list[CaseHealthRow]:
+        """Each result's GPU health snapshot (of ``run_id``/``dag_id`` if given), in :meth:`result_rows`' order."""
+        return self._rows(queries.gpu_health(run_id, dag_id), CaseHealthRow)
 
     def summary_rows(self, run_id: str | None = None, dag_id: str | None = None) -> list[CaseSummaryRow]:
         """The ``case_summary`` rows (of ``run_id``/``dag_id`` if given), in :meth:`summary`'s order."""

@@ -13,18 +13,24 @@ what the spool (:mod:`dlperf_core.storage.spool`) writes while the database is a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from dlperf_core.cluster.clock_events import GpuWindow
+from dlperf_core.cluster.gpu_health import GpuHealth, check_under_load
+from dlperf_core.cluster.nvml_readings import NodeReadings
 from dlperf_core.json_form import IsoDatetime, JsonForm
 from dlperf_core.measure.origin import check_origin
 from dlperf_core.storage.models import (
+    HEALTH_POLICIES,
+    HEALTH_VERDICTS,
     RESULT_STATUSES,
     RUN_STATUSES,
     SEARCH_STATUSES,
     BenchmarkRun,
     FabricBenchmark,
     FabricBenchmarkSize,
+    GpuHealthSnapshot,
     MaxBatchSearchResult,
     Result,
 )
@@ -67,7 +73,55 @@ def variant_of(case_key: str) -> str:
     return case_key[i:] if i >= 0 else ""
 
 
-@record_of_table(Result, beside=("benchmark_run",))
+@record_of_table(GpuHealthSnapshot, filled_in=("id", "result_id", "created_at"))
+@dataclass(frozen=True, kw_only=True)
+class GpuHealthRecord(JsonForm):
+    """The health snapshot of one result's GPUs (row of ``gpu_health_snapshots``, stored with its result): what
+    NVML read before it ran, the findings, and their clocks over its measured window."""
+
+    checked_at: IsoDatetime | None
+    policy: str  # HEALTH_POLICIES
+    verdict: str  # HEALTH_VERDICTS
+    findings: str | None
+    gpus: int
+    clock_event_reasons: int | None
+    sm_clock_min_mhz: float | None
+    temperature_max_c: float | None
+    readings: tuple[NodeReadings, ...]
+    windows: tuple[GpuWindow, ...]
+
+    def __post_init__(self) -> None:
+        if self.policy not in HEALTH_POLICIES:
+            raise ValueError(f"health policy must be one of {HEALTH_POLICIES}, got {self.policy!r}")
+        if self.verdict not in HEALTH_VERDICTS:
+            raise ValueError(f"health verdict must be one of {HEALTH_VERDICTS}, got {self.verdict!r}")
+
+    @classmethod
+    def of(cls, health: GpuHealth, windows: tuple[GpuWindow, ...] = ()) -> GpuHealthRecord:
+        """The snapshot of ``health`` (read before the case) with its GPUs' measured ``windows`` and what they found
+        under load (:func:`dlperf_core.cluster.gpu_health.check_under_load`)."""
+        health = health.with_findings(check_under_load(health.nodes, windows))
+        clocks = [w.sm_clock_min_mhz for w in windows if w.sm_clock_min_mhz is not None]
+        temperatures = [w.temperature_max_c for w in windows if w.temperature_max_c is not None]
+        mask = 0
+        for w in windows:
+            mask |= w.reasons
+        checked = health.checked_at
+        return cls(
+            checked_at=datetime.fromtimestamp(checked, UTC) if checked is not None else None,
+            policy=health.policy,
+            verdict=health.verdict,
+            findings=health.summary,
+            gpus=health.gpus,
+            clock_event_reasons=mask if windows else None,
+            sm_clock_min_mhz=min(clocks) if clocks else None,
+            temperature_max_c=max(temperatures) if temperatures else None,
+            readings=health.nodes,
+            windows=windows,
+        )
+
+
+@record_of_table(Result, beside=("benchmark_run", "gpu_health"))
 @dataclass(frozen=True, kw_only=True)
 class ResultRecord(JsonForm):
     """One repeat of one case (row of ``results``), identified by
@@ -117,7 +171,23 @@ class ResultRecord(JsonForm):
     # why the case's ranks had no cores of their own (dlperf_core.cluster.cpu_placement): its figures are flagged and its
     # speedup is not reported; None: each rank had its own cores, or not a CPU stand-in
     oversubscription: str | None = None
+    # the GPUs and clock-event reasons that throttled it in its measured window (dlperf_core.cluster.clock_events): its
+    # figures are flagged and left out of regression baselines; None: none did, or nothing was sampled
+    throttled: str | None = None
     benchmark_run: BenchmarkRunRecord | None = None
+    gpu_health: GpuHealthRecord | None = None  # stored beside it (gpu_health_snapshots); None: not checked
+
+    LEFT_OUT_WHEN_NONE: ClassVar[tuple[str, ...]] = ("throttled", "gpu_health")
+    """Fields added after results were first spooled (migration 0013), left out of the JSON form while None: a
+    record without them is spooled as the text an older dlperf wrote, and reads back the same."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The generated JSON form, less the :attr:`LEFT_OUT_WHEN_NONE` fields that are None."""
+        data = super().to_json()
+        for name in self.LEFT_OUT_WHEN_NONE:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
     def __post_init__(self) -> None:
         if self.status not in RESULT_STATUSES:
@@ -156,7 +226,8 @@ class ResultRecord(JsonForm):
         measurement, its times, log and GPU memory peak from the runtime's outcome, and ``figure_origin``: who
         printed the lines the figure was read from (``dlperf_core.measure.measurement.figure_origin`` for a run dlperf
         launched, ``imported`` for a log from elsewhere), and ``launch_spec``: what was launched on each node
-        (``dlperf_core.run.launch_spec.LaunchSpec.to_json``; None for a log from elsewhere). The one place a result
+        (``dlperf_core.run.launch_spec.LaunchSpec.to_json``; None for a log from elsewhere); its GPUs' health snapshot
+        and throttling from the outcome and the measurement. The one place a result
         row is filled in (the DAG's store_result and ``dlperf import`` both come here)."""
         return cls(
             dag_id=dag_id,
@@ -188,6 +259,12 @@ class ResultRecord(JsonForm):
             environment_id=environment_id,
             gpu_memory_peak_mb=outcome.gpu_memory_peak_mb,
             oversubscription=outcome.oversubscription,
+            throttled=measurement.throttled,
+            gpu_health=(
+                GpuHealthRecord.of(outcome.gpu_health, measurement.gpu_windows)
+                if outcome.gpu_health is not None
+                else None
+            ),
             figure_origin=figure_origin,
             launch_spec=launch_spec,
             benchmark_run=benchmark_run,

@@ -10,7 +10,7 @@ store's DataFrame reads (``summary()``, ``history()``, ...) are for reports, tab
 The fields are standard-library types only: the pure core (:mod:`dlperf_core.measure.regression`) names these rows in
 its annotations (imported under ``TYPE_CHECKING``: loading this module loads the storage package) and builds its
 own types from them with one ``from_*`` constructor each. A JSON column (``results.configuration``,
-``results.launch_spec``, ``max_batch_searches.probes``) comes back as the JSON value it stores: those are the
+``results.launch_spec``, ``max_batch_searches.probes``, ``gpu_health_snapshots.readings`` and ``windows``) comes back as the JSON value it stores: those are the
 storage edge's JSON, read back by their own types (``LaunchSpec.from_dict``, ``Trial.from_json``).
 """
 
@@ -24,6 +24,7 @@ from typing import Any, SupportsFloat, SupportsInt, TypeVar
 from dlperf_core.storage.models import (
     BenchmarkRun,
     FabricBenchmark,
+    GpuHealthSnapshot,
     MaxBatchSearchResult,
     Regression,
     Result,
@@ -187,6 +188,7 @@ class ResultRow(Configuration):
     oversubscription: (
         str | None
     )  # why its ranks had no cores of their own (dlperf_core.cluster.cpu_placement); None: they had
+    throttled: str | None  # the GPUs and clock-event reasons that throttled it while measured; None: none, or unknown
     created_at: datetime
     updated_at: datetime
 
@@ -249,6 +251,47 @@ class RegressionRow(_Configured):
     closed_reason: str | None
     created_at: datetime
     label: str | None  # "fabric" | "framework" | "unexplained"; None before migration 0007
+
+
+@row_of_table(GpuHealthSnapshot)
+@dataclass(frozen=True, kw_only=True)
+class GpuHealthRow:
+    """A row of ``gpu_health_snapshots``: one result's GPUs before it ran and over its measured window."""
+
+    id: int
+    result_id: int
+    checked_at: datetime | None
+    policy: str  # "refuse" | "flag"
+    verdict: str  # "ok" | "flagged" | "refused" | "no_gpus"
+    findings: str | None  # one line per finding, "; "-joined
+    gpus: int
+    clock_event_reasons: int | None
+    sm_clock_min_mhz: float | None
+    temperature_max_c: float | None
+    readings: list[dict[str, Any]]  # the JSON column: each node's NodeReadings form
+    windows: list[dict[str, Any]]  # the JSON column: each GPU's GpuWindow form
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseHealthRow:
+    """A result's GPU health snapshot with the result's key, status and throttling (``ResultStore.health_rows``: a
+    join of ``gpu_health_snapshots`` and ``results``)."""
+
+    dag_id: str
+    run_id: str
+    case_key: str
+    repeat: int
+    status: str
+    throttled: str | None
+    checked_at: datetime | None
+    policy: str
+    verdict: str
+    findings: str | None
+    gpus: int
+    clock_event_reasons: int | None
+    sm_clock_min_mhz: float | None
+    temperature_max_c: float | None
 
 
 @row_of_table(MaxBatchSearchResult)
@@ -345,6 +388,7 @@ class CaseSummaryRow(_Configured):
     baseline_run_id: str | None = None
     baseline_of: str | None = None  # "this run" | "latest nightly"
     baseline_night: date | None = None  # that run's night, when it is a scheduled run
+    throttled: bool = False  # migration 0013: an ok repeat's GPUs were throttled while measured (the reason says how)
 
 
 @row_of_table(nightly_history, exact_nulls=False)
@@ -372,6 +416,7 @@ class HistoryRow(_Configured):
     baseline_run_id: str | None = None
     baseline_of: str | None = None
     baseline_night: date | None = None
+    throttled: bool = False  # migration 0013: no regression baseline
 
 
 @row_of_table(fabric_summary, exact_nulls=False)

@@ -18,6 +18,7 @@ from dlperf_core.storage.models import (
     BenchmarkRun,
     FabricBenchmark,
     FabricBenchmarkSize,
+    GpuHealthSnapshot,
     MaxBatchSearchResult,
     Regression,
     Result,
@@ -28,7 +29,13 @@ from dlperf_core.storage.models import (
 )
 from dlperf_core.storage.queries import RESULT_KEY
 from dlperf_core.storage.reads import configuration_values
-from dlperf_core.storage.records import BenchmarkRunRecord, FabricRecord, MaxBatchSearchRecord, ResultRecord
+from dlperf_core.storage.records import (
+    BenchmarkRunRecord,
+    FabricRecord,
+    GpuHealthRecord,
+    MaxBatchSearchRecord,
+    ResultRecord,
+)
 from dlperf_core.storage.shape import column_values
 from dlperf_core.storage.sql import id_of, now, retry, table_of, upsert, utc
 
@@ -46,11 +53,23 @@ MLPERF_SYSTEM_KEY = ("ruleset", "submitter_folder", "system_folder")
 MLPERF_RUN_KEY = ("system_id", "benchmark", "result_file")
 MLPERF_SCORE_KEY = ("system_id", "benchmark")
 REGRESSION_KEY = ("benchmark_run_id", "case_key")
+HEALTH_KEY = ("result_id",)
 
 
 def run_values(run: BenchmarkRunRecord) -> dict[str, object]:
     """Column values of a run record (times in UTC)."""
     return column_values(run, BenchmarkRun) | {"started_at": utc(run.started_at), "finished_at": utc(run.finished_at)}
+
+
+def health_values(health: GpuHealthRecord, result_id: int) -> dict[str, object]:
+    """Column values of a result's health snapshot (the readings and windows as their JSON forms)."""
+    form = health.to_json()
+    return column_values(health, GpuHealthSnapshot) | {
+        "result_id": result_id,
+        "checked_at": utc(health.checked_at),
+        "readings": form["readings"],
+        "windows": form["windows"],
+    }
 
 
 class StoreWrites:
@@ -220,7 +239,7 @@ class StoreWrites:
             return [self._upsert_result(conn, result) for result in results]
 
     def _upsert_result(self, conn: Connection, result: ResultRecord) -> int:
-        """Upsert one result on ``conn`` (see :meth:`upsert_result`)."""
+        """Upsert one result on ``conn`` (see :meth:`upsert_result`), and its GPU health snapshot when it has one."""
         values = column_values(result, Result) | {
             "started_at": utc(result.started_at),
             "finished_at": utc(result.finished_at),
@@ -229,7 +248,10 @@ class StoreWrites:
             ),
         }
         upsert(conn, Result, values, RESULT_KEY, also={"updated_at": now()})
-        return id_of(conn, Result, values, RESULT_KEY)
+        result_id = id_of(conn, Result, values, RESULT_KEY)
+        if result.gpu_health is not None:
+            upsert(conn, GpuHealthSnapshot, health_values(result.gpu_health, result_id), HEALTH_KEY)
+        return result_id
 
     @retry
     def upsert_max_batch_search(self, record: MaxBatchSearchRecord) -> int:

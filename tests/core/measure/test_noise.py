@@ -145,7 +145,7 @@ def test_case_summary_flags_the_noisy_configuration_only(store: ResultStore):
 
 def test_latest_summary_carries_the_flag(store: ResultStore):
     latest = store.latest_summary().set_index("case_key")
-    assert list(latest.columns[-10:]) == [
+    assert list(latest.columns[-11:]) == [
         "unreliable",
         "unreliable_reason",
         "single_repeat",
@@ -154,6 +154,7 @@ def test_latest_summary_carries_the_flag(store: ResultStore):
         "baseline_run_id",
         "baseline_of",
         "baseline_night",
+        "throttled",  # migration 0013
         "started_at",
         "trigger",
     ]
@@ -176,7 +177,7 @@ def test_speedup_plot_crosses_out_the_unreliable_points(store: ResultStore):
     flagged = summary[summary["unreliable"].astype(bool)]
     assert points == sorted(zip((flagged["nodes"] * flagged["gpus_per_node"]).astype(float), flagged["speedup"]))
     assert UNRELIABLE_LEGEND in [t.get_text() for t in ax.get_legend().get_texts()]
-    assert UNRELIABLE_LEGEND == "unreliable (CV > 10%, speedup > devices or a single repeat)"
+    assert UNRELIABLE_LEGEND == "unreliable (CV > 10%, speedup > devices, a single repeat or throttled)"
 
 
 def test_reports_carry_the_cv_and_the_flag(store: ResultStore, tmp_path):

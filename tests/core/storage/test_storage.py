@@ -66,6 +66,7 @@ TABLES = (
     "fabric_probes",
     "max_batch_searches",
     "regressions",
+    "gpu_health_snapshots",
     "results",
     "environments",
     "benchmark_runs",
@@ -113,7 +114,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert current_revision(engine) is None
         upgrade(db_url)
         upgrade(db_url)  # idempotent
-        assert current_revision(db_url) == head_revision() == "0012"
+        assert current_revision(db_url) == head_revision() == "0013"
         inspector = sa.inspect(engine)
         assert {"benchmark_runs", "results"} <= set(inspector.get_table_names())
         assert "case_summary" in inspector.get_view_names()
@@ -126,7 +127,7 @@ def test_migrations_up_and_down(db_url: str) -> None:
         assert "case_summary" not in inspector.get_view_names()
 
         upgrade(engine)  # and back up again, through an Engine
-        assert current_revision(engine) == "0012"
+        assert current_revision(engine) == "0013"
     finally:
         engine.dispose()
 
@@ -347,6 +348,7 @@ def expected_summary(
     out["unreliable"] = out["unreliable_reason"].notna()
     out["single_repeat"] = out["n"] == 1
     out["oversubscribed"] = False
+    out["throttled"] = False  # migration 0013: none of these was throttled
     runs = runs or {}
     nights = single.assign(start=[runs.get((d, r), (None, ""))[0] for d, r in zip(single["dag_id"], single["run_id"])])
     nights = nights[

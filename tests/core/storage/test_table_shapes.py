@@ -18,10 +18,11 @@ from dlperf_core.storage.sql import id_of, upsert
 
 RECORD_TABLES = {  # record type -> its table, and the fields it carries beside the columns
     records.BenchmarkRunRecord: (models.BenchmarkRun, ()),
-    records.ResultRecord: (models.Result, ("benchmark_run",)),
+    records.ResultRecord: (models.Result, ("benchmark_run", "gpu_health")),
     records.MaxBatchSearchRecord: (models.MaxBatchSearchResult, ()),
     records.FabricRecord: (models.FabricBenchmark, ("sizes",)),
 }
+FILLED_IN = {records.GpuHealthRecord: (models.GpuHealthSnapshot, ("id", "result_id", "created_at"))}
 
 
 @pytest.mark.parametrize("record", list(RECORD_TABLES), ids=lambda r: r.__name__)
@@ -31,6 +32,13 @@ def test_each_record_is_its_table_less_what_the_store_fills_in(record: type) -> 
     table, beside = RECORD_TABLES[record]
     columns = {c.name for c in table.__table__.columns} - set(BOOKKEEPING)
     assert {f.name for f in fields(record)} == columns | set(beside)
+
+
+def test_the_health_snapshot_record_is_its_table_less_its_result_and_bookkeeping() -> None:
+    from dataclasses import fields
+
+    for record, (table, filled_in) in FILLED_IN.items():
+        assert {f.name for f in fields(record)} == {c.name for c in table.__table__.columns} - set(filled_in)
 
 
 def test_a_row_type_that_drifts_from_its_table_fails_when_defined() -> None:
