@@ -14,8 +14,9 @@ from dlperf_core.reporting.data import ReportData, ReportError, load_report_data
 from dlperf_core.reporting.dlperf_json import render_json
 from dlperf_core.reporting.html import render_html
 from dlperf_core.reporting.markdown import render_markdown
+from dlperf_core.reporting.nodes import without_sweeps
 from dlperf_core.reporting.paths import FORMATS, safe_name
-from dlperf_core.reporting.plots import Plot, plot_framework_comparison, plot_history, plot_scaling
+from dlperf_core.reporting.plots import Plot, plot_framework_comparison, plot_history, plot_node_heatmap, plot_scaling
 from dlperf_core.reporting.tables import variant_label
 from dlperf_core.storage import ResultStore
 
@@ -51,8 +52,8 @@ def _write(path: Path, text: str) -> Path:
 
 def draw_plots(data: ReportData, plot_dir: Path) -> list[Plot]:
     """Every plot of the report, written into ``plot_dir``."""
-    plots: list[Plot | None] = []  # a plot function returns None when it has nothing to draw
-    summary = data.summary
+    plots: list[Plot | None] = [plot_node_heatmap(data.nodes, plot_dir / "nodes.png")]  # None: nothing to draw
+    summary = without_sweeps(data.summary)  # a per-node sweep's cases: the heat map, not a plot per node
     if not summary.empty:
         summary = summary.assign(variant=summary["variant"].fillna(""))
         for (model, precision, batch, variant), group in summary.groupby(list(PLOT_GROUP), sort=True):
@@ -61,7 +62,7 @@ def draw_plots(data: ReportData, plot_dir: Path) -> list[Plot]:
             title = f"{model} {precision} batch {batch}" + (f" ({label})" if label else "")
             plots.append(plot_scaling(group, title, plot_dir / f"scaling_{name}.png"))
             plots.append(plot_framework_comparison(group, title, plot_dir / f"frameworks_{name}.png"))
-    history = data.history
+    history = without_sweeps(data.history)
     if not history.empty:
         regressions = data.regressions
         history = history.assign(variant=history["variant"].fillna(""))

@@ -18,6 +18,8 @@ import pandas as pd
 from sqlalchemy import inspect
 
 from dlperf_core.json_form import IsoDatetime, JsonForm
+from dlperf_core.measure.node_peers import NodePolicy, NodeScores
+from dlperf_core.reporting.nodes import is_pinned, node_frame, scores_of
 from dlperf_core.storage import CONFIGURATION_COLUMNS, BenchmarkRunRow, ResultStore
 from dlperf_core.storage.frames import RUN_COLUMNS
 
@@ -79,6 +81,13 @@ class ReportData:
     max_batch: pd.DataFrame  # the run's max batch size searches
     fabric: pd.DataFrame  # the run's fabric benchmarks (all-reduce bus bandwidth), per topology and size
     mlperf: pd.DataFrame = field(default_factory=pd.DataFrame)  # beside the imported MLPerf systems (mlperf_beside)
+    # how the nodes of a per-node sweep are judged (dlperf_core.measure.node_peers; DLPERF_SLOW_NODE_FRACTION)
+    node_policy: NodePolicy = field(default_factory=NodePolicy.from_env)
+
+    @property
+    def nodes(self) -> NodeScores:
+        """The run's per-node sweeps, each node against its peers (with two nodes: its own nights in ``history``)."""
+        return scores_of(self.summary, self.history, self.run.run_id, self.node_policy)
 
     @property
     def failed_repeats(self) -> pd.DataFrame:
@@ -298,6 +307,7 @@ class ResultsOverview:
     regressions: Section
     mlperf: Section = field(default_factory=Section)  # the latest summary beside the imported MLPerf systems
     latest_any: Section = field(default_factory=Section)  # the latest summary of any run (load_summary(nightly=False))
+    nodes: Section = field(default_factory=Section)  # the latest per-node sweep, node by node (load_nodes)
 
 
 NO_SCHEMA = Section(note="no results yet: the results database has no dlperf tables")
@@ -406,11 +416,62 @@ def load_mlperf(store: ResultStore) -> Section:
     )
 
 
+NO_SWEEP = (
+    "no per-node sweep yet: a suite benchmark with per_node: true runs its 1-node topologies on every node of the "
+    "inventory, one case each, and each node's figure is scored against its peers here"
+)
+
+
+def load_node_scores(store: ResultStore, policy: NodePolicy | None = None) -> tuple[NodeScores, RunInfo | None]:
+    """The per-node sweeps of the latest run that had one (of the latest nightly summary, else of the latest of any
+    run), each node scored against its peers or its own nights (:func:`dlperf_core.reporting.nodes.scores_of`), and
+    that run; empty scores and None when no run had a per-node sweep."""
+    policy = policy or NodePolicy.from_env()
+    empty = NodeScores(slower_than=policy.slower_than, rule=policy.rule())
+    if not schema_ready(store):
+        return empty, None
+    for nightly in (True, False):
+        latest = store.latest_summary(nightly=nightly)
+        pinned = latest[is_pinned(latest)] if not latest.empty else latest
+        if len(pinned):
+            break
+    else:
+        return empty, None
+    newest = pinned.sort_values("started_at").iloc[-1]
+    run = find_run(store, str(newest["run_id"]), str(newest["dag_id"]))
+    summary = store.summary(run_id=run.run_id, dag_id=run.dag_id)
+    before = run.started_at + timedelta(seconds=1) if run.started_at else None
+    history = _of_run_configurations(store.history(before=before), summary[is_pinned(summary)])
+    return scores_of(summary, history, run.run_id, policy), run
+
+
+def node_rows(scores: NodeScores) -> list[JsonRow]:
+    """The rows of the results page's node table: :func:`dlperf_core.reporting.nodes.node_frame`'s, with each
+    node's ``finding`` (:meth:`~dlperf_core.measure.node_peers.NodeScore.describe`)."""
+    frame = node_frame(scores).assign(finding=[s.describe() for s in scores.scores])
+    return _rows(frame)
+
+
+def load_nodes(store: ResultStore) -> Section:
+    """The latest per-node sweep, node by node (:func:`load_node_scores`), for the results page."""
+    if not schema_ready(store):
+        return NO_SCHEMA
+    try:
+        scores, run = load_node_scores(store)
+    except Exception as exc:  # noqa: BLE001 - shown on the page instead
+        return _unreadable("the per-node sweeps", exc)
+    if run is None:
+        return Section(note=NO_SWEEP)
+    return Section(rows=node_rows(scores), source=f"per-node sweeps of run {run.run_id} ({run.trigger})")
+
+
 def load_overview(store: ResultStore, run_id: str | None = None, runs_limit: int = 20) -> ResultsOverview:
     """Everything the results page shows: the latest nightly summary and the latest of any run, recent runs, the repeats of ``run_id``
-    (default: the latest run), nightly history, open regressions and the MLPerf comparison."""
+    (default: the latest run), nightly history, open regressions, the MLPerf comparison and the latest per-node sweep."""
     if not schema_ready(store):
-        return ResultsOverview(False, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA)
+        return ResultsOverview(
+            False, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, NO_SCHEMA, nodes=NO_SCHEMA
+        )
     return ResultsOverview(
         schema_ready=True,
         summary=load_summary(store),
@@ -420,4 +481,5 @@ def load_overview(store: ResultStore, run_id: str | None = None, runs_limit: int
         history=load_history(store),
         regressions=load_regressions(store),
         mlperf=load_mlperf(store),
+        nodes=load_nodes(store),
     )

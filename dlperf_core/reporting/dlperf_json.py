@@ -2,7 +2,7 @@
 average_speed, median_speed, speedup, batch_size_per_device, 2 decimals) built by
 :func:`dlperf_core.importers.dlperf_folder.result_json` from the run's repeats, plus the case summary (with each case's
 ``cv``, ``unreliable``, ``unreliable_reason`` and ``figure_origin``, and the rule under ``unreliable_rule``) and
-the run's regressions."""
+the run's regressions and the per-node sweeps' node scores (``nodes``)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,8 @@ def report_json(data: ReportData) -> dict[str, Any]:
         "cases": [{**case, "figure_origin": origins.get(case["case_key"])} for case in records(data.summary)],
         "unreliable_rule": {"max_cv": MAX_RELIABLE_CV, "rule": UNRELIABLE_RULE},
         "failed_repeats": records(data.failed_repeats),
+        # the per-node sweeps: each node against its peers (slower_than, rule, scores; slow: the nodes named)
+        "nodes": {**data.nodes.to_json(), "slow": [s.to_json() for s in data.nodes.slow]},
         "regressions": records(regressions),
     }
 

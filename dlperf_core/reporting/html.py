@@ -11,6 +11,7 @@ import pandas as pd
 from dlperf_core.measure.noise import UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData
 from dlperf_core.reporting.markdown import PLOT_SECTIONS, no_history_note, run_lines, run_regressions
+from dlperf_core.reporting.nodes import NODES_TITLE, node_frame, slow_lines, without_sweeps
 from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (
     FABRIC_TITLE,
@@ -45,6 +46,7 @@ dl.run dt { font-weight: 600; } dl.run dd { margin: 0; }
 .status-running { color: #b7950b; font-weight: 600; }
 figure { margin: 1rem 0 2rem; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: .9rem; color: #555; } p.note { color: #555; font-style: italic; }
+li.slow-node { color: #c0392b; font-weight: 600; }
 """
 
 
@@ -94,6 +96,20 @@ def image_html(plot: Plot) -> str:
     )
 
 
+def nodes_html(data: ReportData, plots: list[Plot]) -> list[str]:
+    """The Nodes section (:mod:`dlperf_core.reporting.nodes`): the rule, a line per node named slow, the table and
+    the heat map; nothing when the run has no per-node sweep."""
+    scores = data.nodes
+    if not scores.scores:
+        return []
+    body = [f'<h2 id="nodes">{escape(NODES_TITLE)}</h2>', f'<p class="note">Rule: {escape(scores.rule)}.</p>']
+    css = ' class="slow-node"' if scores.slow else ""
+    body += ["<ul>" + "".join(f"<li{css}>{escape(line)}</li>" for line in slow_lines(scores)) + "</ul>"]
+    body.append(frame_html(node_frame(scores)))
+    body += [image_html(p) for p in plots if p.kind == "nodes"]
+    return body
+
+
 def render_html(data: ReportData, plots: list[Plot]) -> str:
     """The HTML page of one run's report."""
     run = data.run
@@ -115,14 +131,15 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
         "cv(%): stdev / mean of the ok repeats, in percent.</p>"
     )
     body.append(f'<p class="note">{escape(UNRELIABLE_MARK)} {escape(UNRELIABLE_RULE)}.</p>')
-    tables = seed_table_frames(data.summary)
-    if not tables:
+    tables = seed_table_frames(without_sweeps(data.summary))  # a per-node sweep's cases: the Nodes section
+    if not tables and not data.nodes.scores:
         body.append('<p class="note">No results stored for this run.</p>')
     for table in tables:
         figure = f'<p class="figure">{escape(figure_line(table, data.results))}</p>'
         identity = identity_line(table, data.results)
         configuration = f'<p class="configuration">{escape(identity)}</p>' if identity else ""
         body += [f"<h3>{escape(table.title)}</h3>", figure, configuration, seed_table_html(table)]
+    body += nodes_html(data, plots)
     searched = max_batch_frame(data.max_batch)
     if len(searched):
         body += [f"<h3>{escape(MAX_BATCH_TITLE)}</h3>", frame_html(searched)]

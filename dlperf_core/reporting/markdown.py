@@ -9,6 +9,7 @@ import pandas as pd
 
 from dlperf_core.measure.noise import BASELINE_RULE, UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData
+from dlperf_core.reporting.nodes import NODES_TITLE, node_frame, slow_lines, without_sweeps
 from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (
     fabric_markdown,
@@ -73,6 +74,20 @@ def run_lines(data: ReportData) -> list[tuple[str, str]]:
     ]
 
 
+def nodes_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
+    """The Nodes section (:mod:`dlperf_core.reporting.nodes`): the rule, a line per node named slow, the table and
+    the heat map; '' when the run has no per-node sweep."""
+    scores = data.nodes
+    if not scores.scores:
+        return ""
+    parts = [f"## {NODES_TITLE}", "", f"Rule: {scores.rule}.", ""]
+    parts += [f"- {line}" for line in slow_lines(scores)]
+    parts += ["", frame_markdown(node_frame(scores))]
+    for plot in (p for p in plots if p.kind == "nodes"):
+        parts += ["", f"![{plot.title}]({Path(os.path.relpath(plot.path, out_dir)).as_posix()})"]
+    return "\n".join(parts)
+
+
 def frame_markdown(frame: pd.DataFrame) -> str:
     rows = [[format_cell(v) for v in row] for row in frame.astype(object).itertuples(index=False)]
     return markdown_table([str(c) for c in frame.columns], rows)
@@ -88,8 +103,10 @@ def render_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
     parts += ["", "## Results (samples/s: median of repeats; speedup: vs the 1n1g that speedup_vs names)", ""]
     parts += [f"speedup_vs: {BASELINE_RULE}", ""]
     parts += [f"cv(%): stdev / mean of the ok repeats, in percent. {UNRELIABLE_RULE}.", ""]
-    tables = seed_table_frames(data.summary)
+    tables = seed_table_frames(without_sweeps(data.summary))  # a per-node sweep's cases: the Nodes section
     parts += ["\n\n".join(table_markdown(t, table_note(t, data.results)) for t in tables) if tables else "(no results)"]
+    if nodes := nodes_markdown(data, plots, out_dir):
+        parts += ["", nodes]
     if searched := max_batch_markdown(data.max_batch):
         parts += ["", searched]
     if fabric := fabric_markdown(data.fabric):

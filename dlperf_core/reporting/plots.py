@@ -8,6 +8,8 @@ One function per plot; each takes the frames it shows and the file to write, and
 * :func:`plot_history`: nightly median throughput per configuration, regressions marked;
 * :func:`speedup_figure` / :func:`speedup_png`: speedup of every configuration of a summary in one panel
   (the results page's plot, served as PNG bytes rather than written to a file).
+* :func:`node_heatmap_figure` / :func:`plot_node_heatmap` / :func:`node_heatmap_png`: the per-node sweeps of a
+  run as a node x metric heat map, each cell a node's figure against its reference, the slow nodes outlined.
 
 In the scaling and speedup panels each configuration has one line per topology family (:func:`topology_families`:
 1 node x N GPUs, N nodes x 1 GPU, N nodes x M GPUs), so 1n2g and 2n1g, both on 2 GPUs, are never joined; an
@@ -18,6 +20,7 @@ out with a red ``x``, under one legend entry.
 from __future__ import annotations
 
 import io
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +31,11 @@ matplotlib.use("Agg")  # no display: the figures are only ever written to files
 import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
+from dlperf_core.measure.node_peers import NodeScores  # noqa: E402
 from dlperf_core.measure.noise import UNRELIABLE_LEGEND  # noqa: E402
+from dlperf_core.reporting.nodes import heat_map_frame  # noqa: E402
 from dlperf_core.reporting.tables import GROUP_KEYS, unreliable_reasons, variant_label  # noqa: E402
 
 DPI = 110
@@ -316,4 +322,58 @@ def speedup_figure(summary: pd.DataFrame) -> Figure | None:
 def speedup_png(summary: pd.DataFrame) -> bytes | None:
     """:func:`speedup_figure` as PNG bytes (None when there is nothing to plot)."""
     fig = speedup_figure(summary)
+    return None if fig is None else png_bytes(fig)
+
+
+def node_heatmap_figure(scores: NodeScores) -> Figure | None:
+    """The per-node sweeps of ``scores`` as a heat map: a row per node, a column per metric (a sweep's samples/s),
+    each cell coloured by how far the node's figure is from its reference (the other nodes' median; with two nodes
+    its own history's), red slower, green faster, grey without a verdict; the figure and the change written in
+    it, and the nodes named slow outlined. None when there is no per-node sweep."""
+    if not scores.scores:
+        return None
+    change, value, slow = heat_map_frame(scores)
+    rows, cols = change.shape
+    known = change.abs().max().max()
+    limit = max(2 * scores.slower_than * 100.0, 0.0 if pd.isna(known) else float(known), 1.0)
+    fig = Figure(figsize=(min(3.0 + 2.2 * cols, 16.0), min(1.6 + 0.45 * rows, 14.0)), layout="constrained")
+    ax = fig.subplots()
+    cmap = matplotlib.colormaps["RdYlGn"].copy()
+    cmap.set_bad("#d9d9d9")
+    image = ax.imshow(change.to_numpy(dtype=float), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
+    for i in range(rows):
+        for j in range(cols):
+            figure, pct = value.iat[i, j], change.iat[i, j]
+            if pd.isna(figure):
+                continue
+            text = f"{figure:,.1f}" + ("" if pd.isna(pct) else f"\n{pct:+.1f}%") + ("\nSLOW" if slow.iat[i, j] else "")
+            ax.text(j, i, text, ha="center", va="center", fontsize=7, fontweight="bold" if slow.iat[i, j] else None)
+            if slow.iat[i, j]:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=2.5))
+    ax.set_xticks(range(cols), [textwrap.fill(str(c), 22) for c in change.columns], fontsize=7)
+    ax.set_yticks(range(rows), [str(n) for n in change.index], fontsize=8)
+    ax.set_xlabel("metric: samples/s of a per-node sweep (each node 1 node x G GPUs)")
+    ax.set_ylabel("node")
+    bar = fig.colorbar(image, ax=ax, shrink=0.9)
+    bar.set_label("% against its reference", fontsize=8)
+    named = len(scores.slow)
+    ax.set_title(
+        f"Nodes against the other nodes' median (two nodes: their own nights): {named} named slow "
+        f"(threshold {scores.slower_than:.0%})",
+        fontsize=9,
+    )
+    return fig
+
+
+def plot_node_heatmap(scores: NodeScores, path: Path) -> Plot | None:
+    """:func:`node_heatmap_figure` written to ``path`` (None when there is no per-node sweep)."""
+    fig = node_heatmap_figure(scores)
+    if fig is None:
+        return None
+    return Plot("nodes", "Nodes: each node's figure against its reference", _save(fig, path))
+
+
+def node_heatmap_png(scores: NodeScores) -> bytes | None:
+    """:func:`node_heatmap_figure` as PNG bytes (the results page's), None when there is no per-node sweep."""
+    fig = node_heatmap_figure(scores)
     return None if fig is None else png_bytes(fig)

@@ -40,12 +40,14 @@ import json
 import logging
 import os
 from collections.abc import Mapping
+from html import escape
 from typing import Any
 from urllib.parse import quote
 
 from airflow.sdk import BaseNotifier
 
 from dlperf_core.measure.alert_message import alert_message
+from dlperf_core.measure.node_peers import SLOW_NODES_KEY, SLOW_NODES_TEXT_KEY
 from dlperf_core.measure.regression import RegressionAlert, describe_regression
 
 log = logging.getLogger("dlperf.regressions")
@@ -73,6 +75,8 @@ class LogRegressionNotifier(BaseNotifier):
     def notify(self, context: Any) -> None:
         for regression in context.get("dlperf_regressions", []):
             log.log(self.level, "dlperf regression: %s", describe_regression(RegressionAlert.from_json(regression)))
+        for line in str(context.get(SLOW_NODES_TEXT_KEY) or "").splitlines():
+            log.log(self.level, "dlperf slow node: %s", line)
 
 
 def _configuration() -> str:
@@ -174,7 +178,7 @@ def notify_regressions(regressions: list[RegressionAlert], context: Mapping[str,
     already stored, so nothing is lost, and the failure is visible on the task).
     """
     if not regressions:
-        return 0
+        return notify_slow_nodes(context)  # a night that named slow nodes only; nothing otherwise
     notifiers = configured_notifiers()
     message = alert_message(regressions, run_page_url)
     payload = dict(context or {})
@@ -186,6 +190,7 @@ def notify_regressions(regressions: list[RegressionAlert], context: Mapping[str,
         "dlperf_alert_html": message.html,
         "dlperf_alert_slack": message.slack,
     }
+    payload = with_slow_nodes(payload)
     failed = []
     for notifier in notifiers:
         try:
@@ -196,3 +201,65 @@ def notify_regressions(regressions: list[RegressionAlert], context: Mapping[str,
         raise RuntimeError("regression notifiers failed: " + "; ".join(failed))
     return len(notifiers)
 
+
+# --------------------------------------------------------------------------- slow nodes (per-node sweeps)
+
+
+def _slow_lines(payload: Mapping[str, Any]) -> list[str]:
+    return [line for line in str(payload.get(SLOW_NODES_TEXT_KEY) or "").splitlines() if line.strip()]
+
+
+def with_slow_nodes(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with the slow nodes its context carries (``dlperf_slow_nodes_text``, set by ``detect_regressions``
+    when a per-node sweep named some: :mod:`dlperf_core.measure.node_peers`) added at the end of the message keys
+    it has (``dlperf_alert_text``, ``dlperf_alert_html``, ``dlperf_alert_slack``); as it is when it carries none."""
+    lines = _slow_lines(payload)
+    if not lines:
+        return payload
+    heading = f"Slow node{'s' if len(lines) != 1 else ''} (a per-node sweep: each node against its peers):"
+    out = dict(payload)
+    if "dlperf_alert_text" in out:
+        out["dlperf_alert_text"] = "\n\n".join(filter(None, [out["dlperf_alert_text"], heading, "\n".join(lines)]))
+    if "dlperf_alert_html" in out:
+        items = "".join(f"<li>{escape(line)}</li>" for line in lines)
+        out["dlperf_alert_html"] = f"{out['dlperf_alert_html']}<h3>{escape(heading)}</h3><ul>{items}</ul>"
+    if "dlperf_alert_slack" in out:
+        slack = [f"*{_slack_text(heading)}*", *(f"• {_slack_text(line)}" for line in lines)]
+        out["dlperf_alert_slack"] = "\n\n".join(filter(None, [out["dlperf_alert_slack"], "\n".join(slack)]))
+    return out
+
+
+def _slack_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def notify_slow_nodes(context: Mapping[str, Any] | None = None) -> int:
+    """Call every configured notifier with the slow nodes of ``context`` alone (a scheduled night whose per-node sweep
+    named slow nodes and found no new regression): the keys a regression alert has, ``dlperf_regressions`` empty and
+    the message the slow nodes (:func:`with_slow_nodes`). Returns how many were called (none without slow nodes);
+    a notifier that fails is reported afterwards, as by :func:`notify_regressions`."""
+    payload = dict(context or {})
+    lines = _slow_lines(payload)
+    if not lines:
+        return 0
+    nodes = sorted({str(f.get("node")) for f in payload.get(SLOW_NODES_KEY) or () if isinstance(f, dict)})
+    subject = f"dlperf: slow node{'s' if len(nodes) != 1 else ''} {', '.join(nodes) or '?'}: " + lines[0]
+    payload |= {
+        "dlperf_regressions": [],
+        "dlperf_regressions_text": "",
+        "dlperf_alert_subject": subject if len(lines) == 1 else f"{subject} (and {len(lines) - 1} more)",
+        "dlperf_alert_text": "",
+        "dlperf_alert_html": "",
+        "dlperf_alert_slack": "",
+    }
+    payload = with_slow_nodes(payload)
+    notifiers = configured_notifiers()
+    failed = []
+    for notifier in notifiers:
+        try:
+            notifier(dict(payload))
+        except Exception as exc:  # noqa: BLE001 - try the others, then report
+            failed.append(f"{type(notifier).__name__}: {type(exc).__name__}: {exc}")
+    if failed:
+        raise RuntimeError("slow-node notifiers failed: " + "; ".join(failed))
+    return len(notifiers)

@@ -12,6 +12,12 @@
 A good night of a configuration: a scheduled run, finished, where the configuration had at least one
 ok repeat and no failed one.
 
+The run's per-node sweeps are scored too (:mod:`dlperf_core.measure.node_peers`: each node against its peers, or
+with two nodes against its own good nights): a node named slow is logged at WARNING, and on a scheduled run handed
+to the notifiers with the regressions, in two more keys of their context (``dlperf_slow_nodes``: each finding's
+JSON form, :class:`~dlperf_core.measure.node_peers.NodeScore`; ``dlperf_slow_nodes_text``: a line each); a night
+with slow nodes and no new regression calls them with no regression.
+
 The rules (good nights, verdicts, labels, open / touch / close) are the core's:
 :func:`dlperf_core.measure.regression.decide_run`. This step reads what they need from the store, writes the
 decisions back, logs them and calls the notifiers.
@@ -20,10 +26,20 @@ decisions back, logs them and calls the notifiers.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from dlperf_core.measure.node_peers import (
+    SLOW_NODES_KEY,
+    SLOW_NODES_TEXT_KEY,
+    NodePolicy,
+    NodeScores,
+    good_night_medians,
+    node_figures,
+    score_sweeps,
+)
 from dlperf_core.measure.regression import (
     CaseResult,
     DetectionReport,
@@ -43,7 +59,8 @@ from dlperf_core.storage import ResultStore, default_db_url
 log = logging.getLogger("dlperf")
 
 Notify = Callable[[list[RegressionAlert], Mapping[str, Any]], int]
-"""What is called with the new regressions of a scheduled run and the task context: how many notifiers ran."""
+"""What is called with the new regressions of a scheduled run and the task context (with the slow nodes' keys
+when it named some: then also with no regression): how many notifiers ran."""
 
 
 def _environments(store: ResultStore, ids: set[int]) -> dict[int, dict[str, object]]:
@@ -120,10 +137,41 @@ def _series_history(store: ResultStore, case: CaseResult, before: datetime) -> l
     return [NightlyRow.from_history(row) for row in rows if series_base(row.case_key) == base]
 
 
+def load_node_scores(store: ResultStore, ids: RunIds, policy: NodePolicy | None = None) -> NodeScores:
+    """Run ``ids``'s per-node sweeps scored node by node (:func:`dlperf_core.measure.node_peers.score_sweeps`): its
+    pinned cases' medians, and for a sweep of two nodes each one's nightly history before the run."""
+    policy = policy or NodePolicy.from_env()
+    run = store.run_info(ids.dag_id, ids.run_id)
+    if run is None:
+        raise RuntimeError(f"no benchmark run {ids.dag_id}/{ids.run_id} in the results database")
+    rows = {row.case_key: row for row in store.summary_rows(run_id=ids.run_id, dag_id=ids.dag_id)}
+    figures = node_figures((key, row.median_throughput) for key, row in rows.items())
+    pairs = Counter(f.sweep for f in figures)
+    history = {}
+    for figure in (f for f in figures if pairs[f.sweep] == 2):  # two nodes: each against its own nights
+        configuration = CaseResult.from_summary(rows[figure.case_key]).configuration
+        nights = [NightlyRow.from_history(r) for r in store.history_rows(configuration, before=run.started_at)]
+        history[figure.case_key] = good_night_medians(nights, figure.case_key, ids.run_id)
+    return score_sweeps(figures, history, policy)
+
+
+def slow_node_context(scores: NodeScores) -> dict[str, Any]:
+    """The notifiers' context keys of the nodes ``scores`` names slow (none: empty)."""
+    if not scores.slow:
+        return {}
+    return {
+        SLOW_NODES_KEY: [score.to_json() for score in scores.slow],  # the notifier edge: JSON
+        SLOW_NODES_TEXT_KEY: "\n".join(score.describe() for score in scores.slow),
+    }
+
+
 def _detect(
     store: ResultStore, ids: RunIds, policy: Policy, notify: Notify | None, context: Mapping[str, Any] | None
 ) -> DetectionReport:
     decided = load_decisions(store, ids, policy)
+    nodes = load_node_scores(store, ids)
+    for score in nodes.scores:
+        log.log(logging.WARNING if score.slow else logging.INFO, "%s", score.describe())
     new: list[RegressionAlert] = []
     for decision in decided.decisions:
         log.log(logging.WARNING if decision.verdict.kind == "new" else logging.INFO, "%s", decision.describe())
@@ -146,12 +194,13 @@ def _detect(
     for restart in decided.restarts:
         log.warning("%s", restart.describe(policy))
     notified = 0
-    if new:
+    slow = slow_node_context(nodes) if decided.scheduled else {}  # alerts: of scheduled runs only, as regressions
+    if new or slow:
         if notify is None:
             from dlperf_airflow.notifiers import notify_regressions
 
             notify = notify_regressions
-        notified = notify(new, context or {})
+        notified = notify(new, {**(context or {}), **slow})
     result = decided.result(notified)
     log.info("regression detection on %s run %s: %s", decided.trigger, ids.run_id, decided.counts)
     return result

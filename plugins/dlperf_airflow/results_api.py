@@ -25,12 +25,13 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from dlperf_airflow.results_page import plotted_summary, render_page, speedup_png
+from dlperf_airflow.results_page import nodes_png, plotted_summary, render_page, speedup_png
 from dlperf_airflow.run_page import link_bar, report_file, with_link_bar
 from dlperf_core.reporting.data import (
     Section,
     load_history,
     load_mlperf,
+    load_nodes,
     load_overview,
     load_regressions,
     load_results,
@@ -104,7 +105,7 @@ def create_app(auth: Callable = require_dag_run_read) -> FastAPI:
     app = FastAPI(
         title="dlperf results",
         description="Benchmark results of dlperf_benchmark: latest summary, runs, repeats, history, regressions, "
-        "and the MLPerf comparison.",
+        "the MLPerf comparison and the latest per-node sweep.",
         dependencies=[Depends(auth)],
     )
 
@@ -164,6 +165,21 @@ def create_app(auth: Callable = require_dag_run_read) -> FastAPI:
     @app.get("/api/mlperf", summary="The latest summary's ResNet-50 configurations beside the imported MLPerf systems")
     def mlperf(store: ResultStore = Depends(results_store)) -> dict:
         return _json(load_mlperf(store))
+
+    @app.get("/api/nodes", summary="The latest per-node sweep, node by node: each node against its peers")
+    def nodes(store: ResultStore = Depends(results_store)) -> dict:
+        return _json(load_nodes(store))
+
+    @app.get(
+        "/api/plots/nodes.png",
+        summary="Node x metric heat map of the latest per-node sweep, the nodes named slow outlined",
+        response_class=Response,
+    )
+    def nodes_plot(store: ResultStore = Depends(results_store)) -> Response:
+        png = nodes_png(store)
+        if png is None:
+            raise HTTPException(status_code=404, detail="no per-node sweep yet")
+        return Response(content=png, media_type="image/png")
 
     @app.get(
         "/api/plots/speedup.png",

@@ -5,7 +5,8 @@ The links use the Airflow 3 UI's routes (``/dags/{dag_id}/runs/{run_id}`` for a 
 ``.../tasks/{task_id}`` for a task and ``.../tasks/{task_id}/mapped`` for the instances of a mapped task) and
 the DAG's own task ids from :mod:`dlperf_airflow.task_ids`, in the shape the DAG has here (node routing or
 not). Numbers are formatted by :func:`dlperf_core.reporting.tables.format_cell`; the speedup plot is
-:func:`dlperf_core.reporting.plots.speedup_png` (imported on use: matplotlib is not for every process that
+:func:`dlperf_core.reporting.plots.speedup_png` and the per-node sweep's heat map
+:func:`dlperf_core.reporting.plots.node_heatmap_png` (imported on use: matplotlib is not for every process that
 loads plugins).
 """
 
@@ -20,9 +21,18 @@ import pandas as pd
 
 from dlperf_airflow.run_page import report_links, run_href
 from dlperf_airflow.task_ids import CASE_RUNS_TASK, PLAN_CASES
+from dlperf_core.measure.node_peers import NodePolicy
 from dlperf_core.measure.noise import BASELINE_RULE, UNRELIABLE_RULE
-from dlperf_core.reporting.data import HISTORY_COLUMNS, REGRESSION_COLUMNS, JsonRow, ResultsOverview, Section
+from dlperf_core.reporting.data import (
+    HISTORY_COLUMNS,
+    REGRESSION_COLUMNS,
+    JsonRow,
+    ResultsOverview,
+    Section,
+    load_node_scores,
+)
 from dlperf_core.reporting.tables import baseline_label, column_label, format_cell
+from dlperf_core.storage import ResultStore
 
 TEMPLATES = Path(__file__).parent / "templates"
 TEMPLATE = "results.html"
@@ -73,6 +83,14 @@ def plotted_summary(nightly: Section, any_run: Section) -> Section:
     return nightly if nightly.rows else any_run
 
 
+def nodes_png(store: ResultStore) -> bytes | None:
+    """The page's node x metric heat map of the latest per-node sweep (None when there is none)."""
+    from dlperf_core.reporting.plots import node_heatmap_png
+
+    scores, _run = load_node_scores(store)
+    return node_heatmap_png(scores)
+
+
 def speedup_png(summary_rows: list[JsonRow]) -> bytes | None:
     """The page's speedup plot of the latest summary's rows (None when there is no speedup to plot)."""
     from dlperf_core.reporting.plots import speedup_png as plot
@@ -105,6 +123,7 @@ def render_page(view: ResultsOverview, ui_base: str, db: str) -> str:
         label=column_label,
         wrap_columns=WRAP_COLUMNS,
         unreliable_rule=UNRELIABLE_RULE,
+        node_rule="Rule: " + NodePolicy.from_env().rule(),
         history_cols=HISTORY_COLUMNS,
         regression_cols=REGRESSION_COLUMNS,
         links=lambda dag_id, run_id: ui_links(ui_base, dag_id, run_id),
