@@ -81,6 +81,7 @@ class ReportData:
     max_batch: pd.DataFrame  # the run's max batch size searches
     fabric: pd.DataFrame  # the run's fabric benchmarks (all-reduce bus bandwidth), per topology and size
     mlperf: pd.DataFrame = field(default_factory=pd.DataFrame)  # beside the imported MLPerf systems (mlperf_beside)
+    gpu_health: pd.DataFrame = field(default_factory=pd.DataFrame)  # each repeat's GPU health snapshot, if checked
     # how the nodes of a per-node sweep are judged (dlperf_core.measure.node_peers; DLPERF_SLOW_NODE_FRACTION)
     node_policy: NodePolicy = field(default_factory=NodePolicy.from_env)
 
@@ -134,7 +135,10 @@ def load_report_data(store: ResultStore, run_id: str | None = None, dag_id: str 
     regressions = _of_run_configurations(store.regressions(run_id=None, open_only=False), summary)
     max_batch = store.max_batch_searches(run_id=run.run_id, dag_id=run.dag_id)
     fabric = store.fabric_summary(run_id=run.run_id, dag_id=run.dag_id)
-    return ReportData(run, summary, results, history, regressions, max_batch, fabric, mlperf_beside(store, summary))
+    health = store.gpu_health(run_id=run.run_id, dag_id=run.dag_id)
+    return ReportData(
+        run, summary, results, history, regressions, max_batch, fabric, mlperf_beside(store, summary), health
+    )
 
 
 def mlperf_beside(store: ResultStore, summary: pd.DataFrame) -> pd.DataFrame:
@@ -207,6 +211,7 @@ SUMMARY_COLUMNS = (
     "unreliable_reason",
     "single_repeat",
     "oversubscribed",
+    "throttled",
     "baseline_of",
     "baseline_night",
     "baseline_dag_id",
@@ -370,13 +375,28 @@ def load_runs(store: ResultStore, limit: int = 20) -> Section:
     )
 
 
+HEALTH_KEY = ["dag_id", "run_id", "case_key", "repeat"]
+
+
+def with_gpu_health(results: pd.DataFrame, health: pd.DataFrame) -> pd.DataFrame:
+    """``results`` with each repeat's GPU health (``gpu_health``: the verdict, ``gpu_health_findings``: the
+    findings; None where it was not checked)."""
+    if health.empty:
+        return results.assign(gpu_health=None, gpu_health_findings=None)
+    mine = health[[*HEALTH_KEY, "verdict", "findings"]].rename(
+        columns={"verdict": "gpu_health", "findings": "gpu_health_findings"}
+    )
+    return results.merge(mine, on=HEALTH_KEY, how="left")
+
+
 def load_results(store: ResultStore, run_id: str | None = None) -> Section:
-    """Every repeat of ``run_id`` (default: the latest run)."""
+    """Every repeat of ``run_id`` (default: the latest run), with its GPU health."""
     if not schema_ready(store):
         return NO_SCHEMA
     try:
         run_id = run_id or store.latest_run_id()
-        rows = _rows(store.results(run_id=run_id), RESULT_COLUMNS) if run_id else []
+        frame = with_gpu_health(store.results(run_id=run_id), store.gpu_health(run_id=run_id)) if run_id else None
+        rows = _rows(frame, RESULT_COLUMNS) if frame is not None else []
     except Exception as exc:  # noqa: BLE001 - shown on the page instead
         return _unreadable("the results", exc)
     return Section(

@@ -64,6 +64,8 @@ def report_json(data: ReportData) -> dict[str, Any]:
         "failed_repeats": records(data.failed_repeats),
         # the per-node sweeps: each node against its peers (slower_than, rule, scores; slow: the nodes named)
         "nodes": {**data.nodes.to_json(), "slow": [s.to_json() for s in data.nodes.slow]},
+        # each repeat's GPU health snapshot: verdict (ok | flagged | refused | no_gpus), findings, throttling
+        "gpu_health": records(data.gpu_health),
         "regressions": records(regressions),
     }
 

@@ -15,6 +15,7 @@ from dlperf_core.reporting.nodes import NODES_TITLE, node_frame, slow_lines, wit
 from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (
     FABRIC_TITLE,
+    GPU_HEALTH_TITLE,
     MAX_BATCH_TITLE,
     MLPERF_TITLE,
     UNRELIABLE_COLUMN,
@@ -25,6 +26,8 @@ from dlperf_core.reporting.tables import (
     figure_line,
     format_cell,
     frame_rows,
+    gpu_health_frame,
+    gpu_health_line,
     identity_line,
     max_batch_frame,
     seed_table_frames,
@@ -148,6 +151,10 @@ def render_html(data: ReportData, plots: list[Plot]) -> str:
         body += [f"<h3>{escape(FABRIC_TITLE)}</h3>", html_table(list(fabric.columns), frame_rows(fabric))]
     if len(data.mlperf):
         body += [f"<h3>{escape(MLPERF_TITLE)}</h3>", html_table(list(data.mlperf.columns), frame_rows(data.mlperf))]
+    if (health := gpu_health_line(data.gpu_health)) is not None:
+        flagged = gpu_health_frame(data.gpu_health)
+        body += [f"<h3>{escape(GPU_HEALTH_TITLE)}</h3>", f'<p class="note">{escape(health)}</p>']
+        body.append(html_table(list(flagged.columns), frame_rows(flagged)) if len(flagged) else "<p>No finding.</p>")
     for kind, heading in PLOT_SECTIONS:
         shown = [p for p in plots if p.kind == kind]
         if shown or kind == "history":

@@ -14,6 +14,7 @@ from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (
     fabric_markdown,
     format_cell,
+    gpu_health_markdown,
     markdown_table,
     max_batch_markdown,
     mlperf_markdown,
@@ -113,6 +114,8 @@ def render_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
         parts += ["", fabric]
     if beside := mlperf_markdown(data.mlperf):
         parts += ["", beside]
+    if health := gpu_health_markdown(data.gpu_health):
+        parts += ["", health]
     for kind, heading in PLOT_SECTIONS:
         shown = [p for p in plots if p.kind == kind]
         if shown or kind == "history":

@@ -472,3 +472,49 @@ def fabric_markdown(fabric: pd.DataFrame | None) -> str:
     if frame.empty:
         return ""
     return f"### {FABRIC_TITLE}\n\n" + markdown_table(list(frame.columns), frame_rows(frame))
+
+
+GPU_HEALTH_TITLE = "GPU health (NVML, before each repeat; throttling in its measured window)"
+GPU_HEALTH_COLUMNS: tuple[str, ...] = ("case_key", "repeat", "verdict", "findings", "throttled")
+
+
+def _count(frame: pd.DataFrame, verdict: str) -> int:
+    return int((frame["verdict"] == verdict).sum())
+
+
+def gpu_health_line(health: pd.DataFrame | None) -> str | None:
+    """One line on a run's GPU health snapshots (``gpu_health_snapshots`` with its results' keys:
+    ``ResultStore.gpu_health``): how many repeats were checked and what came of it; None when none was."""
+    if health is None or health.empty:
+        return None
+    throttled = int(health["throttled"].notna().sum())
+    counts = ", ".join(
+        f"{n} {word}"
+        for n, word in (
+            (_count(health, "ok"), "ok"),
+            (_count(health, "flagged"), "flagged"),
+            (_count(health, "refused"), "refused"),
+            (_count(health, "no_gpus"), "without GPUs"),
+            (throttled, "throttled"),
+        )
+        if n
+    )
+    return f"{len(health)} repeat(s) checked: {counts}"
+
+
+def gpu_health_frame(health: pd.DataFrame | None) -> pd.DataFrame:
+    """The repeats whose GPUs were flagged, refused or throttled, with the findings (an empty frame when none)."""
+    if health is None or health.empty:
+        return pd.DataFrame(columns=list(GPU_HEALTH_COLUMNS))
+    shown = health[health["verdict"].isin(("flagged", "refused")) | health["throttled"].notna()]
+    return shown[list(GPU_HEALTH_COLUMNS)].reset_index(drop=True)
+
+
+def gpu_health_markdown(health: pd.DataFrame | None) -> str:
+    """The GPU health section as markdown with its heading ('' when no repeat was checked)."""
+    line = gpu_health_line(health)
+    if line is None:
+        return ""
+    frame = gpu_health_frame(health)
+    table = markdown_table(list(frame.columns), frame_rows(frame)) if len(frame) else "No finding."
+    return f"### {GPU_HEALTH_TITLE}\n\n{line}\n\n{table}"

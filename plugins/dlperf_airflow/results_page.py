@@ -36,6 +36,11 @@ from dlperf_core.storage import ResultStore
 
 TEMPLATES = Path(__file__).parent / "templates"
 TEMPLATE = "results.html"
+HEALTH_RULE = (
+    "GPU health, read through NVML before the repeat (dlperf_core.cluster.gpu_health): flagged or refused by a "
+    "check (a busy GPU, persistence off, ECC errors, a pending remap, a power limit off its default, a narrow or "
+    "slow PCIe link)"
+)
 WRAP_COLUMNS = ("case_key", "run_id", "variant", "reason", "mlperf system")
 """Columns of the page's generic tables whose cells may break anywhere (long keys and names without spaces), so
 that the tables fit a 1,280 px wide page."""
@@ -124,6 +129,7 @@ def render_page(view: ResultsOverview, ui_base: str, db: str) -> str:
         wrap_columns=WRAP_COLUMNS,
         unreliable_rule=UNRELIABLE_RULE,
         node_rule="Rule: " + NodePolicy.from_env().rule(),
+        health_rule=HEALTH_RULE,
         history_cols=HISTORY_COLUMNS,
         regression_cols=REGRESSION_COLUMNS,
         links=lambda dag_id, run_id: ui_links(ui_base, dag_id, run_id),
