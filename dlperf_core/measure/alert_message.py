@@ -8,12 +8,12 @@ same fields in the same order (:func:`alert_fields`), so that every channel says
   and the same in words;
 * **size**: how much slower (or faster), tonight's median against the baseline (the median of the last good
   nights, how many, the robust z);
-* **first bad night**: the first night at the new level (the alert's ``first_bad_night`` where the detector
-  carries one; without it the night the rule flagged, which is tonight);
-* **what changed** since the previous good night: **environment** (every infrastructure field that differs, as
-  the ``regressions`` row's ``environment_changes`` lists them), **image digest** (its change, or that it did not
-  change) and **fabric** (whether the all-reduce benchmark of the same night and topology dropped too: the label
-  ``fabric``); and **put down to**: the label;
+* **first bad night**: the first night at the new level (the alert's ``first_bad_night``: the change point's night
+  where change points confirmed the regression; without one the night the rule flagged, which is tonight);
+* **what changed** from the last good night before the first bad night to tonight: **environment** (every
+  infrastructure field that differs, as the ``regressions`` row's ``environment_changes`` lists them), **image
+  digest** (its change, or that it did not change) and **fabric** (whether the all-reduce benchmark of the same
+  night and topology dropped too: the label ``fabric``); and **put down to**: the label;
 * **page**: the run's "dlperf results" page in the Airflow UI (when the deployment's address is known).
 
 :class:`AlertMessage` renders those fields as plain text, as HTML (an email's body) and as Slack's mrkdwn. Pure:
@@ -36,9 +36,13 @@ DOCS = "docs/operations.md, 'Regression alerts'"
 
 IMAGE_DIGEST = "image_digest"
 
+SPAN = "from the last good night before the first bad night to tonight"
+"""What the environment's changes span (:func:`dlperf_core.measure.regression.confirm`; the rule alone: the
+previous good night, as the first bad night is tonight)."""
+
 LABELS = {
     "fabric": "the all-reduce benchmark of the same night and topology dropped too: the network or the collectives",
-    "framework": "the framework version or the image digest changed since the previous good night",
+    "framework": f"the framework version or the image digest changed {SPAN}",
     "unexplained": "neither the fabric nor the framework build changed",
 }
 """What each label (:data:`dlperf_core.measure.regression.Label`) says, in words."""
@@ -48,10 +52,14 @@ RunPage = Callable[[str, str], str | None]
 
 
 def first_bad_night(alert: RegressionAlert) -> date:
-    """The first night at the regressed level: the alert's ``first_bad_night`` where the detector found one (a
-    change point), else the night it was flagged on."""
-    found = getattr(alert, "first_bad_night", None)  # carried by detectors that confirm by change points
-    return found if isinstance(found, date) else alert.night
+    """The first night at the regressed level: the alert's ``first_bad_night`` where change points confirmed it,
+    else the night it was flagged on."""
+    return alert.first_bad_night or alert.night
+
+
+def _days_before(night: date, first: date) -> str:
+    days = (night - first).days
+    return "tonight" if days == 0 else f"{days} day{'s' if days != 1 else ''} before tonight"
 
 
 def _changes(alert: RegressionAlert) -> tuple[list[str], str | None]:
@@ -73,10 +81,10 @@ def alert_fields(alert: RegressionAlert, page: str | None = None) -> list[tuple[
     if others:
         environment = "; ".join(others)
     elif digest is not None:
-        environment = "only the image digest changed since the previous good night"
+        environment = f"only the image digest changed {SPAN}"
     else:
-        environment = "no infrastructure change since the previous good night"
-    image = digest.split(":", 1)[1].strip() if digest is not None else "unchanged since the previous good night"
+        environment = f"no infrastructure change {SPAN}"
+    image = digest.split(":", 1)[1].strip() if digest is not None else f"unchanged {SPAN}"
     fabric = (
         "dropped: the all-reduce bus bandwidth of the same night and topology fell beyond its own noise too"
         if alert.label == "fabric"
@@ -91,11 +99,7 @@ def alert_fields(alert: RegressionAlert, page: str | None = None) -> list[tuple[
             f"{alert.baseline_median:.2f}, the median of the last {alert.baseline_nights} good nights "
             f"(robust z {alert.robust_z:+.1f})",
         ),
-        (
-            "first bad night",
-            first.isoformat()
-            + (" (tonight)" if first == alert.night else f" ({(alert.night - first).days} nights ago)"),
-        ),
+        ("first bad night", f"{first.isoformat()} ({_days_before(alert.night, first)})"),
         ("environment", environment),
         ("image digest", image),
         ("fabric", fabric),

@@ -48,6 +48,7 @@ ALERT = RegressionAlert(
     environment_changes="image_digest: sha256:0000 -> sha256:4aae",
     environment_id=2,
     label="framework",
+    first_bad_night=date(2026, 1, 20),  # change points confirmed it the night after
 )
 SLACK = "airflow.providers.slack.notifications.slack_webhook.SlackWebhookNotifier"
 SMTP = "airflow.providers.smtp.notifications.smtp.SmtpNotifier"
@@ -133,7 +134,9 @@ def test_slack_and_email_post_one_message_each_to_local_stand_ins(monkeypatch, c
         "slower by 30.1%"
     )
     html = "".join(p["text"] for p in mail["parts"] if p["type"] == "text/html")
-    assert '<tr><th align="left" valign="top">first bad night</th><td>2026-01-21 (tonight)</td></tr>' in html
+    assert (
+        '<tr><th align="left" valign="top">first bad night</th><td>2026-01-20 (1 day before tonight)</td></tr>' in html
+    )
     assert f'<a href="{page}">' in html
     with capsys.disabled():  # the message as the team reads it (the plain rendering of the same fields)
         from dlperf_core.measure.alert_message import alert_message

@@ -3,12 +3,12 @@ needs (docs/operations.md, "Regression alerts"), the same in the plain, HTML and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from datetime import date
 
 import pytest
 
-from dlperf_core.measure.alert_message import DOCS, alert_fields, alert_message, first_bad_night
+from dlperf_core.measure.alert_message import DOCS, SPAN, alert_fields, alert_message, first_bad_night
 from dlperf_core.measure.regression import RegressionAlert
 from helpers import REPO
 
@@ -72,12 +72,13 @@ def test_every_field_an_alert_reader_needs_in_order():
 
 def test_what_changed_when_nothing_or_only_the_digest_did_and_when_the_fabric_dropped():
     quiet = dict(alert_fields(replace(ALERT, environment_changed=False, environment_changes=None, label="unexplained")))
-    assert quiet["environment"] == "no infrastructure change since the previous good night"
-    assert quiet["image digest"] == "unchanged since the previous good night"
+    assert quiet["environment"] == "no infrastructure change " + SPAN
+    assert SPAN == "from the last good night before the first bad night to tonight"
+    assert quiet["image digest"] == "unchanged " + SPAN
     assert quiet["put down to"] == "unexplained (neither the fabric nor the framework build changed)"
     assert quiet["page"].startswith("not known (set AIRFLOW_BASE_URL")
     digest_only = dict(alert_fields(replace(ALERT, environment_changes="image_digest: sha256:aa -> sha256:bb")))
-    assert digest_only["environment"] == "only the image digest changed since the previous good night"
+    assert digest_only["environment"] == "only the image digest changed " + SPAN
     fabric = dict(alert_fields(replace(ALERT, environment_changes=None, label="fabric")))
     assert fabric["fabric"].startswith("dropped: the all-reduce bus bandwidth of the same night and topology")
     assert fabric["put down to"].startswith("fabric (the all-reduce benchmark")
@@ -87,20 +88,14 @@ def test_what_changed_when_nothing_or_only_the_digest_did_and_when_the_fabric_dr
     assert one_gpu["configuration"].endswith("batch 256 per device, 1 node x 1 GPU)")  # no options but the fingerprint
 
 
-@dataclass(frozen=True, kw_only=True)
-class ConfirmedAlert(RegressionAlert):
-    """An alert of a detector that confirms by change points: it carries the first night at the new level."""
-
-    first_bad_night: date | None = None
-
-
-def test_the_first_bad_night_is_the_detectors_when_it_carries_one():
-    assert first_bad_night(ALERT) == ALERT.night
-    values = {f.name: getattr(ALERT, f.name) for f in fields(RegressionAlert)}
-    earlier = ConfirmedAlert(**(values | {"first_bad_night": date(2026, 1, 19)}))
+def test_the_first_bad_night_is_the_change_points_where_they_confirmed_it():
+    assert first_bad_night(ALERT) == ALERT.night  # the rule alone: the night it flagged
+    earlier = replace(ALERT, first_bad_night=date(2026, 1, 19))
     assert first_bad_night(earlier) == date(2026, 1, 19)
-    assert dict(alert_fields(earlier))["first bad night"] == "2026-01-19 (2 nights ago)"
-    assert first_bad_night(ConfirmedAlert(**(values | {"first_bad_night": None}))) == ALERT.night
+    assert dict(alert_fields(earlier))["first bad night"] == "2026-01-19 (2 days before tonight)"
+    assert dict(alert_fields(replace(ALERT, first_bad_night=date(2026, 1, 20))))["first bad night"] == (
+        "2026-01-20 (1 day before tonight)"
+    )
 
 
 def test_one_message_per_run_in_three_renderings():
