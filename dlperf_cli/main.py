@@ -52,13 +52,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     store = ResultStore(default_db_url())
     store.ensure_schema()  # a run refused at planning never reached the database: no crash on an empty one
     summary = store.summary(dag_id=dag_run.dag_id, run_id=dag_run.run_id)
+    from dlperf_core.measure.node_peers import NodePolicy
+    from dlperf_core.reporting.nodes import nodes_markdown, scores_of, without_sweeps
     from dlperf_core.reporting.tables import fabric_markdown, max_batch_markdown
 
     searched = max_batch_markdown(store.max_batch_searches(run_id=dag_run.run_id, dag_id=dag_run.dag_id))
     fabric = fabric_markdown(store.fabric_summary(run_id=dag_run.run_id, dag_id=dag_run.dag_id))
-    if len(summary) or not (searched or fabric):  # a run of searches or fabric benchmarks only: no case table
-        print(seed_tables(summary))
-    for extra in (searched, fabric):
+    cases = without_sweeps(summary)  # a per-node sweep's cases: the Nodes section, node by node
+    if len(cases) or not (searched or fabric or len(summary)):  # searches, fabric or sweeps only: no case table
+        print(seed_tables(cases))
+    nodes = ""
+    if len(cases) < len(summary):  # a per-node sweep: each node against its peers (two nodes: its own nights)
+        nodes = nodes_markdown(scores_of(summary, store.history(), dag_run.run_id, NodePolicy.from_env()))
+    for extra in (nodes, searched, fabric):
         if extra:
             print("\n" + extra)
     state = str(dag_run.state)

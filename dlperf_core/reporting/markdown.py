@@ -9,7 +9,7 @@ import pandas as pd
 
 from dlperf_core.measure.noise import BASELINE_RULE, UNRELIABLE_RULE
 from dlperf_core.reporting.data import ReportData
-from dlperf_core.reporting.nodes import NODES_TITLE, node_frame, slow_lines, without_sweeps
+from dlperf_core.reporting.nodes import nodes_markdown, without_sweeps
 from dlperf_core.reporting.plots import Plot
 from dlperf_core.reporting.tables import (
     fabric_markdown,
@@ -75,15 +75,13 @@ def run_lines(data: ReportData) -> list[tuple[str, str]]:
     ]
 
 
-def nodes_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
-    """The Nodes section (:mod:`dlperf_core.reporting.nodes`): the rule, a line per node named slow, the table and
-    the heat map; '' when the run has no per-node sweep."""
-    scores = data.nodes
-    if not scores.scores:
+def nodes_section(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
+    """The Nodes section (:func:`dlperf_core.reporting.nodes.nodes_markdown`: the rule, a line per node named slow,
+    the table) and the heat map; '' when the run has no per-node sweep."""
+    section = nodes_markdown(data.nodes)
+    if not section:
         return ""
-    parts = [f"## {NODES_TITLE}", "", f"Rule: {scores.rule}.", ""]
-    parts += [f"- {line}" for line in slow_lines(scores)]
-    parts += ["", frame_markdown(node_frame(scores))]
+    parts = [section]
     for plot in (p for p in plots if p.kind == "nodes"):
         parts += ["", f"![{plot.title}]({Path(os.path.relpath(plot.path, out_dir)).as_posix()})"]
     return "\n".join(parts)
@@ -106,7 +104,7 @@ def render_markdown(data: ReportData, plots: list[Plot], out_dir: Path) -> str:
     parts += [f"cv(%): stdev / mean of the ok repeats, in percent. {UNRELIABLE_RULE}.", ""]
     tables = seed_table_frames(without_sweeps(data.summary))  # a per-node sweep's cases: the Nodes section
     parts += ["\n\n".join(table_markdown(t, table_note(t, data.results)) for t in tables) if tables else "(no results)"]
-    if nodes := nodes_markdown(data, plots, out_dir):
+    if nodes := nodes_section(data, plots, out_dir):
         parts += ["", nodes]
     if searched := max_batch_markdown(data.max_batch):
         parts += ["", searched]

@@ -23,6 +23,7 @@ from dlperf_core.measure.node_peers import (
 )
 from dlperf_core.measure.regression import NightlyRow
 from dlperf_core.model import pinned_node
+from dlperf_core.reporting.tables import format_cell, markdown_table
 
 NODES_TITLE = "Nodes: per-node sweeps"
 """The section's heading in the report and on the results page."""
@@ -125,6 +126,18 @@ def slow_lines(scores: NodeScores) -> list[str]:
     return [s.describe() for s in scores.slow] or [
         f"No node named slow: every node within {scores.slower_than:.0%} of its reference, or within the spread."
     ]
+
+
+def nodes_markdown(scores: NodeScores) -> str:
+    """The section as markdown (its heading, the rule, a line per node named slow, the table), '' when there is no
+    per-node sweep: the report's (with the heat map under it) and what ``dlperf run`` prints."""
+    if not scores.scores:
+        return ""
+    frame = node_frame(scores)
+    rows = [[format_cell(v) for v in row] for row in frame.astype(object).itertuples(index=False)]
+    parts = [f"## {NODES_TITLE}", "", f"Rule: {scores.rule}.", ""]
+    parts += [f"- {line}" for line in slow_lines(scores)]
+    return "\n".join([*parts, "", markdown_table(list(frame.columns), rows)])
 
 
 def heat_map_frame(scores: NodeScores) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
