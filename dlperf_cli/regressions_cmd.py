@@ -1,4 +1,5 @@
-"""``dlperf regressions replay [CSV] [--db URL]``: a nightly series judged night by night as the nightly task would.
+"""``dlperf regressions replay [CSV] [--db URL]``: a nightly series judged night by night as the nightly task would;
+``dlperf regressions accept ID --reason TEXT``: a regression accepted as the new normal.
 
 The rule is the nightly task's own (:func:`dlperf_core.measure.regression.judge_series`, through
 :mod:`dlperf_core.measure.replay`); the series comes from a CSV file (header ``night,configuration,median,repeats,cv``)
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,6 +51,48 @@ def add_regressions_parser(sub: argparse._SubParsersAction) -> None:
         "--brief", action="store_true", help="only the nights judged suspected, new or recovered (and the totals)"
     )
     replay.set_defaults(func=cmd_replay)
+    accept = regressions_sub.add_parser(
+        "accept",
+        help="accept an open regression as the new normal: it is closed, and its configuration's baseline starts "
+        "on its first bad night (nightly history is kept)",
+    )
+    accept.add_argument("regression_id", type=int, metavar="ID", help="the regression's id (regressions.id)")
+    accept.add_argument("--reason", required=True, help="why it is the new normal (kept in closed_reason)")
+    accept.add_argument(
+        "--from",
+        dest="from_night",
+        type=_night,
+        metavar="YYYY-MM-DD",
+        help="the night the baseline starts on (default: the regression's first bad night, else its night)",
+    )
+    accept.add_argument("--db", help="results database URL (default: $DLPERF_DB_URL or .dlperf/dlperf.db)")
+    accept.set_defaults(func=cmd_accept)
+
+
+def _night(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date YYYY-MM-DD: {text!r}") from None
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    """Accept regression ``args.regression_id`` as the new normal (``ResultStore.accept_regression``)."""
+    from dlperf_core.storage import ResultStore, default_db_url
+
+    store = ResultStore(args.db or default_db_url())
+    try:
+        start = store.accept_regression(args.regression_id, args.reason, args.from_night)
+    except ValueError as exc:
+        print(f"dlperf regressions accept: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        store.dispose()
+    if start is None:
+        print(f"dlperf regressions accept: no open regression with id {args.regression_id}", file=sys.stderr)
+        return 1
+    print(f"regression {args.regression_id} accepted as the new normal: its configuration's baseline starts on {start}")
+    return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -392,7 +392,8 @@ class RegressionAlert(JsonForm):
     """A stored new regression as the notifiers get it (:meth:`Decision.alert`): the columns of its
     ``regressions`` row that say what regressed, by how much and why. Its JSON form (:meth:`to_json`: the same
     names, the night as ISO text) is what a notifier's context carries (``dlperf_airflow.notifiers``); and, when
-    change points confirmed it, its ``first_bad_night`` (no column: the row's ``night`` is the night it was found)."""
+    change points confirmed it, its ``first_bad_night`` (``regressions.first_bad_night`` since migration 0014; the row's
+    ``night`` is the night it was found)."""
 
     __version__: ClassVar[int] = 2  # 2: first_bad_night (a version 1 form reads as one without it)
 
@@ -419,7 +420,7 @@ class RegressionAlert(JsonForm):
     environment_changes: str | None  # "; "-separated, as the regressions row keeps them; None: none
     environment_id: int | None = None
     label: Label | None = None  # what it is put down to
-    first_bad_night: date | None = None  # the change point's night when change points confirmed it (not stored)
+    first_bad_night: date | None = None  # the change point's night when change points confirmed it
 
     def describe(self) -> str:
         """One line for people: :func:`describe_regression`."""
@@ -507,10 +508,13 @@ def is_good_night(row: NightlyRow, case_key: str) -> bool:
     )
 
 
-def good_nights(rows: Iterable[NightlyRow], case_key: str, policy: Policy = Policy()) -> list[NightlyRow]:
+def good_nights(
+    rows: Iterable[NightlyRow], case_key: str, policy: Policy = Policy(), since: date | None = None
+) -> list[NightlyRow]:
     """What ``case_key`` is judged on: its last ``policy.history_nights`` good nights of ``rows`` (oldest first;
-    the baseline is the last ``policy.window`` of them)."""
-    good = [row for row in rows if is_good_night(row, case_key)]
+    the baseline is the last ``policy.window`` of them); with ``since`` (a regression accepted as the new normal
+    from that night), only the nights from then on."""
+    good = [row for row in rows if is_good_night(row, case_key) and (since is None or row.night >= since)]
     return good[-policy.history_nights :]
 
 
@@ -766,14 +770,18 @@ def decide_run(
     environments: Mapping[int, Mapping[str, object]] | None = None,
     fabric: FabricEvidence = None,
     policy: Policy = Policy(),
+    baseline_starts: Mapping[str, date] | None = None,
 ) -> RunDecisions:
     """Judge every case of run ``run_id`` (started on ``night``; ``trigger`` scheduled or manual) that has an ok
     repeat against its good nights (``history``: nightly rows by case key, good or not; rows of the same
     configuration under other fingerprints may be among them: they are never judged against, only reported
     as a :class:`HistoryRestart`), carrying the case's
     open regression (``open_regressions`` by case key), and decide what each verdict does (module docstring).
-    ``environments``: infrastructure fields by environment id; ``fabric``: see :data:`FabricEvidence`."""
+    ``environments``: infrastructure fields by environment id; ``fabric``: see :data:`FabricEvidence`;
+    ``baseline_starts``: by case key, the night its configuration's baseline starts on (a regression of it accepted
+    as the new normal): the good nights before it are not judged against."""
     environments = environments or {}
+    baseline_starts = baseline_starts or {}
     open_regressions = open_regressions or {}
     judged: list[tuple[CaseResult, Verdict]] = []
     for case in cases:
@@ -787,7 +795,9 @@ def decide_run(
                 environments.get(row.environment_id) if row.environment_id is not None else None,
                 row.environment_id,
             )
-            for row in good_nights(history.get(case.case_key, ()), case.case_key, policy)
+            for row in good_nights(
+                history.get(case.case_key, ()), case.case_key, policy, baseline_starts.get(case.case_key)
+            )
         ]
         tonight = Night(
             night,

@@ -71,6 +71,9 @@ RESULT_STATUSES: tuple[str, ...] = ("ok", "failed")
 REGRESSION_STATUSES: tuple[str, ...] = ("open", "closed")
 """Allowed values of ``regressions.status``."""
 
+ACCEPTED = "accepted as the new normal:"
+"""How ``regressions.closed_reason`` of a regression accepted as the new normal begins (its ``accepted_from`` is set)."""
+
 SEARCH_STATUSES: tuple[str, ...] = ("found", "limit_reached", "none_fit", "failed")
 """Allowed values of ``max_batch_searches.status`` (``dlperf_core.measure.maxbatch.SearchStatus``)."""
 
@@ -340,6 +343,11 @@ class Regression(Base):
     )
     # what the regression is put down to: fabric | framework | unexplained (migration 0007)
     label: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # the change point's night when change points confirmed it: the first night at the new level (migration 0014)
+    first_bad_night: Mapped[date | None] = mapped_column(Date, nullable=True)
+    # accepted as the new normal: the regression detector's baseline of this configuration starts on this night
+    # (closed, closed_reason "accepted as the new normal: ..."; migration 0014). NULL: not accepted
+    accepted_from: Mapped[date | None] = mapped_column(Date, nullable=True)
 
 
 class FabricBenchmark(Base):

@@ -4,10 +4,10 @@ timestamps aware UTC), what the DAG's steps, the pure core and the CLI's command
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Select, select
+from sqlalchemy import Engine, Select, func, select
 
 from dlperf_core.cluster.environment import INFRASTRUCTURE_COLUMNS, SETTINGS_FIELD, settings_text
 from dlperf_core.storage import queries
@@ -170,6 +170,16 @@ class StoreReads:
         )
         found = self._rows(stmt, RegressionRow)
         return found[0] if found else None
+
+    def accepted_from(self, configuration: Configuration) -> date | None:
+        """The night the baseline of ``configuration`` starts on: the latest ``accepted_from`` of its regressions
+        accepted as the new normal (None: none was accepted)."""
+        table = table_of(Regression)
+        wanted = configuration_values(configuration)
+        stmt = select(func.max(table.c.accepted_from)).where(*(table.c[c] == wanted[c] for c in CONFIGURATION_COLUMNS))
+        with self.engine.connect() as conn:
+            found = conn.execute(stmt).scalar()
+        return found if found is None or isinstance(found, date) else date.fromisoformat(str(found))
 
     def mlperf_throughputs(self, ruleset: str | None = None) -> dict[tuple[str, str, str], list[float]]:
         """The throughputs of the MLPerf runs that have one, by (submitter folder, system folder, benchmark)."""

@@ -251,6 +251,8 @@ class RegressionRow(_Configured):
     closed_reason: str | None
     created_at: datetime
     label: str | None  # "fabric" | "framework" | "unexplained"; None before migration 0007
+    first_bad_night: date | None  # the change point's night (migration 0014; None: not known)
+    accepted_from: date | None  # accepted as the new normal: the baseline restarts here (migration 0014)
 
 
 @row_of_table(GpuHealthSnapshot)

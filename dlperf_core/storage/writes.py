@@ -6,13 +6,14 @@ table when it is defined)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, delete, update
+from sqlalchemy import Connection, Engine, delete, select, update
 
 from dlperf_core.storage.engine import write_transaction
 from dlperf_core.storage.models import (
+    ACCEPTED,
     REGRESSION_LABELS,
     RUN_STATUSES,
     BenchmarkRun,
@@ -321,6 +322,7 @@ class StoreWrites:
             "status": "open",
             "last_seen_run_id": run_id,
             "label": label,
+            "first_bad_night": verdict.first_bad_night,
         }
         with write_transaction(self.engine) as conn:
             values["benchmark_run_id"] = self._run_pk(conn, dag_id, run_id)
@@ -333,6 +335,38 @@ class StoreWrites:
         stmt = update(Regression).where(Regression.id == regression_id).values(last_seen_run_id=run_id)
         with write_transaction(self.engine) as conn:
             conn.execute(stmt)
+
+    @retry
+    def accept_regression(
+        self, regression_id: int, reason: str, accepted_from: date | None = None, at: datetime | None = None
+    ) -> date | None:
+        """Accept the open regression ``regression_id`` as the new normal: it is closed (``closed_reason``
+        ``accepted as the new normal: <reason>``) and the detector's baseline of its configuration starts on
+        ``accepted_from`` (default: its first bad night, else the night it was found). Returns that night, or
+        None when there is no such open regression (nothing changed)."""
+        if not reason.strip():
+            raise ValueError("say why the regression is accepted as the new normal (reason is empty)")
+        table = table_of(Regression)
+        with write_transaction(self.engine) as conn:
+            row = conn.execute(
+                select(table.c.night, table.c.first_bad_night).where(
+                    table.c.id == regression_id, table.c.status == "open"
+                )
+            ).first()
+            if row is None:
+                return None
+            start = accepted_from or row.first_bad_night or row.night
+            conn.execute(
+                update(Regression)
+                .where(Regression.id == regression_id, Regression.status == "open")
+                .values(
+                    status="closed",
+                    closed_reason=f"{ACCEPTED} {reason.strip()}",
+                    closed_at=utc(at or now()),
+                    accepted_from=start,
+                )
+            )
+            return start
 
     @retry
     def close_regression(self, regression_id: int, reason: str, closed_at: datetime | None = None) -> bool:

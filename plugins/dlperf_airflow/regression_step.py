@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from dlperf_core.measure.node_peers import (
@@ -126,7 +126,15 @@ def load_decisions(store: ResultStore, ids: RunIds, policy: Policy = Policy()) -
         environments=_environments(store, environment_ids(cases, history, policy)),
         fabric=lambda nodes, gpus: fabric_of(store, ids, nodes, gpus, run.started_at, policy),
         policy=policy,
+        baseline_starts=accepted_starts(store, cases),
     )
+
+
+def accepted_starts(store: ResultStore, cases: list[CaseResult]) -> dict[str, date]:
+    """By case key, the night its configuration's baseline starts on, where a regression of it was accepted as the
+    new normal (``ResultStore.accepted_from``)."""
+    starts = {case.case_key: store.accepted_from(case.configuration) for case in cases}
+    return {key: night for key, night in starts.items() if night is not None}
 
 
 def _series_history(store: ResultStore, case: CaseResult, before: datetime) -> list[NightlyRow]:
@@ -204,3 +212,19 @@ def _detect(
     result = decided.result(notified)
     log.info("regression detection on %s run %s: %s", decided.trigger, ids.run_id, decided.counts)
     return result
+
+
+def accept_step(regression_id: int, reason: str, from_night: str | None = None) -> str:
+    """The ``dlperf_accept_regression`` DAG's task: accept regression ``regression_id`` as the new normal
+    (:meth:`dlperf_core.storage.ResultStore.accept_regression`); fails, saying why, when there is no such open one."""
+    start = date.fromisoformat(from_night) if from_night else None
+    store = ResultStore(default_db_url())
+    try:
+        accepted = store.accept_regression(regression_id, reason, start)
+    finally:
+        store.dispose()
+    if accepted is None:
+        raise ValueError(f"no open regression with id {regression_id} (closed already, or no such id)")
+    line = f"regression {regression_id} accepted as the new normal: its configuration's baseline starts on {accepted}"
+    log.info("%s", line)
+    return line

@@ -53,7 +53,7 @@ def test_dagbag_loads_without_import_errors(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["errors"] == {}
-    assert info["dag_ids"] == ["dlperf_benchmark"]
+    assert info["dag_ids"] == ["dlperf_accept_regression", "dlperf_benchmark"]
     assert info["schedule"] == "0 2 * * *"
     assert {"suite", "runtime", "frameworks", "precisions", "topologies", "repeats"} <= set(info["params"])
     assert info["tasks"] == [

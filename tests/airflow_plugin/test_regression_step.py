@@ -16,11 +16,13 @@ import pytest
 from airflow.sdk import BaseNotifier
 
 from dlperf_airflow.notifiers import LogRegressionNotifier, configured_notifiers, notify_regressions
-from dlperf_airflow.regression_step import detect_step
+from dlperf_airflow.regression_step import accept_step, detect_step
+from dlperf_cli.main import main as dlperf
 from dlperf_core.cluster.environment import capture_local
 from dlperf_core.measure.regression import RegressionAlert
 from dlperf_core.model import RunIds
 from dlperf_core.storage import FabricRecord, FabricSizeRecord, ResultStore
+from dlperf_core.storage.models import ACCEPTED
 from helpers import result_record, run_record
 
 START = date(2026, 1, 1)
@@ -176,6 +178,52 @@ def test_planted_slowdown_raises_exactly_one_regression(history_db):
     assert store.regressions().empty
     closed = store.regressions(open_only=False).iloc[0]
     assert closed["status"] == "closed" and run_3 in closed["closed_reason"]
+
+
+@pytest.mark.postgres
+def test_an_accepted_regression_restarts_the_baseline_and_keeps_the_history(history_db, capsys):
+    """Accepted as the new normal (the dlperf_accept_regression DAG's task, and the CLI for the refusals): closed,
+    the baseline of its configuration starts on its first bad night (stored with it), no night is deleted; the
+    nights at the new level alert no more and, once there are enough of them, are steady."""
+    store, env_a, _env_b, notified_file = history_db
+    slow_key = "pt/resnet50/amp/b256/1n8g"
+    for i in (20, 21):
+        run_id = add_night(store, i, slow={slow_key: 0.95}, env_id=env_a)
+        detect_step(RunIds("dlperf_benchmark", run_id))
+    row = store.regressions().iloc[0]
+    assert row["first_bad_night"] == date(2026, 1, 21) and row["accepted_from"] is None
+    regression_id = int(row["id"])
+
+    line = accept_step(regression_id, "torch 2.6's new allocator: slower by design")
+    assert line.endswith("baseline starts on 2026-01-21")
+    accepted = store.regressions(open_only=False).iloc[0]
+    assert accepted["status"] == "closed" and accepted["accepted_from"] == date(2026, 1, 21)
+    assert accepted["closed_reason"] == f"{ACCEPTED} torch 2.6's new allocator: slower by design"
+    assert store.accepted_from(CaseResult_configuration(store, slow_key)) == date(2026, 1, 21)
+    with pytest.raises(ValueError, match=f"no open regression with id {regression_id}"):
+        accept_step(regression_id, "again")
+    db = store.engine.url.render_as_string(hide_password=False)
+    assert dlperf(["regressions", "accept", str(regression_id), "--reason", "again", "--db", db]) == 1
+    assert dlperf(["regressions", "accept", "999999", "--reason", " ", "--db", db]) == 2
+    assert "reason is empty" in capsys.readouterr().err
+
+    # the nights at the new level: too few since the first bad night to judge, then steady; never a new alert
+    kinds = []
+    for i in range(22, 28):
+        run_id = add_night(store, i, slow={slow_key: 0.95}, env_id=env_a)
+        kinds.append(detect_step(RunIds("dlperf_benchmark", run_id)).verdicts)  # the other configuration: steady
+    assert kinds[:3] == [{"insufficient_history": 1, "steady": 1}] * 3 and kinds[-1] == {"steady": 2}, kinds
+    assert len(store.regressions(open_only=False)) == 1 and len(notified(notified_file)) == 1
+    history = store.history_rows(CaseResult_configuration(store, slow_key))
+    assert min(r.night for r in history) == date(2026, 1, 1)  # the nights before it are kept
+
+
+def CaseResult_configuration(store, case_key):  # noqa: N802 - reads like the type it returns
+    """The configuration of ``case_key`` as the detector reads it (its latest summary row)."""
+    from dlperf_core.measure.regression import CaseResult
+
+    row = next(r for r in store.summary_rows() if r.case_key == case_key)
+    return CaseResult.from_summary(row).configuration
 
 
 @pytest.mark.postgres

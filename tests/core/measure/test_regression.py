@@ -524,6 +524,8 @@ def test_store_rows_become_the_core_types():
         closed_reason=None,
         created_at=stamp,
         label=None,
+        first_bad_night=None,
+        accepted_from=None,
     )
     assert OpenRegression.from_stored(stored) == OpenRegression(3, 9.0, 10.0, 0.1, "slower", "r", stored.night)
     assert stored.configuration == CONFIG == summary.configuration == history.configuration
