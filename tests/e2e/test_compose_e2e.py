@@ -9,6 +9,18 @@ Then it opens the results page (1,280 px wide: it must fit) and the DAG run's "d
 (both screenshots go into the docs: docs/img/compose-results-page.png and compose-run-results.png), follows a report link, checks that a browser without a session is sent to the login page, and runs
 step 7 (``down -v``): nothing of the project is left, and no framework container either.
 
+The deployment alerts to Slack and email (docs/operations.md, "Regression alerts"): its ``.env`` is new-env.sh's with
+the alert lines set (``ALERT_ENV``: ``slack,email``, the connections of local stand-ins). After the pages, a stand-in
+webhook and SMTP server (tests/alert_stand_ins.py in a container on the deployment's network, reached by the name
+``dlperf-alerts``) start, and the history of the night's 1n1g configuration is seeded in the results database: 5
+good scheduled nights (a verdict needs Policy.min_nights), copies of the night's own rows at 1/0.7 of its throughput
+on an environment that differs from the night's in the image digest, then a first bad night at the night's level on
+the night's environment (a regression is confirmed once a second night is at the new level): the night measured is
+30% slower than its history on purpose, and the slowdown came with a new image. Its ``finish_run`` is cleared with
+what follows it (detect_regressions, make_report), the way docs/operations.md says to send an alert again: exactly
+one message reaches each stand-in, with the night, the configuration, the size, the first bad night, what changed and
+the run's page. 9.1 s measured on 2026-11-29 (``check_regression_alert``).
+
 Before ``down -v`` it follows docs/cluster-guide.md ("Point dlperf at your cluster") on that running deployment,
 through the page's two-node night: ``suites/cluster-check.yaml``, the reference workload at 2n1g under torchrun and
 under mpirun, each node's part run by that node's own Celery worker. Its two GPU nodes are stand-ins: containers on
@@ -36,7 +48,9 @@ import os
 import re
 import shutil
 import subprocess
+import urllib.parse
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -153,6 +167,7 @@ def test_deploy_guide_on_one_host(tmp_path, compose_command):
     home = fresh_copy(tmp_path / project)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DLPERF", "COMPOSE"))}
     env |= {"PATH": f"{shim_folder(tmp_path, compose_command)}:{env['PATH']}", "DLPERF_PUBLISH_ADDR": PUBLISH_ADDR}
+    env |= ALERT_ENV  # new-env.sh writes them into .env, as an operator's own values
     steps = guide_steps(GUIDE.read_text())
     up_to_results = "\n".join(b for _, blocks in steps[:-1] for b in blocks)
     # the shell state (UI, TOKEN, api) is printed for the checks below, after the guide's own lines
@@ -186,8 +201,10 @@ def test_deploy_guide_on_one_host(tmp_path, compose_command):
         assert "on-demand-1|manual|docker|success" in runs.stdout.splitlines()
         check_refused_trigger(ui, said["TOKEN"])
         check_pages(ui, said["TOKEN"], night, home / ".env", tmp_path)
+        check_regression_alert(home, project, ui, said["TOKEN"], night)
         follow_cluster_guide(home, env, tmp_path, project, ui, said["TOKEN"])
     finally:
+        subprocess.run(["docker", "rm", "-f", f"{project}-alerts"], capture_output=True, timeout=120)
         stand_ins = remove_cluster_stand_ins(project, tmp_path, env)
         down = run_bash("\n".join(steps[-1][1]), home, env, 600)
         leftovers = project_leftovers(project)
@@ -303,6 +320,209 @@ def check_pages(ui: str, token: str, night: str, env_file: Path, tmp_path: Path)
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tmp_path / "run-tab.png", SCREENSHOT)
     shutil.copyfile(tmp_path / "results-page.png", PAGE_SCREENSHOT)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Regression alerts to Slack and email (docs/operations.md, "Regression alerts"), at local stand-ins
+
+ALERTS_NAME = "dlperf-alerts"  # the stand-ins' name on the deployment's network (a network alias)
+ALERTS_HTTP_PORT, ALERTS_SMTP_PORT = 8025, 2525
+ALERT_ENV = {  # .env's alert lines: slack and email through the providers' default connections, at the stand-ins
+    "DLPERF_REGRESSION_NOTIFIERS": "slack,email",
+    "AIRFLOW_CONN_SLACK_WEBHOOK_DEFAULT": "slackwebhook://:T0000%2FB0000%2FXXXXXXXX@"
+    + urllib.parse.quote(f"http://{ALERTS_NAME}:{ALERTS_HTTP_PORT}/services", safe=""),
+    "AIRFLOW_CONN_SMTP_DEFAULT": f"smtp://{ALERTS_NAME}:{ALERTS_SMTP_PORT}?disable_ssl=true&disable_tls=true",
+    "DLPERF_ALERT_EMAIL_TO": "perf-team@example.org",
+    "DLPERF_ALERT_EMAIL_FROM": "dlperf@example.org",
+}
+SLOWER = 0.7  # the night against its seeded history
+OLD_DIGEST = "sha256:" + "0" * 64  # the seeded nights' image digest: what the alert says changed
+
+
+def deployment_network(project: str) -> str:
+    """The name of the deployment's network (compose names it; the central host's containers are on it)."""
+    found = subprocess.run(
+        ["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={project}"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.split()  # fmt: skip
+    assert len(found) == 1, found
+    return subprocess.run(
+        ["docker", "network", "inspect", "-f", "{{.Name}}", found[0]], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def start_alert_stand_ins(project: str) -> str:
+    """tests/alert_stand_ins.py in a container on the deployment's network, named ALERTS_NAME there; its name."""
+    import time
+
+    container = f"{project}-alerts"
+    script = REPO / "tests" / "alert_stand_ins.py"
+    subprocess.run(
+        ["docker", "run", "-d", "--name", container, "--network", deployment_network(project),
+         "--network-alias", ALERTS_NAME, "--label", "dlperf.e2e=alerts", "-v", f"{script}:/alert_stand_ins.py:ro",
+         "--entrypoint", "python3", STAND_IN_IMAGE, "/alert_stand_ins.py",
+         "--http-port", str(ALERTS_HTTP_PORT), "--smtp-port", str(ALERTS_SMTP_PORT)],
+        check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while '"ready": true' not in alert_stand_in_output(container):
+        assert time.monotonic() < deadline, alert_stand_in_output(container)
+        time.sleep(0.5)
+    return container
+
+
+def alert_stand_in_output(container: str) -> str:
+    logs = subprocess.run(["docker", "logs", container], capture_output=True, text=True, timeout=60)
+    return logs.stdout + logs.stderr
+
+
+def seed_history(db_url: str, night: str, good: int = 5) -> tuple[str, str, str | None]:
+    """The history of the night's 1n1g configuration before it: ``good`` good scheduled nights (a verdict needs
+    Policy.min_nights) at 1/SLOWER of the night's throughput (a little noise between nights) on a copy of its
+    environment whose image digest is OLD_DIGEST, then the first bad night, the day before, at the night's level on
+    its own environment (a regression is confirmed once a second night is at the new level: Policy.confirm_nights).
+    Each a copy of the night's run and 1n1g rows, in the tables as the deployment's database has them (reflected).
+    Returns the case key, the first bad night (ISO) and the night's own image digest."""
+    from sqlalchemy import MetaData, create_engine, insert, select
+
+    engine = create_engine(db_url)
+    try:
+        meta = MetaData()
+        meta.reflect(engine, only=["benchmark_runs", "results", "environments"])
+        runs, results, environments = (meta.tables[t] for t in ("benchmark_runs", "results", "environments"))
+        with engine.begin() as db:
+            run = db.execute(select(runs).where(runs.c.run_id == night)).mappings().one()
+            rows = (
+                db.execute(
+                    select(results).where(
+                        results.c.run_id == night,
+                        results.c.nodes == 1,
+                        results.c.gpus_per_node == 1,
+                        results.c.status == "ok",
+                    )
+                )
+                .mappings()
+                .all()
+            )
+            keys = {row["case_key"] for row in rows}
+            assert len(keys) == 1 and rows[0]["environment_id"] is not None, rows
+            new_env = rows[0]["environment_id"]
+            env = db.execute(select(environments).where(environments.c.id == new_env)).mappings().one()
+            old_env = {k: v for k, v in env.items() if k != "id"}
+            old_env |= {"image_digest": OLD_DIGEST, "content_hash": "e2e-seeded-" + str(env["content_hash"])[:40]}
+            if isinstance(old_env.get("data"), dict) and "image_digest" in old_env["data"]:
+                old_env["data"] = old_env["data"] | {"image_digest": OLD_DIGEST}
+            old_env_id = db.execute(insert(environments).values(old_env).returning(environments.c.id)).scalar_one()
+            seeded = [(days, (1 + 0.002 * (days - 4)) / SLOWER, old_env_id) for days in range(good + 1, 1, -1)]
+            seeded.append((1, 1.003, new_env))  # the first bad night
+            for days, scale, env_id in seeded:
+                earlier = timedelta(days=days)
+                copy_run = {k: v for k, v in run.items() if k not in ("id", "created_at")}
+                copy_run |= {"run_id": f"seeded-night-{days}", "started_at": run["started_at"] - earlier}
+                copy_run |= {"finished_at": (run["finished_at"] or run["started_at"]) - earlier, "report_path": None}
+                run_pk = db.execute(insert(runs).values(copy_run).returning(runs.c.id)).scalar_one()
+                for row in rows:
+                    copy = {k: v for k, v in row.items() if k not in ("id", "created_at", "updated_at")}
+                    copy |= {"benchmark_run_id": run_pk, "run_id": copy_run["run_id"], "environment_id": env_id}
+                    copy |= {"started_at": row["started_at"] - earlier, "throughput": row["throughput"] * scale}
+                    if row["finished_at"] is not None:
+                        copy["finished_at"] = row["finished_at"] - earlier
+                    if row.get("reported_throughput") is not None:
+                        copy["reported_throughput"] = row["reported_throughput"] * scale
+                    db.execute(insert(results).values(copy))
+        first_bad = (run["started_at"] - timedelta(days=1)).date().isoformat()
+        return keys.pop(), first_bad, env["image_digest"]
+    finally:
+        engine.dispose()
+
+
+def stored_regressions(db_url: str) -> list[tuple[str, str, str, str | None]]:
+    """(run, case key, status, label) of every row of ``regressions``."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as db:
+            rows = db.execute(text("SELECT run_id, case_key, status, label FROM regressions ORDER BY id")).all()
+        return [tuple(row) for row in rows]  # type: ignore[misc]
+    finally:
+        engine.dispose()
+
+
+def check_regression_alert(home: Path, project: str, ui: str, token: str, night: str) -> None:
+    """The night, 30% slower than a seeded history, alerts once to Slack and once by email (module docstring):
+    its finish_run is cleared with what follows it, as docs/operations.md says to send an alert again."""
+    import json
+    import time
+    import urllib.request
+
+    started = time.monotonic()
+
+    def call(method: str, path: str, body: dict | None = None) -> dict:
+        request = urllib.request.Request(
+            f"{ui}/api/v2{path}",
+            method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.loads(answer.read() or b"{}")
+
+    container = start_alert_stand_ins(project)
+    password = re.search(r"^DLPERF_DB_PASSWORD=(.*)$", (home / ".env").read_text(), re.M)
+    assert password
+    db_url = f"postgresql+psycopg2://dlperf:{password.group(1)}@{PUBLISH_ADDR}:5432/dlperf"
+    case_key, first_bad, digest = seed_history(db_url, night)
+    quoted = urllib.parse.quote(night, safe="")
+    tis = f"/dags/dlperf_benchmark/dagRuns/{quoted}/taskInstances"
+    tries = call("GET", f"{tis}/detect_regressions")["try_number"]
+    call(
+        "POST",
+        "/dags/dlperf_benchmark/clearTaskInstances",
+        {"dry_run": False, "dag_run_id": night, "task_ids": ["finish_run"], "only_failed": False,
+         "include_downstream": True, "reset_dag_runs": True},
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    state = "queued"
+    while time.monotonic() < deadline:
+        ti = call("GET", f"{tis}/detect_regressions")
+        run_state = call("GET", f"/dags/dlperf_benchmark/dagRuns/{quoted}")["state"]
+        state = ti["state"] if ti["try_number"] > tries else "cleared"
+        if state in ("success", "failed") and run_state not in ("queued", "running"):
+            break
+        time.sleep(2)
+    assert (state, run_state) == ("success", "success"), (state, run_state, alert_stand_in_output(container)[-3000:])
+    received = [json.loads(line) for line in alert_stand_in_output(container).splitlines() if line.startswith("{")]
+    slack = [m for m in received if m.get("channel") == "slack"]
+    mail = [m for m in received if m.get("channel") == "email"]
+    if not (len(slack) == 1 and len(mail) == 1):  # one message each, for the night's one new regression
+        request = urllib.request.Request(
+            f"{ui}/api/v2{tis}/detect_regressions/logs/{ti['try_number']}?full_content=true",
+            headers={"Authorization": f"Bearer {token}", "Accept": "text/plain"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            log = answer.read().decode(errors="replace")
+        raise AssertionError(f"{received}\ndetect_regressions' log:\n{log[-6000:]}")
+    page = f"{ui}/dags/dlperf_benchmark/runs/{quoted}/plugin/dlperf-run-results"
+    text = slack[0]["json"]["text"]
+    assert slack[0]["path"] == "/services/T0000/B0000/XXXXXXXX", slack[0]
+    assert f"*{case_key}*" in text and "• *night:* " in text and f"(run {night} of dlperf_benchmark)" in text, text
+    assert re.search(r"• \*size:\* slower by (29|30)\.\d%: median ", text), text
+    assert f"• *first bad night:* {first_bad} (1 day before tonight)" in text, text
+    assert f"• *image digest:* {OLD_DIGEST} -&gt; {digest}" in text, text
+    assert "• *put down to:* framework (" in text and f"• *page:* <{page}|" in text, text
+    assert mail[0]["to"] == ["perf-team@example.org"] and mail[0]["from"] == "dlperf@example.org", mail[0]
+    assert mail[0]["subject"].startswith("dlperf: 1 new regression on ") and case_key in mail[0]["subject"], mail[0]
+    html = "".join(p["text"] for p in mail[0]["parts"] if p["type"] == "text/html")
+    assert f'<a href="{page}">' in html and f"<h3>{case_key}</h3>" in html, html
+    assert stored_regressions(db_url) == [(night, case_key, "open", "framework")]  # stored once, as it was alerted
+    # the link opens: the UI answers at the run's tab
+    with urllib.request.urlopen(
+        urllib.request.Request(page, headers={"Authorization": f"Bearer {token}"}), timeout=60
+    ) as answer:
+        assert answer.status == 200
+    print(f"\nE2E regression alert: {time.monotonic() - started:.1f} s; the email's subject: {mail[0]['subject']}")
+    print("the Slack message as posted:\n" + text)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -462,15 +682,7 @@ def follow_cluster_guide(home: Path, env: dict[str, str], tmp_path: Path, projec
     import json
     import urllib.request
 
-    # the deployment's network (compose names it): the central host's containers reach the stand-ins on it
-    found = subprocess.run(
-        ["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={project}"],
-        capture_output=True, text=True, timeout=60, check=True,
-    ).stdout.split()  # fmt: skip
-    assert len(found) == 1, found
-    network = subprocess.run(
-        ["docker", "network", "inspect", "-f", "{{.Name}}", found[0]], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    network = deployment_network(project)  # the central host's containers reach the stand-ins on it
     uid = re.search(r"^AIRFLOW_UID=(\d+)$", (home / ".env").read_text(), re.M)
     assert uid
     node_dirs, log_dirs, mapping = {}, {}, {PAGE_CENTRAL: PUBLISH_ADDR}
