@@ -14,6 +14,7 @@ same fields in the same order (:func:`alert_fields`), so that every channel says
   infrastructure field that differs, as the ``regressions`` row's ``environment_changes`` lists them), **image
   digest** (its change, or that it did not change) and **fabric** (whether the all-reduce benchmark of the same
   night and topology dropped too: the label ``fabric``); and **put down to**: the label;
+* **regression id**: its row in ``regressions``, and how to accept it as the new normal;
 * **page**: the run's "dlperf results" page in the Airflow UI (when the deployment's address is known).
 
 :class:`AlertMessage` renders those fields as plain text, as HTML (an email's body) and as Slack's mrkdwn. Pure:
@@ -62,6 +63,15 @@ def _days_before(night: date, first: date) -> str:
     return "tonight" if days == 0 else f"{days} day{'s' if days != 1 else ''} before tonight"
 
 
+def _regression_id(regression_id: int | None) -> str:
+    if regression_id is None:
+        return "none (not stored)"
+    return (
+        f"{regression_id} (to accept it as the new normal: the DAG dlperf_accept_regression, or "
+        f"dlperf regressions accept {regression_id} --reason TEXT)"
+    )
+
+
 def _changes(alert: RegressionAlert) -> tuple[list[str], str | None]:
     """(the environment's changes other than the image digest, the image digest's change or None)."""
     parts = [p.strip() for p in (alert.environment_changes or "").split("; ") if p.strip()]
@@ -104,6 +114,7 @@ def alert_fields(alert: RegressionAlert, page: str | None = None) -> list[tuple[
         ("image digest", image),
         ("fabric", fabric),
         ("put down to", f"{alert.label} ({LABELS[alert.label]})" if alert.label else "not labelled"),
+        ("regression id", _regression_id(alert.id)),
     ]
     fields.append(("page", page if page else "not known (set AIRFLOW_BASE_URL in the deployment's .env)"))
     return fields

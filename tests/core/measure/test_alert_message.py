@@ -52,6 +52,7 @@ def test_every_field_an_alert_reader_needs_in_order():
         "image digest",
         "fabric",
         "put down to",
+        "regression id",
         "page",
     ]
     assert got["night"] == "2026-01-21 (run scheduled__2026-01-21T02:00:00+00:00 of dlperf_benchmark)"
@@ -67,6 +68,9 @@ def test_every_field_an_alert_reader_needs_in_order():
     assert got["image digest"] == "sha256:aa -> sha256:bb"
     assert got["fabric"].startswith("no drop found")
     assert got["put down to"].startswith("framework (the framework version or the image digest changed")
+    assert got["regression id"] == (
+        "7 (to accept it as the new normal: the DAG dlperf_accept_regression, or dlperf regressions accept 7 --reason TEXT)"
+    )
     assert got["page"] == PAGE
 
 
@@ -77,6 +81,7 @@ def test_what_changed_when_nothing_or_only_the_digest_did_and_when_the_fabric_dr
     assert quiet["image digest"] == "unchanged " + SPAN
     assert quiet["put down to"] == "unexplained (neither the fabric nor the framework build changed)"
     assert quiet["page"].startswith("not known (set AIRFLOW_BASE_URL")
+    assert dict(alert_fields(replace(ALERT, id=None)))["regression id"] == "none (not stored)"
     digest_only = dict(alert_fields(replace(ALERT, environment_changes="image_digest: sha256:aa -> sha256:bb")))
     assert digest_only["environment"] == "only the image digest changed " + SPAN
     fabric = dict(alert_fields(replace(ALERT, environment_changes=None, label="fabric")))
