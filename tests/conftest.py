@@ -58,6 +58,7 @@ checks that no dlperf container is left. Every other test file goes to whichever
 OWN_NETWORK_TESTS = (
     "tests/chaos/",
     "tests/core/workload/test_llm.py",
+    "tests/e2e/test_node_sweep.py",
     "tests/e2e/test_seeds_cpu.py::test_every_seed_frameworks_real_failures_are_failed_rows_with_their_cause",
 )
 """Docker tests that run beside the group: their stand-in nodes are on a network of their own (helpers.own_networks:

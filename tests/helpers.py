@@ -47,7 +47,8 @@ def image_present(name: str) -> bool:
 
 
 OWN_NETWORK_INVENTORIES = tuple(
-    REPO / "tests" / "data" / name for name in ("chaos-inventory.yaml", "llm-inventory.yaml", "docker-local-3g.yaml")
+    REPO / "tests" / "data" / name
+    for name in ("chaos-inventory.yaml", "llm-inventory.yaml", "docker-local-3g.yaml", "node-sweep-inventory.yaml")
 )
 """The inventories of the Docker tests that run beside the Docker Engine group (tests/conftest.py: OWN_NETWORK_TESTS):
 stand-in nodes on a network of their own, with names of their own."""
