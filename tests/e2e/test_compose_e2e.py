@@ -55,6 +55,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sqlalchemy.engine import URL
 
 from helpers import REPO, dlperf_containers, docker_available
 
@@ -471,7 +472,9 @@ def check_regression_alert(home: Path, project: str, ui: str, token: str, night:
     container = start_alert_stand_ins(project)
     password = re.search(r"^DLPERF_DB_PASSWORD=(.*)$", (home / ".env").read_text(), re.M)
     assert password
-    db_url = f"postgresql+psycopg2://dlperf:{password.group(1)}@{PUBLISH_ADDR}:5432/dlperf"
+    db_url = URL.create(
+        "postgresql+psycopg2", "dlperf", password.group(1), PUBLISH_ADDR, 5432, "dlperf"
+    ).render_as_string(hide_password=False)
     case_key, first_bad, digest = seed_history(db_url, night)
     quoted = urllib.parse.quote(night, safe="")
     tis = f"/dags/dlperf_benchmark/dagRuns/{quoted}/taskInstances"
