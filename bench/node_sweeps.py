@@ -7,7 +7,7 @@ node that is not slow, and how often it names one that is.
 2. **Real** (``--clean N --slowed M``; Docker, the reference CPU image): ``dlperf run tests/data/node-sweep-suite.yaml``
    on the four stand-in nodes of tests/data/node-sweep-inventory.yaml, N times with the slowed node's quota set to
    its peers' (clean sweeps), then M times as the inventory has it (sweep-node3 at 0.15 of a core, the others at
-   half): each sweep's figures and the nodes named at the default 5 % and at the stand-ins' 50 %
+   half): each sweep's figures and the nodes named at the default 5 % and at the stand-ins' 50 % (z 2)
    (tests/e2e/test_node_sweep.py's). Each run takes about a minute; the results go to a SQLite file of their own.
 
     .venv/bin/python bench/node_sweeps.py                        # simulated only
@@ -35,7 +35,7 @@ from dlperf_core.measure.node_peers import NodeFigure, NodePolicy, node_figures,
 SUITE = REPO / "tests" / "data" / "node-sweep-suite.yaml"
 INVENTORY = REPO / "tests" / "data" / "node-sweep-inventory.yaml"
 SLOWED = "sweep-node3"
-STAND_IN = 0.5
+STAND_IN = NodePolicy(slower_than=0.5, z_threshold=2.0)  # tests/e2e/test_node_sweep.py's
 
 
 def simulated(sweeps: int, seed: int = 36) -> None:
@@ -84,7 +84,7 @@ def real(clean: int, slowed: int, measured: int | None) -> None:
         print(
             f"\nreal: {clean} clean sweeps (every node at {peers} CPU), {slowed} slowed ({SLOWED} at {quota[SLOWED]})"
         )
-        print("| sweep | load (1 min) | wall (s) | figures (samples/s) | spread | named at 5 % | named at 50 % |")
+        print("| sweep | load (1 min) | wall (s) | figures (samples/s) | spread | named at 5 % | named at 50 %, z 2 |")
         print("| --- | ---: | ---: | --- | ---: | --- | --- |")
         kinds = ["clean"] * clean + ["slowed"] * slowed
         for i, kind in enumerate(kinds):
@@ -114,8 +114,8 @@ def real(clean: int, slowed: int, measured: int | None) -> None:
             clean_values = [v for n, v in values.items() if kind == "clean" or n != SLOWED]
             spread = (max(clean_values) - min(clean_values)) / statistics.median(clean_values)
             named = [
-                ", ".join(s.node for s in score_sweeps(figures, policy=NodePolicy(slower_than=f)).slow) or "none"
-                for f in (0.05, STAND_IN)
+                ", ".join(s.node for s in score_sweeps(figures, policy=policy).slow) or "none"
+                for policy in (NodePolicy(), STAND_IN)
             ]
             shown = ", ".join(f"{n.removeprefix('sweep-')} {v:.1f}" for n, v in sorted(values.items()))
             print(f"| {kind} {i + 1} | {load:.1f} | {wall:.0f} | {shown} | {spread:.1%} | {named[0]} | {named[1]} |")

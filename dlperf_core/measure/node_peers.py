@@ -29,7 +29,10 @@ spread between the other nodes: on a cluster whose healthy nodes differ by sever
 throttled by power or heat, a PCIe link trained down or a bad DIMM costs 10 % or more; 5 % is between them, and
 well above the 0.1 % that two runs of one case differ on a quiet GPU (docs/benchmarks.md (f)). The threshold is
 a deployment setting, ``DLPERF_SLOW_NODE_FRACTION`` (:meth:`NodePolicy.from_env`): CPU stand-in nodes on a
-shared machine differ by more than GPUs do (docs/benchmarks.md (a)), and their tests set it higher.
+shared machine differ by more than GPUs do (docs/benchmarks.md (a)), and their tests set it higher. So is the robust
+z, ``DLPERF_SLOW_NODE_Z``: the MAD of three or four peers is itself a noisy figure (a sweep of four stand-in nodes
+whose three clean ones spread +-15 % put a node 68 % slower at z -3.3), and a small cluster may lower the z and
+lean on the fraction.
 
 Pure: figures and nights in, scores out. :mod:`dlperf_core.reporting` shows them (the report's "Nodes" section,
 the results page's node x metric heat map) and ``dlperf_airflow.regression_step`` alerts the slow nodes.
@@ -55,6 +58,8 @@ SLOW_NODES_TEXT_KEY = "dlperf_slow_nodes_text"
 
 FRACTION_ENV = "DLPERF_SLOW_NODE_FRACTION"
 """The environment variable that sets :attr:`NodePolicy.slower_than` for a deployment (e.g. ``0.05``)."""
+Z_ENV = "DLPERF_SLOW_NODE_Z"
+"""The environment variable that sets :attr:`NodePolicy.z_threshold` for a deployment (e.g. ``3.5``)."""
 
 
 @dataclass(frozen=True)
@@ -70,23 +75,35 @@ class NodePolicy:
     def __post_init__(self) -> None:
         if not 0 < self.slower_than < 1:
             raise ValueError(f"slower_than is a fraction between 0 and 1 (0.05: 5 %), not {self.slower_than}")
-        if self.z_threshold <= 0 or self.mad_floor_pct < 0:
+        if not self.z_threshold > 0 or self.mad_floor_pct < 0:  # not ... > 0: NaN is refused too
             raise ValueError("z_threshold must be > 0 and mad_floor_pct >= 0")
         if self.window < 1 or not 1 <= self.min_nights <= self.window:
             raise ValueError(f"need 1 <= min_nights <= window, got {self.min_nights} and {self.window}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> NodePolicy:
-        """The default policy with :data:`FRACTION_ENV` (``environ``, default ``os.environ``) as ``slower_than``
-        where it is set; a value that is no fraction between 0 and 1 is refused, naming the variable."""
+        """The default policy with :data:`FRACTION_ENV` as ``slower_than`` and :data:`Z_ENV` as ``z_threshold``
+        where they are set (``environ``, default ``os.environ``); a value that is no fraction between 0 and 1, or
+        no positive number, is refused, naming the variable."""
         env = os.environ if environ is None else environ
-        text = (env.get(FRACTION_ENV) or "").strip()
-        if not text:
-            return cls()
+        fraction = (env.get(FRACTION_ENV) or "").strip()
+        z = (env.get(Z_ENV) or "").strip()
+        settings: dict[str, float] = {}
         try:
-            return cls(slower_than=float(text))
+            if fraction:
+                settings["slower_than"] = float(fraction)
+                cls(slower_than=settings["slower_than"])
         except ValueError:
-            raise ValueError(f"{FRACTION_ENV}={text!r}: give a fraction between 0 and 1, e.g. 0.05 for 5 %") from None
+            raise ValueError(
+                f"{FRACTION_ENV}={fraction!r}: give a fraction between 0 and 1, e.g. 0.05 for 5 %"
+            ) from None
+        try:
+            if z:
+                settings["z_threshold"] = float(z)
+                cls(z_threshold=settings["z_threshold"])
+        except ValueError:
+            raise ValueError(f"{Z_ENV}={z!r}: give a positive number of robust standard deviations, e.g. 3.5") from None
+        return cls(**settings)
 
     def rule(self) -> str:
         """The rule in one line, for the report and the page."""

@@ -5,11 +5,14 @@ last node is slowed on purpose (its containers get 0.15 of a core's time, the ot
 slowed node is named (the regression step's log, `dlperf run`'s Nodes section, the report, its JSON) and no other;
 the three clean nodes' figures, a clean sweep of their own, name none.
 
-The threshold is the stand-ins' (DLPERF_SLOW_NODE_FRACTION=0.5), not a GPU cluster's 5 %: on this project's 2-core
+The thresholds are the stand-ins' (DLPERF_SLOW_NODE_FRACTION=0.5, DLPERF_SLOW_NODE_Z=2), not a GPU cluster's 5 % and 3.5: on this project's 2-core
 machine, beside other sessions' tests, a clean node fell up to 35 % below the other nodes' median in 27 clean sweeps
 of these nodes (the quota's 100 ms period cuts a one-second window unevenly, and half a core protects a node's
 figure against one neighbour on its core, not two), while the slowed node was 77-80 % below it
-(docs/benchmarks.md, "(k) The bad node named"; bench/node_sweeps.py, about a minute a sweep, runs them)."""
+(docs/benchmarks.md, "(k) The bad node named"; bench/node_sweeps.py, about a minute a sweep, runs them). The z is
+lowered because the MAD of three peers is itself noisy: in one CI run the clean nodes spread +-15 % and the slowed
+node, 68 % below their median, stood at robust z -3.3; the fraction (50 %) is what keeps a clean node from being
+named."""
 
 from __future__ import annotations
 
@@ -29,10 +32,17 @@ SUITE = REPO / "tests" / "data" / "node-sweep-suite.yaml"
 INVENTORY = REPO / "tests" / "data" / "node-sweep-inventory.yaml"
 SLOWED = "sweep-node3"
 STAND_IN_FRACTION = "0.5"
+STAND_IN_Z = "2"
 
 
 def test_the_slowed_stand_in_node_is_named_and_no_other(tmp_path: Path, pg_url: str):
-    env = cli_env(tmp_path, pg_url, DLPERF_SLOW_NODE_FRACTION=STAND_IN_FRACTION, DLPERF_REPORT_DIR=str(tmp_path / "r"))
+    env = cli_env(
+        tmp_path,
+        pg_url,
+        DLPERF_SLOW_NODE_FRACTION=STAND_IN_FRACTION,
+        DLPERF_SLOW_NODE_Z=STAND_IN_Z,
+        DLPERF_REPORT_DIR=str(tmp_path / "r"),
+    )
     out = run_ok([*DLPERF, "run", str(SUITE)], env=env, timeout=600)
     store = ResultStore(pg_url)
     run_id = run_id_of(out.stdout)
@@ -58,6 +68,6 @@ def test_the_slowed_stand_in_node_is_named_and_no_other(tmp_path: Path, pg_url: 
 
     # the clean nodes' figures are a clean sweep of their own: it names none
     clean = [f for f in node_figures(zip(rows["case_key"], rows["throughput"])) if f.node != SLOWED]
-    assert score_sweeps(clean, policy=NodePolicy(slower_than=float(STAND_IN_FRACTION))).slow == ()
+    assert score_sweeps(clean, policy=NodePolicy(float(STAND_IN_FRACTION), float(STAND_IN_Z))).slow == ()
     assert dlperf_containers(network=network_of(INVENTORY)) == []
     store.dispose()

@@ -12,6 +12,7 @@ import pytest
 
 from dlperf_core.measure.node_peers import (
     FRACTION_ENV,
+    Z_ENV,
     NodeFigure,
     NodePolicy,
     NodeScores,
@@ -165,6 +166,11 @@ def test_the_policy_and_its_deployment_setting():
     assert NodePolicy.from_env({FRACTION_ENV: "0.3"}).slower_than == 0.3
     with pytest.raises(ValueError, match=f"{FRACTION_ENV}='5': give a fraction between 0 and 1"):
         NodePolicy.from_env({FRACTION_ENV: "5"})
+    both = NodePolicy.from_env({FRACTION_ENV: "0.5", Z_ENV: " 2 "})
+    assert (both.slower_than, both.z_threshold) == (0.5, 2.0) and "2 robust standard deviations" in both.rule()
+    for bad in ("0", "-1", "nan", "three"):
+        with pytest.raises(ValueError, match=f"{Z_ENV}='{bad}': give a positive number"):
+            NodePolicy.from_env({Z_ENV: bad})
     with pytest.raises(ValueError, match="min_nights"):
         NodePolicy(window=3, min_nights=5)
     assert "at least 5% below its reference" in NodePolicy().rule()
