@@ -192,6 +192,28 @@ def result_record(**overrides: Any) -> ResultRecord:
     return ResultRecord(**fields)
 
 
+def node_sweep_results(
+    run: BenchmarkRunRecord, sweep: str, figures: dict[str, float], args: str = "+args=0badc0de", repeats: int = 2
+) -> list[ResultRecord]:
+    """A per-node sweep's ok rows in ``run``: ``repeats`` repeats of ``sweep`` (a case key without options) pinned to
+    each node of ``figures`` (``{node: samples/s}``), key ``<sweep>+node=<node><args>``, a minute apart from the run's
+    start."""
+    from datetime import timedelta
+
+    return [
+        result_record(
+            case_key=f"{sweep}+node={node}{args}",
+            variant=f"+node={node}{args}",
+            repeat=repeat,
+            throughput=value,
+            started_at=run.started_at + timedelta(minutes=repeat),
+            benchmark_run=run,
+        )
+        for node, value in figures.items()
+        for repeat in range(repeats)
+    ]
+
+
 def store_results_before_head(store: Any, results: list[ResultRecord]) -> None:
     """Store ``results`` in a database that an earlier migration left: each row with only the columns its
     ``results`` table has (``ResultStore.upsert_results`` writes every column of the head schema)."""

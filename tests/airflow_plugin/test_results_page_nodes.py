@@ -17,7 +17,7 @@ from dlperf_airflow.results_page import render_page
 from dlperf_core.reporting import load_overview
 from dlperf_core.reporting.data import NO_SWEEP
 from dlperf_core.storage import ResultStore
-from helpers import result_record, run_record
+from helpers import node_sweep_results, run_record
 
 DAG = "dlperf_benchmark"
 SWEEP = "pytorch_reference/resnet50_v1.5/fp32/b32/1n1g"
@@ -29,6 +29,7 @@ T0 = datetime(2026, 6, 1, 2, 0, tzinfo=UTC)
 def store(dialect_url: str, monkeypatch) -> Iterator[ResultStore]:
     monkeypatch.setenv("DLPERF_DB_URL", dialect_url)
     monkeypatch.delenv("DLPERF_SLOW_NODE_FRACTION", raising=False)
+    monkeypatch.delenv("DLPERF_SLOW_NODE_Z", raising=False)
     result_store = ResultStore(dialect_url)
     result_store.ensure_schema()
     yield result_store
@@ -41,18 +42,7 @@ def sweep(store: ResultStore, k: int, figures: dict[str, float]) -> str:
         dag_id=DAG, run_id=f"scheduled__{k}", trigger="scheduled", started_at=started, status="success"
     )  # fmt: skip
     store.upsert_run(run)
-    store.upsert_results(
-        result_record(
-            case_key=f"{SWEEP}+node={node}{ARGS}",
-            variant=f"+node={node}{ARGS}",
-            repeat=repeat,
-            throughput=value,
-            started_at=started + timedelta(minutes=repeat),
-            benchmark_run=run,
-        )
-        for node, value in figures.items()
-        for repeat in range(2)
-    )
+    store.upsert_results(node_sweep_results(run, SWEEP, figures, ARGS))
     return run.run_id
 
 

@@ -18,7 +18,7 @@ from dlperf_core.measure.node_peers import SLOW_NODES_KEY, SLOW_NODES_TEXT_KEY, 
 from dlperf_core.measure.regression import RegressionAlert
 from dlperf_core.model import RunIds
 from dlperf_core.storage import ResultStore
-from helpers import result_record, run_record
+from helpers import node_sweep_results, run_record
 
 DAG = "dlperf_benchmark"
 SWEEP = "pytorch_reference/resnet50_v1.5/fp32/b32/1n8g"
@@ -36,18 +36,7 @@ def sweep_run(store: ResultStore, trigger: str, figures: dict[str, float]) -> Ru
         status="success",
     )
     store.upsert_run(run)
-    store.upsert_results(
-        result_record(
-            case_key=f"{SWEEP}+node={node}{ARGS}",
-            variant=f"+node={node}{ARGS}",
-            repeat=repeat,
-            throughput=value,
-            started_at=T0 + timedelta(minutes=repeat),
-            benchmark_run=run,
-        )
-        for node, value in figures.items()
-        for repeat in range(2)
-    )
+    store.upsert_results(node_sweep_results(run, SWEEP, figures, ARGS))
     return RunIds(DAG, run.run_id)
 
 
@@ -55,6 +44,7 @@ def sweep_run(store: ResultStore, trigger: str, figures: dict[str, float]) -> Ru
 def store(sqlite_url, monkeypatch):
     monkeypatch.setenv("DLPERF_DB_URL", sqlite_url)
     monkeypatch.delenv("DLPERF_SLOW_NODE_FRACTION", raising=False)
+    monkeypatch.delenv("DLPERF_SLOW_NODE_Z", raising=False)
     result_store = ResultStore(sqlite_url)
     result_store.ensure_schema()
     yield result_store
