@@ -34,6 +34,24 @@ An inventory is a YAML file::
           conn_id: dlperf_docker_node0           # the default: the Airflow Docker connection (registry login)
 
 Everything has a sensible default so a laptop inventory is two lines per node.
+
+A cluster run by Slurm (``runtime: slurm``) says so with a ``slurm:`` block; its nodes are then *slots* of the job's
+allocation, not hosts (Slurm chooses the hosts; see :class:`SlurmSettings`)::
+
+    name: slurm-a100
+    slurm:
+      connection: dlperf_slurm_login     # Airflow SSH connection to the login node (required)
+      partition: gpu                     # account, qos, constraint: as sbatch takes them (all optional)
+      time_limit: "01:00:00"             # minutes (30), [HH:]MM:SS, D-HH[:MM[:SS]]
+      exclusive: true                    # the default: no other job on the case's nodes
+      software: none                     # none | {container_image: nvcr.io#nvidia/pytorch:24.01-py3}
+                                         #      | {apptainer: /shared/images/pytorch.sif}
+      work_dir: /shared/dlperf           # on the shared filesystem: the same path on login and compute nodes
+      on_drained: wait                   # wait | fail: a job pending on drained/down nodes
+      poll_s: 15
+    nodes:                               # slots: how many nodes a case may get and what each has
+      - {name: slot0, gpus: 8, accelerator: nvidia, env: {NCCL_SOCKET_IFNAME: ib0}}
+      - {name: slot1, gpus: 8, accelerator: nvidia, env: {NCCL_SOCKET_IFNAME: ib0}}
 """
 
 from __future__ import annotations
@@ -298,6 +316,160 @@ class Node(BaseModel):
         return self.address if self.network == "host" else self.container_hostname
 
 
+SLOT_ADDRESS = "$DLPERF_NODE{rank}_ADDR"
+"""The address of slot ``rank`` of a Slurm inventory: a shell variable the batch script sets from the job's node list
+(``scontrol show hostnames "$SLURM_JOB_NODELIST"``, :mod:`dlperf_core.run.runtime.slurm_jobs`), so the frameworks'
+launch commands (torchrun's ``--master_addr``, mpirun's hosts) name the host Slurm chose."""
+SLOT_ADDRESS_PATTERN = re.compile(r"\$DLPERF_NODE(\d+)_ADDR")
+"""What :data:`SLOT_ADDRESS` looks like (the batch script expands exactly these in a launch's arguments)."""
+
+TIME_LIMIT = re.compile(
+    r"(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?)"  # D-HH, D-HH:MM, D-HH:MM:SS
+    r"|(?:(?P<h>\d+):(?P<m>\d+):(?P<s>\d+))"  # HH:MM:SS
+    r"|(?:(?P<mm>\d+):(?P<ss>\d+))"  # MM:SS
+    r"|(?P<minutes>\d+)"  # minutes
+)
+"""The forms of sbatch's ``--time`` (Slurm's "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
+"days-hours:minutes", "days-hours:minutes:seconds")."""
+
+
+def time_limit_seconds(value: str) -> int:
+    """The seconds of a Slurm time limit in one of :data:`TIME_LIMIT`'s forms (``30`` -> 1800, ``1:00:00`` -> 3600,
+    ``2-12`` -> 216000); ValueError for anything else."""
+    m = TIME_LIMIT.fullmatch(value.strip())
+    if not m:
+        raise ValueError(
+            f"time_limit {value!r} is not a Slurm time: minutes (30), MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+        )
+    g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+    if "days" in g:
+        return ((g["days"] * 24 + g["dh"]) * 60 + g.get("dm", 0)) * 60 + g.get("ds", 0)
+    if "h" in g:
+        return (g["h"] * 60 + g["m"]) * 60 + g["s"]
+    if "mm" in g:
+        return g["mm"] * 60 + g["ss"]
+    return g["minutes"] * 60
+
+
+SBATCH_WORD = r"^[^\s'\"\\$`]+$"
+"""A value written into an ``#SBATCH`` line (partition, account, QoS, constraint, image): no blanks, quotes, ``$``."""
+
+
+class ContainerImage(BaseModel):
+    """``software: {container_image: ...}``: every rank runs in this image through pyxis/enroot
+    (``srun --container-image=... --container-mounts=...``, the node's ``mounts`` as its mounts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    container_image: str = Field(min_length=1, pattern=SBATCH_WORD)
+
+
+class ApptainerImage(BaseModel):
+    """``software: {apptainer: /path/image.sif}``: every rank runs in this image through Apptainer
+    (``srun apptainer exec --nv image.sif ...``, the node's ``mounts`` as ``--bind``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    apptainer: str = Field(min_length=2, pattern=r"^/[^\s'\"\\$`]+$")
+
+
+SlurmSoftware = Literal["none"] | ContainerImage | ApptainerImage
+"""How the ranks of a Slurm job get their software: ``none`` (a module or a venv on the nodes: what the framework's
+image holds is assumed installed on them), a pyxis/enroot image, or an Apptainer image."""
+
+
+class SlurmSettings(BaseModel):
+    """An inventory's ``slurm:`` block: dlperf submits each case run as one Slurm job from a login node.
+
+    ``connection``: the Airflow SSH connection to the login node (sbatch, scontrol, scancel run there).
+    ``partition``, ``account``, ``qos``, ``constraint``: as sbatch takes them (None: the cluster's default).
+    ``time_limit``: sbatch's ``--time`` (:func:`time_limit_seconds`'s forms; None: the partition's default).
+    ``exclusive``: the case's nodes run no other job (the default: a benchmark shares no node).
+    ``software``: :data:`SlurmSoftware`. ``work_dir``: a folder on the cluster's shared filesystem, the same path
+    on the login and the compute nodes: the batch scripts and the nodes' logs are written under it. ``on_drained``:
+    a job pending because its nodes are drained or down keeps waiting (``wait``), or is cancelled and fails with
+    Slurm's reason (``fail``). ``poll_s``: seconds between two looks at the job's state."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    connection: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    partition: str | None = Field(None, pattern=SBATCH_WORD)
+    account: str | None = Field(None, pattern=SBATCH_WORD)
+    qos: str | None = Field(None, pattern=SBATCH_WORD)
+    time_limit: str | None = None
+    constraint: str | None = Field(None, pattern=SBATCH_WORD)
+    exclusive: bool = True
+    software: SlurmSoftware = "none"
+    work_dir: str = Field(pattern=r"^/[^\s'\"\\$`]*$")
+    on_drained: Literal["wait", "fail"] = "wait"
+    poll_s: float = Field(15, ge=1, le=3600)
+
+    @field_validator("time_limit", mode="before")
+    @classmethod
+    def _time_limit(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # YAML's 30: 30 minutes
+        if isinstance(value, str):
+            time_limit_seconds(value)
+        return value
+
+    @property
+    def time_limit_s(self) -> int | None:
+        """The time limit in seconds (None: the partition's default)."""
+        return None if self.time_limit is None else time_limit_seconds(self.time_limit)
+
+    @property
+    def software_kind(self) -> Literal["none", "pyxis", "apptainer"]:
+        if isinstance(self.software, ContainerImage):
+            return "pyxis"
+        if isinstance(self.software, ApptainerImage):
+            return "apptainer"
+        return "none"
+
+
+SLOT_REFUSED = (
+    "docker_url",
+    "network",
+    "hostname",
+    "docker",
+    "ipc_host",
+    "shm_size",
+    "memlock",
+    "infiniband",
+    "infiniband_devices",
+    "log_dir",
+    "queue",
+    "ssh",
+    "data_paths",
+    "min_free_disk_gb",
+    "device_memory_mb",
+    "cpu_quota",
+)
+"""A node's fields that mean nothing for a slot of a Slurm job (Docker's engine and container settings, node
+routing's queue, preflight's ssh and checks, the CPU stand-ins' limits): a Slurm inventory that sets one is refused."""
+
+
+def slot_problems(node: Node, software: SlurmSoftware) -> list[str]:
+    """Why ``node``, a slot of a Slurm inventory, is refused (empty: it is fine): an address (Slurm chooses
+    the hosts), a field of :data:`SLOT_REFUSED` other than its default, mounts without a container."""
+    problems = []
+    defaults = Node.model_validate({"name": node.name})
+    if node.address != defaults.address and not SLOT_ADDRESS_PATTERN.fullmatch(node.address):
+        problems.append(
+            f"node {node.name}: address {node.address!r}: the nodes of a Slurm inventory are slots of the job, and "
+            "Slurm chooses their hosts; leave address out (the batch script sets it)"
+        )
+    for name in SLOT_REFUSED:
+        if getattr(node, name) != getattr(defaults, name):
+            problems.append(
+                f"node {node.name}: {name} is not for a Slurm inventory (its nodes are slots of a Slurm job, run by "
+                "srun, not containers on a Docker engine); leave it out"
+            )
+    if node.mounts and software == "none":
+        problems.append(
+            f"node {node.name}: mounts are for a container (software: container_image or apptainer); with software: "
+            "none the ranks see the nodes' own filesystem"
+        )
+    return problems
+
+
 def insecure_docker_nodes(nodes: Iterable[Node]) -> list[str]:
     """Why each node's engine would be reached over the network without TLS (empty: none is).
 
@@ -325,6 +497,8 @@ class Inventory(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = "inventory"
     nodes: tuple[Node, ...] = Field(min_length=1)
+    # a cluster run by Slurm: its nodes are slots of a job (each one's address SLOT_ADDRESS); None: dlperf's own nodes
+    slurm: SlurmSettings | None = None
 
     @field_validator("nodes")
     @classmethod
@@ -340,6 +514,29 @@ class Inventory(BaseModel):
         if len({n.network == "host" for n in self.nodes}) > 1:
             raise ValueError("nodes mix network 'host' with docker networks; use one kind per inventory")
         return self
+
+    @model_validator(mode="after")
+    def _slurm_slots(self) -> Inventory:
+        """A Slurm inventory's nodes are slots: refused where they say what only a host has; each one's address is
+        :data:`SLOT_ADDRESS` of its position (a case's nodes made an inventory again, ``PlannedRun.cluster``, are
+        numbered from 0 again: the batch script sets the variables in that order). Frozen: set once, in place, as the
+        validated value."""
+        if self.slurm is None:
+            return self
+        problems = [p for node in self.nodes for p in slot_problems(node, self.slurm.software)]
+        if problems:
+            raise ValueError("; ".join(problems))
+        slots = tuple(
+            node.model_copy(update={"address": SLOT_ADDRESS.format(rank=rank)}) for rank, node in enumerate(self.nodes)
+        )
+        object.__setattr__(self, "nodes", slots)
+        return self
+
+    @property
+    def runtime(self) -> str | None:
+        """The runtime this inventory's nodes need, where only one fits: ``slurm`` for a Slurm inventory, else None
+        (local or docker, as the suite or the trigger says)."""
+        return "slurm" if self.slurm is not None else None
 
     def first(self, count: int) -> tuple[Node, ...]:
         """The nodes a case of ``count`` nodes runs on."""

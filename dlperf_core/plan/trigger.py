@@ -114,6 +114,11 @@ def resolve_trigger(params: Mapping[str, Any] | TriggerForm, defaults: Deploymen
     elif inv_path is None:
         inv_path = resolve(DOCKER_INVENTORY if runtime == "docker" else LOCAL_INVENTORY)
     inventory = load_inventory(inv_path)
+    if inventory.runtime is not None and inventory.runtime != runtime:  # a Slurm inventory's slots: its runtime only
+        log.info(
+            "inventory %s is run by %s: its cases run on the %s runtime", inv_path, inventory.runtime, inventory.runtime
+        )
+        runtime = inventory.runtime
     if runtime == "docker":  # a Docker socket on TCP without TLS is root on the node: refused unless insecure
         check_docker_access(inventory, str(inv_path))
     # a filter value the chosen suite lacks is refused, not silently dropped; then batch and compile overrides
@@ -205,7 +210,9 @@ def plan_trigger(resolved: ResolvedTrigger, routing: Inventory | None = None, ma
         unchecked = unchecked_by_preflight(used, inventory.name)
         if unchecked:
             log.warning("%s", unchecked)
-    settings = replace(settings, inventory_name=inventory.name, nodes=inventory.nodes)  # no task reads the file again
+    settings = replace(  # no task reads the file again
+        settings, inventory_name=inventory.name, nodes=inventory.nodes, slurm=inventory.slurm
+    )
     return Plan(
         settings,
         cases=[PlannedRun.of(r, settings, inventory) for r in runs],

@@ -26,7 +26,7 @@ from typing import ClassVar, Self
 
 from dlperf_core.cluster.clock_events import ClockSample
 from dlperf_core.cluster.gpu_health import GpuHealth, HealthPolicy
-from dlperf_core.cluster.inventory import Inventory, Node, load_inventory
+from dlperf_core.cluster.inventory import Inventory, Node, SlurmSettings, load_inventory
 from dlperf_core.frameworks import get_adapter
 from dlperf_core.json_form import JsonForm
 from dlperf_core.measure.origin import FigureOrigin
@@ -43,7 +43,7 @@ class RunSettings(JsonForm):
     __version__: ClassVar[int] = 2  # 2: the inventory's nodes (1: the file alone, read again by each task)
 
     suite: str  # the suite file
-    runtime: str  # "local" | "docker"
+    runtime: str  # "local" | "docker" | "slurm" (an inventory with a slurm: block)
     inventory: str  # the inventory file: read once, by planning (kept to name it, never read again)
     timeout_s: float
     watchdog_s: float | None
@@ -52,11 +52,12 @@ class RunSettings(JsonForm):
     health: HealthPolicy = (
         "refuse"  # the suite's: what a GPU health check that fails does (dlperf_core.cluster.gpu_health)
     )
+    slurm: SlurmSettings | None = None  # the inventory's slurm: block (runtime slurm)
 
     @property
     def cluster(self) -> Inventory:
         """The inventory as planning read it, without reading the file again."""
-        return Inventory(name=self.inventory_name or "inventory", nodes=self.nodes)
+        return Inventory(name=self.inventory_name or "inventory", nodes=self.nodes, slurm=self.slurm)
 
     @classmethod
     def deserialize(cls, data: object, version: int) -> Self:
@@ -84,6 +85,7 @@ class PlannedRun(JsonForm):
     image: str | None = None  # the docker runtime's image on these nodes (None: the local runtime)
     figure_origin: FigureOrigin | None = None  # who prints the figure its log is read for (its adapter says)
     health: HealthPolicy = "refuse"  # the suite's: refuse a case whose GPUs fail a health check, or run it flagged
+    slurm: SlurmSettings | None = None  # the inventory's slurm: block (runtime slurm: how its job is submitted)
 
     @classmethod
     def of(
@@ -91,7 +93,9 @@ class PlannedRun(JsonForm):
     ) -> PlannedRun:
         """``run`` with every fact its tasks need, resolved from ``inventory`` (the one planning read)."""
         planned = cls(run, settings.runtime, settings.inventory, settings.timeout_s, settings.watchdog_s, search)
-        return replace(planned, suite=settings.suite, health=settings.health).resolved_on(inventory)
+        return replace(planned, suite=settings.suite, health=settings.health, slurm=inventory.slurm).resolved_on(
+            inventory
+        )
 
     def resolved_on(self, inventory: Inventory) -> PlannedRun:
         """This run with what planning resolves on ``inventory``: its nodes, its image (docker), its figure's
@@ -114,7 +118,7 @@ class PlannedRun(JsonForm):
     @property
     def cluster(self) -> Inventory:
         """The case's nodes as an inventory (what a runtime is made from), without reading the file again."""
-        return Inventory(name=self.inventory_name or "inventory", nodes=self.nodes)
+        return Inventory(name=self.inventory_name or "inventory", nodes=self.nodes, slurm=self.slurm)
 
     @classmethod
     def deserialize(cls, data: object, version: int) -> Self:

@@ -106,10 +106,10 @@ def build_job(
         _pinned(_with_settings(launch, adapter.launcher), placement) for launch in adapter.launches(case, nodes, ctx)
     ]
     mpi_multi_node = adapter.launcher == "mpirun" and len(nodes) > 1
-    if mpi_multi_node and runtime.name != "docker":
+    if mpi_multi_node and runtime.name not in ("docker", "slurm"):  # slurm: srun starts the sshd nodes' launches
         raise ValueError(
-            f"{case.key}: {adapter.name} runs across nodes with mpirun over ssh, which needs the docker runtime "
-            f"(sshd in each node's container); the {runtime.name} runtime runs it on one node only"
+            f"{case.key}: {adapter.name} runs across nodes with mpirun over ssh, which needs the docker or slurm "
+            f"runtime (sshd on each node); the {runtime.name} runtime runs it on one node only"
         )
     run_label = f"dlperf-{ids.short}-{case_run.index:04d}-r{case_run.repeat}"
     labels = {**ids.labels, "dlperf.case": case.key, "dlperf.repeat": str(case_run.repeat)}

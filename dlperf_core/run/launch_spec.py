@@ -265,7 +265,7 @@ class NodeSpec(JsonForm):
     address: str
     rank: int
     role: Literal["launcher", "sshd"] = "launcher"  # "sshd": mpirun's remote side
-    runtime: str  # "docker" | "local"
+    runtime: str  # "docker" | "local" | "slurm"
     image: ImageRef | None = None  # None: the local runtime
     argv: tuple[str, ...]
     env: dict[str, str]  # what the launch set (a local process inherits the rest of the worker's environment)
@@ -274,6 +274,19 @@ class NodeSpec(JsonForm):
     working_dir: str | None = None  # None: the image's (not known)
     engine: str | None = None  # the node's Docker engine (docker_url without credentials)
     dlperf_version: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmRecord(JsonForm):
+    """How a case run on the ``slurm`` runtime was submitted: its job, where it ran and the batch script (secrets
+    left out: :func:`scrub_env`, :func:`scrub_argv`), which ``dlperf reproduce`` prints."""
+
+    job_id: str | None = None  # None: sbatch never answered
+    node_list: str | None = None  # Slurm's, e.g. c[1-2]
+    partition: str | None = None
+    slurm_version: str | None = None  # sinfo --version, e.g. 22.05.8
+    software: str = "none"  # none | pyxis | apptainer (the inventory's software)
+    batch_script: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,6 +305,9 @@ class LaunchSpec(JsonForm):
     warmup: int | None = None
     measured: int | None = None
     nodes: tuple[NodeSpec, ...]
+    # the slurm runtime's job (left out of the JSON when unset, so a spec stored before it existed is written again
+    # unchanged)
+    slurm: Annotated[SlurmRecord | None, Field(exclude_if=lambda v: v is None)] = None
 
     @property
     def runtime(self) -> str:
@@ -361,6 +377,19 @@ def docker_node(
     )
 
 
+def slurm_node(launch: NodeLaunch, image: ImageRef | None = None) -> NodeSpec:
+    """A node of the slurm runtime: its launch as the batch script runs it (its address is the slot's variable, the
+    host Slurm chose is in the spec's node list), secrets removed; ``image``: the pyxis/Apptainer image."""
+    return _node(launch, "slurm", launch.argv, launch.env, working_dir=None, image=image)
+
+
+@runtime_checkable
+class DescribesBatch(Protocol):
+    """A runtime that submits a case as a batch job (slurm) and can say how (:class:`SlurmRecord`)."""
+
+    def slurm_record(self, job: CaseJob) -> SlurmRecord | None: ...
+
+
 @runtime_checkable
 class DescribesLaunches(Protocol):
     """A runtime that can say what it launched for a job's nodes (both of dlperf's runtimes can)."""
@@ -386,6 +415,7 @@ def launch_spec_of(
         log_format=adapter.log_format,
         warmup=warmup,
         measured=measured,
+        slurm=runtime.slurm_record(job) if isinstance(runtime, DescribesBatch) else None,
     )
 
 
@@ -440,6 +470,27 @@ def _image_comment(image: ImageRef | None) -> str:
     return f"image {image.tag}, id {image.id or 'not known'}, {digest}"
 
 
+def _slurm_lines(record: SlurmRecord) -> str:
+    """A Slurm job as a person submits it again: where it ran, then its batch script (to save and submit)."""
+    ran = ", ".join(
+        part
+        for part in (
+            f"job {record.job_id}" if record.job_id else "never submitted",
+            f"nodes {record.node_list}" if record.node_list else "",
+            f"partition {record.partition}" if record.partition else "",
+            f"Slurm {record.slurm_version}" if record.slurm_version else "",
+            f"software {record.software}",
+        )
+        if part
+    )
+    return (
+        f"# slurm: {ran}\n"
+        "# the batch script below, as it was submitted: save it as batch.sh in its job folder (the path in its last"
+        " line; it starts itself there on every node) and run `sbatch batch.sh` on the login node\n"
+        f"{record.batch_script.rstrip()}"
+    )
+
+
 def shell_script(spec: LaunchSpec, *, run_id: str, dag_id: str, figure: str | None = None) -> str:
     """The launch spec as commands a person runs by hand: per node, a comment naming it (rank, role, address,
     image ID and digest, dlperf version), then for the docker runtime a check that the image that ran is there
@@ -476,6 +527,8 @@ def shell_script(spec: LaunchSpec, *, run_id: str, dag_id: str, figure: str | No
             "without them those containers cannot reach each other; `dlperf reproduce --run` makes new ones"
         )
     out = ["\n".join(head)]
+    if spec.slurm is not None:
+        return "\n\n".join([*out, _slurm_lines(spec.slurm)]) + "\n"
     order = sorted(spec.nodes, key=lambda n: (n.role != "sshd", n.rank))
     for node in order:
         where = f"address {node.address}" + (f", engine {node.engine}" if node.engine else "")
