@@ -189,6 +189,14 @@ def plan_trigger(resolved: ResolvedTrigger, routing: Inventory | None = None, ma
     suite, inventory, settings = resolved.suite, resolved.inventory, resolved.settings
     searches = plan_searches(suite, inventory, resolved.filters)  # refused here too if one does not fit
     runs = plan_suite(suite, inventory, resolved.filters, allow_empty=bool(searches))
+    if inventory.slurm is not None and (pinned := sorted({r.case.node for r in runs if r.case.node})):
+        raise ConfigError(
+            "per_node",
+            [
+                f"a per-node sweep pins its cases to nodes ({', '.join(pinned)}), but the nodes of a Slurm inventory are "
+                "slots of a job whose hosts Slurm chooses: leave per_node out, or run the sweep on an inventory of hosts"
+            ],
+        )
     if max_case_runs is not None:
         check_map_length(max_case_runs, {"case runs": len(runs), "max batch searches": len(searches)})
     if routing is not None:

@@ -2,9 +2,10 @@
 
 A runtime that ran a case describes what it started on every node (:class:`DescribesLaunches`): the node,
 the runtime, the image that ran (tag, image ID and registry digest, read from the node's Docker engine), argv,
-environment, the container's settings, the working directory and the dlperf version. ``store_result`` keeps
-it on the result row, and ``dlperf reproduce`` prints it back as shell commands (:func:`shell_script`) or
-re-runs the point.
+environment, the container's settings, the working directory and the dlperf version; the slurm runtime also its
+job (:class:`SlurmRecord`: job id, node list, partition, Slurm's version and the batch script). ``store_result`` keeps
+it on the result row, and ``dlperf reproduce`` prints it back as shell commands (:func:`shell_script`; a Slurm job's
+batch script) or re-runs the point.
 
 Secrets are never stored: an environment variable or a ``--flag`` whose name looks like a password, token,
 secret or key loses its value (:func:`is_secret_name`), a URL loses the password in it, the files a runtime

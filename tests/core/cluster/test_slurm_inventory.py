@@ -137,3 +137,10 @@ def test_planning_runs_a_slurm_inventory_on_the_slurm_runtime():
     planned = plan.cases[0]
     assert planned.runtime == "slurm" and planned.image is None and planned.cluster.slurm.work_dir == "/shared/dlperf"
     assert PlannedRun.from_json(planned.to_json()) == planned  # what XCom carries
+
+
+def test_a_per_node_sweep_is_refused_on_slots():
+    params = {"suite": "tests/data/node-sweep-suite.yaml", "inventory": str(DATA / "inventory.yaml")}
+    resolved = resolve_trigger(params, DeploymentDefaults())
+    with pytest.raises(ConfigError, match="slots of a job whose hosts Slurm chooses"):
+        plan_trigger(resolved)
