@@ -42,6 +42,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import dag, get_current_context, task, task_group
 
 from dlperf_airflow import steps
+from dlperf_airflow.case_operator import RunCaseOperator
 from dlperf_airflow.handout import hand_out, handed_out
 from dlperf_airflow.node_step import routing_inventory
 from dlperf_airflow.schedule import nightly_schedule
@@ -138,13 +139,11 @@ def dlperf_benchmark():
 
         return hand_out(get_current_context()["ti"], capture_step(plan, _ids()))
 
-    @task(task_id=RUN_CASE, **ON_THE_CLUSTER)
-    def run_case(index: int, health: PreflightReport) -> ExecutedRun:
-        """Every node of the case from this worker (dlperf_core.run.case_run.execute_case)."""
-        ctx = get_current_context()
-        item = handed_out(ctx["ti"], HAND_OUT, index)
-        ctx["dlperf_case"] = item.label  # type: ignore[typeddict-unknown-key]
-        return steps.execute_step(item, _ids(), health)
+    def run_case(index, health):
+        """Every node of the case from this task (dlperf_core.run.case_run.execute_case); a runtime whose jobs queue
+        in a scheduler (slurm) submits, defers to a trigger while the job waits and runs, and collects when it ended
+        (dlperf_airflow.case_operator): its output is the case's ExecutedRun either way."""
+        return RunCaseOperator(task_id=RUN_CASE, index=index, health=health, hand_out=HAND_OUT, **ON_THE_CLUSTER).output
 
     @task(execution_timeout=timedelta(minutes=30))
     def preflight(plan: Plan) -> PreflightReport:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from dlperf_core.cluster.clock_events import ClockSample
 from dlperf_core.cluster.environment import Environment
@@ -43,7 +44,8 @@ from dlperf_core.cluster.gpu_sampling import GpuSamples
 from dlperf_core.cluster.inventory import Inventory, Node
 from dlperf_core.cluster.nvml_readings import NodeReadings
 from dlperf_core.cluster.preflight import PreflightReport
-from dlperf_core.model import CaseJob, CaseOutcome, RunIds, Runtime
+from dlperf_core.json_form import JsonForm
+from dlperf_core.model import CaseInPhases, CaseJob, CaseOutcome, RunIds, Runtime
 from dlperf_core.run.handoff import ExecutedRun, NodeReport, PlannedRun
 from dlperf_core.run.jobs import build_job, case_log_dir
 from dlperf_core.run.launch_spec import LaunchSpec, launch_spec_of
@@ -116,14 +118,11 @@ def _job(planned: PlannedRun, runtime: Runtime, ids: RunIds) -> CaseJob:
     )
 
 
-def execute_case(
-    planned: PlannedRun, ids: RunIds, runner: CaseRunner, preflight: PreflightReport | None = None
-) -> ExecutedRun:
-    """The central strategy: start every node of the case from this worker, wait, collect logs, clean up. Never
-    raises for a failed training: the outcome (with its reason) goes on to be stored. A case on a node that failed
-    ``preflight`` is not started: it is a failed outcome "preflight: <node>: <problem>"; nor is one whose GPUs the
-    health gate refused (``gpu health: <node> GPU <id>: <check> <value>, wanted <limit>``)."""
-    started = datetime.now(UTC)
+def _not_started(
+    planned: PlannedRun, ids: RunIds, runner: CaseRunner, preflight: PreflightReport | None, started: datetime
+) -> ExecutedRun | GpuHealth:
+    """The gates before a case starts: its outcome when it must not start (a node that failed ``preflight``, GPUs
+    the health gate refused), else the health of its GPUs (flagged ones logged)."""
     if preflight is not None and (blocker := preflight.blocker(planned.node_names)):
         log.warning("%s not started: %s", planned.label, blocker)
         return ExecutedRun(planned, CaseOutcome(started, datetime.now(UTC), [], blocker))
@@ -133,6 +132,20 @@ def execute_case(
         return ExecutedRun(planned, CaseOutcome(started, datetime.now(UTC), [], health.refusal, gpu_health=health))
     if health.failed:
         log.warning("%s runs flagged: %s", planned.label, "; ".join(f.line() for f in health.failed))
+    return health
+
+
+def execute_case(
+    planned: PlannedRun, ids: RunIds, runner: CaseRunner, preflight: PreflightReport | None = None
+) -> ExecutedRun:
+    """The central strategy: start every node of the case from this worker, wait, collect logs, clean up. Never
+    raises for a failed training: the outcome (with its reason) goes on to be stored. A case on a node that failed
+    ``preflight`` is not started: it is a failed outcome "preflight: <node>: <problem>"; nor is one whose GPUs the
+    health gate refused (``gpu health: <node> GPU <id>: <check> <value>, wanted <limit>``)."""
+    started = datetime.now(UTC)
+    health = _not_started(planned, ids, runner, preflight, started)
+    if isinstance(health, ExecutedRun):
+        return health
     runtime: Runtime | None = None
     job: CaseJob | None = None
     try:
@@ -143,6 +156,120 @@ def execute_case(
         outcome = CaseOutcome(started, datetime.now(UTC), [], runner.describe_error(runtime, planned.nodes, exc))
     outcome.gpu_health = health
     spec = launch_spec(runtime, job, planned) if runtime is not None and job is not None else None
+    return ExecutedRun(planned, outcome, spec)
+
+
+# --------------------------------------------------------------------------- a case run that waits in a queue
+
+WAITS_IN_QUEUE = frozenset({"slurm"})
+"""Runtimes whose case runs queue in a scheduler: their task submits (:func:`start_case`), hands the wait to
+something that holds no worker (an Airflow trigger) and collects when the job ended (:func:`finish_case`). Every
+other runtime runs its case to the end on one worker (:func:`execute_case`)."""
+
+
+@dataclass(frozen=True)
+class StartedCase(JsonForm):
+    """A case run submitted to its scheduler and not yet collected: what crosses the wait (a deferral) as JSON.
+    ``submitted`` is the runtime's own form of its job (the Slurm runtime's ``SubmittedJob.to_json()``), handed back
+    to it by :func:`finish_case`; ``gpu_health`` and ``launch_spec`` were read before it was submitted."""
+
+    job_id: str
+    started_at: datetime
+    submitted: dict[str, Any]
+    gpu_health: GpuHealth | None = None
+    launch_spec: LaunchSpec | None = None
+
+
+def _submitted_form(running: CaseInPhases) -> tuple[str, dict[str, Any]]:
+    """The job id and JSON form of what a queueing runtime's phases submitted (the Slurm runtime's
+    ``SubmittedJob``, its ``submitted`` after :meth:`~dlperf_core.model.CaseInPhases.submit`)."""
+    submitted = getattr(running, "submitted", None)
+    if submitted is None:
+        raise TypeError(f"{type(running).__name__} submitted nothing that can wait without this worker")
+    return str(submitted.job_id), dict(submitted.to_json())
+
+
+def _resumed(runtime: Runtime, submitted: Mapping[str, Any], job: CaseJob) -> CaseInPhases:
+    """The phases of a submitted job again, in another process, from its JSON form: the Slurm runtime's
+    ``resume(SubmittedJob, job)``; another runtime that queues (a test's stand-in) is handed the JSON form as it is."""
+    resume = getattr(runtime, "resume", None)
+    if resume is None:
+        raise TypeError(f"the {runtime.name} runtime cannot resume a submitted job")
+    if runtime.name == "slurm":
+        from dlperf_core.run.runtime.slurm import SubmittedJob  # the one runtime that waits in a queue today
+
+        running: CaseInPhases = resume(SubmittedJob.from_json(dict(submitted)), job)
+    else:
+        running = resume(dict(submitted), job)
+    return running
+
+
+def start_case(
+    planned: PlannedRun, ids: RunIds, runner: CaseRunner, preflight: PreflightReport | None = None
+) -> ExecutedRun | StartedCase:
+    """The first half of a case run that waits in a scheduler's queue (:data:`WAITS_IN_QUEUE`): the same gates as
+    :func:`execute_case` (preflight, GPU health), then the job submitted. Returns the :class:`StartedCase` to wait
+    on, or the case's :class:`ExecutedRun` when it ended already (not started, refused, the submission failed),
+    built as :func:`execute_case` builds it. Never raises for a failed case."""
+    started = datetime.now(UTC)
+    health = _not_started(planned, ids, runner, preflight, started)
+    if isinstance(health, ExecutedRun):
+        return health
+    runtime: Runtime | None = None
+    job: CaseJob | None = None
+    try:
+        runtime = runner.make_runtime(planned.runtime, planned.cluster)
+        job = _job(planned, runtime, ids)
+        running = runtime.submit(job)
+        running.submit()
+        waiting = not running.poll()
+        spec = launch_spec(runtime, job, planned)  # after submit: the job's id is known
+        if waiting:  # submitted, and waiting in the queue (or running): what the wait needs, as JSON
+            job_id, submitted = _submitted_form(running)
+            log.info("%s submitted as job %s", planned.label, job_id)
+            return StartedCase(job_id, started, submitted, gpu_health=health, launch_spec=spec)
+        outcome = running.collect()  # the submission failed, or the job ended at once
+    except Exception as exc:  # noqa: BLE001 - the runtime itself failed (login node unreachable, ...): a failed run
+        outcome = CaseOutcome(started, datetime.now(UTC), [], runner.describe_error(runtime, planned.nodes, exc))
+        spec = launch_spec(runtime, job, planned) if runtime is not None and job is not None else None
+    outcome.gpu_health = health
+    return ExecutedRun(planned, outcome, spec)
+
+
+def finish_case(
+    planned: PlannedRun,
+    ids: RunIds,
+    started: StartedCase,
+    runner: CaseRunner,
+    *,
+    wait_failure: str | None = None,
+    end_reason: str | None = None,
+) -> ExecutedRun:
+    """The second half (:func:`start_case`): the job's phases again from its JSON form (with its job built again as
+    :func:`start_case` built it), one look at its state, then collected (its logs read back, its outcome built by the
+    runtime as every runtime builds it: :func:`~dlperf_core.run.runtime.base.case_outcome`) and its launch spec read
+    again (the nodes Slurm chose are known now). ``wait_failure``: why the wait ended before the job did (its state
+    could not be read, its nodes are drained): the case fails with it first. ``end_reason``: what the job's end state
+    said was wrong (TIMEOUT, NODE_FAIL, ...): the case's failure when the runtime's outcome has none, so that a job
+    that did not end well never reads as a success. Never raises for a failed case."""
+    runtime: Runtime | None = None
+    spec = started.launch_spec
+    try:
+        runtime = runner.make_runtime(planned.runtime, planned.cluster)
+        job = _job(planned, runtime, ids)
+        running = _resumed(runtime, started.submitted, job)
+        running.poll()  # the job's end state, as the runtime reads it
+        outcome = running.collect()
+        spec = launch_spec(runtime, job, planned) or spec
+    except Exception as exc:  # noqa: BLE001 - the login node is unreachable, ...: a failed run, with the reason
+        outcome = CaseOutcome(
+            started.started_at, datetime.now(UTC), [], runner.describe_error(runtime, planned.nodes, exc)
+        )
+    if outcome.failure is None:
+        outcome.failure = wait_failure or end_reason
+    elif wait_failure and wait_failure not in outcome.failure:
+        outcome.failure = f"{wait_failure}; {outcome.failure}"
+    outcome.gpu_health = started.gpu_health
     return ExecutedRun(planned, outcome, spec)
 
 

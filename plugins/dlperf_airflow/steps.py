@@ -27,7 +27,7 @@ from dlperf_core.model import CaseOutcome, RunIds
 from dlperf_core.plan.cases import nodes_used
 from dlperf_core.plan.defaults import DeploymentDefaults
 from dlperf_core.plan.trigger import plan_trigger, resolve_trigger
-from dlperf_core.run.case_run import execute_case
+from dlperf_core.run.case_run import StartedCase, execute_case, finish_case, start_case
 from dlperf_core.run.handoff import ExecutedRun, Plan, PlannedRun, RunSettings
 from dlperf_core.run.run_status import RunCounts, lost_reason, outcomes_of_run, status_of_run, unstored
 from dlperf_core.storage import (
@@ -122,6 +122,26 @@ def preflight_step(plan: Plan) -> PreflightReport:
 def execute_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | None = None) -> ExecutedRun:
     """One case run from this worker: :func:`dlperf_core.run.case_run.execute_case` with this deployment's runtimes."""
     return execute_case(planned, ids, RUNNER, preflight)
+
+
+def start_case_step(
+    planned: PlannedRun, ids: RunIds, preflight: PreflightReport | None = None
+) -> ExecutedRun | StartedCase:
+    """A case run whose runtime queues its jobs (slurm): submitted from this worker
+    (:func:`dlperf_core.run.case_run.start_case`): what to wait on, or its outcome when it ended already."""
+    return start_case(planned, ids, RUNNER, preflight)
+
+
+def finish_case_step(
+    planned: PlannedRun,
+    ids: RunIds,
+    started: StartedCase,
+    *,
+    wait_failure: str | None = None,
+    end_reason: str | None = None,
+) -> ExecutedRun:
+    """The same case run after its wait (:func:`dlperf_core.run.case_run.finish_case`): collected, its outcome."""
+    return finish_case(planned, ids, started, RUNNER, wait_failure=wait_failure, end_reason=end_reason)
 
 
 def _gpu_model(store: ResultStore, environment_id: int | None) -> str | None:
