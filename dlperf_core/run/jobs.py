@@ -96,12 +96,16 @@ def build_job(
     adapter = get_adapter(case.framework)
     nodes = with_cluster_env(case, inventory.case_nodes(case.nodes, case.node))  # env: the cluster's settings
     placement = cpu_placement(nodes, case.gpus_per_node, runtime)
+    run_label = f"dlperf-{ids.short}-{case_run.index:04d}-r{case_run.repeat}"
     ctx = LaunchContext(
         python=runtime.python,
         workload_dir=runtime.workload_dir,
         master_port=master_port_for(ids, case_run),
         cpu_threads_per_process=placement.threads_per_rank if placement else None,
     )
+    case_ssh_dir = getattr(runtime, "case_ssh_dir", None)  # slurm: a folder of the job's user, not the image's
+    if case_ssh_dir is not None:
+        ctx = replace(ctx, ssh_dir=str(case_ssh_dir(run_label)))
     launches = [
         _pinned(_with_settings(launch, adapter.launcher), placement) for launch in adapter.launches(case, nodes, ctx)
     ]
@@ -111,7 +115,6 @@ def build_job(
             f"{case.key}: {adapter.name} runs across nodes with mpirun over ssh, which needs the docker or slurm "
             f"runtime (sshd on each node); the {runtime.name} runtime runs it on one node only"
         )
-    run_label = f"dlperf-{ids.short}-{case_run.index:04d}-r{case_run.repeat}"
     labels = {**ids.labels, "dlperf.case": case.key, "dlperf.repeat": str(case_run.repeat)}
     log_dir = case_log_dir(ids, case_run, log_root)
     containers = adapter.container_specs(case, launches, run_label=run_label, labels=labels)

@@ -29,6 +29,7 @@ from dlperf_core.run.runtime.slurm_jobs import (
     BATCH_LOG,
     BATCH_SCRIPT,
     FILES_DIR,
+    NODE_SSH_DIR_PREFIX,
     SlurmError,
     SlurmJob,
     batch_script,
@@ -323,6 +324,13 @@ class SlurmRuntime:
             except Exception as exc:  # noqa: BLE001 - the version is a fact for the record, never a failure
                 log.warning("no Slurm version: %s: %s", type(exc).__name__, exc)
         return self._version
+
+    @staticmethod
+    def case_ssh_dir(run_label: str) -> str:
+        """Where a case's ssh files (mpirun across nodes: fresh keys per case run) are on its nodes: a folder of the
+        job's own user on each node (``/etc/dlperf-ssh``, the images' place, is root's), put there by the batch script
+        before the node's launch starts and removed when it ends (:mod:`~dlperf_core.run.runtime.slurm_jobs`)."""
+        return f"{NODE_SSH_DIR_PREFIX}{run_label}"
 
     def remember(self, submitted: SubmittedJob) -> None:
         self._submitted[submitted.run_label] = submitted

@@ -16,9 +16,11 @@ software kinds change only what srun starts: the script itself (``none``), the s
 container (``--container-image``), or the script under ``apptainer exec --nv``.
 
 mpirun frameworks run their own launches under Slurm as on Docker: node 0 runs mpirun over ssh to the sshd the
-other nodes run (:mod:`dlperf_core.frameworks.mpi`). The case's ssh files (fresh keys per case run) are written by the
-runtime in the job's folder (mode 0600) and each node copies them where the launch expects them before it starts;
-an sshd node ends when node 0's launcher has ended (a marker file in the job's folder), so the step ends with it.
+other nodes run (:mod:`dlperf_core.frameworks.mpi`), as the job's user (sshd on the case's port, not the node's). The
+case's ssh files (fresh keys per case run) are written by the runtime in the job's folder (mode 0600); each node
+copies them to its own ``/tmp/dlperf-ssh-<run label>`` (the launches' ssh folder under Slurm) before its launch starts
+and removes them when it ends; an sshd node ends when node 0's launcher has ended (a marker file in the job's folder),
+so the step ends with it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ FILES_DIR = "files"
 """Where the runtime writes the files a launch needs before it starts (mpirun's per-case ssh keys)."""
 LAUNCHER_DONE = "launcher.done"
 """Written by node 0 when its launcher ended (mpirun frameworks): the sshd nodes then end too."""
+NODE_SSH_DIR_PREFIX = "/tmp/dlperf-ssh-"
+"""A case's ssh folder on each node is this and its run label (``SlurmRuntime.case_ssh_dir``): the node's own, the
+job's user's, removed when the node's launch ends."""
 NODE_FLAG = "--node"
 """The batch script's argument that makes it run one node's launch (what srun starts on every node)."""
 
@@ -141,24 +146,29 @@ def _node_branch(job: CaseJob, i: int, redact: bool, with_services: bool) -> lis
     for name, value in sorted(_launch_env(launch, redact).items()):
         lines.append(f"    export {name}={shell_word(value)}")
     command = " ".join(shell_word(a) for a in _launch_argv(launch, redact))
+    own = sorted({str(PurePosixPath(f.path).parent) for f in files} - {"/"})
+    own = [d for d in own if d.startswith(NODE_SSH_DIR_PREFIX)]  # the job's own folders on the node (keys)
+    clean = f"rm -rf {' '.join(shlex.quote(d) for d in own)}; " if own else ""
     if launch.role == "sshd":  # serves node 0's mpirun; ends when node 0's launcher has ended
         lines += [
             f"    {command} &",
             "    pid=$!",
             '    while kill -0 "$pid" 2>/dev/null; do',
-            f'      if [ -e "$JOB_DIR/{LAUNCHER_DONE}" ]; then kill "$pid"; wait "$pid" || true; exit 0; fi',
+            f'      if [ -e "$JOB_DIR/{LAUNCHER_DONE}" ]; then kill "$pid"; wait "$pid" || true; {clean}exit 0; fi',
             "      sleep 1",
             "    done",
             f'    echo "dlperf: node {launch.node_rank}: its sshd ended before the launcher finished" >&2',
-            "    exit 1",
+            f"    {clean}exit 1",
         ]
     elif with_services:  # the sshd nodes wait for this node's launcher to end
         lines += [
             "    rc=0",
             f"    {command} || rc=$?",
             f'    touch "$JOB_DIR/{LAUNCHER_DONE}"',
-            '    exit "$rc"',
+            f'    {clean}exit "$rc"',
         ]
+    elif own:
+        lines += ["    rc=0", f"    {command} || rc=$?", f'    {clean}exit "$rc"']
     else:
         lines.append(f"    exec {command}")
     lines.append("    ;;")

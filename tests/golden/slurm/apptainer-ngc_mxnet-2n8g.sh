@@ -15,10 +15,10 @@ JOB_DIR=/shared/dlperf/dlperf-07e648b54d-0000-r0
 if [ "${1:-}" = --node ]; then  # one node's launch, as srun starts it on every node
   case "$SLURM_NODEID" in
   0)  # slot0: launcher
-    mkdir -p "$(dirname /etc/dlperf-ssh/id_ed25519)" && cp "$JOB_DIR"/files/0-id_ed25519 /etc/dlperf-ssh/id_ed25519 && chmod 600 /etc/dlperf-ssh/id_ed25519
-    mkdir -p "$(dirname /etc/dlperf-ssh/authorized_keys)" && cp "$JOB_DIR"/files/1-authorized_keys /etc/dlperf-ssh/authorized_keys && chmod 644 /etc/dlperf-ssh/authorized_keys
-    mkdir -p "$(dirname /etc/dlperf-ssh/host_ed25519)" && cp "$JOB_DIR"/files/2-host_ed25519 /etc/dlperf-ssh/host_ed25519 && chmod 600 /etc/dlperf-ssh/host_ed25519
-    mkdir -p "$(dirname /etc/dlperf-ssh/known_hosts)" && cp "$JOB_DIR"/files/3-known_hosts /etc/dlperf-ssh/known_hosts && chmod 644 /etc/dlperf-ssh/known_hosts
+    mkdir -p "$(dirname /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/id_ed25519)" && cp "$JOB_DIR"/files/0-id_ed25519 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/id_ed25519 && chmod 600 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/id_ed25519
+    mkdir -p "$(dirname /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/authorized_keys)" && cp "$JOB_DIR"/files/1-authorized_keys /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/authorized_keys && chmod 644 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/authorized_keys
+    mkdir -p "$(dirname /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/host_ed25519)" && cp "$JOB_DIR"/files/2-host_ed25519 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/host_ed25519 && chmod 600 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/host_ed25519
+    mkdir -p "$(dirname /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/known_hosts)" && cp "$JOB_DIR"/files/3-known_hosts /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/known_hosts && chmod 644 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/known_hosts
     export DLPERF_SUITE_SETTING=on
     export MXNET_UPDATE_ON_KVSTORE=0
     export NCCL_DEBUG=WARN
@@ -27,29 +27,29 @@ if [ "${1:-}" = --node ]; then  # one node's launch, as srun starts it on every 
     rc=0
     bash -c "set -e
 cd /workspace/rn50
-for h in '${DLPERF_NODE1_ADDR}'; do ok=0; for i in \$(seq 1 120); do if ssh -p 2222 -i /etc/dlperf-ssh/id_ed25519 -o UserKnownHostsFile=/etc/dlperf-ssh/known_hosts -o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=5 \"\$h\" true 2>/dev/null; then ok=1; break; fi; sleep 1; done; if [ \$ok != 1 ]; then echo \"dlperf: sshd on \$h did not answer within 120 s\" >&2; exit 97; fi; done; echo \"dlperf: ssh to every node works\"
-exec mpirun --allow-run-as-root --tag-output -np 16 -H '${DLPERF_NODE0_ADDR}:8,${DLPERF_NODE1_ADDR}:8' --bind-to none --map-by slot -mca plm_rsh_args '-p 2222 -i /etc/dlperf-ssh/id_ed25519 -o UserKnownHostsFile=/etc/dlperf-ssh/known_hosts -o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=5' -x DLPERF_SUITE_SETTING -x MXNET_UPDATE_ON_KVSTORE -x NCCL_DEBUG -x NVIDIA_TF32_OVERRIDE -x PYTHONUNBUFFERED -x PATH bash -c 'if [ -r /etc/dlperf-ssh/environment ]; then . /etc/dlperf-ssh/environment; fi; exec \"\$@\"' dlperf-rank python /workspace/rn50/train.py --arch resnetv15 --num-layers 50 --mode train --kv-store horovod --gpus 0 --batch-size 8 --dtype float32 --input-layout NCHW --conv-layout NCHW --batchnorm-layout NCHW --pooling-layout NCHW --num-epochs 1 --benchmark-iters 7 --disp-batches 20 --no-metrics --data-backend dali-gpu --data-train /data/imagenet/train-val-recordio-passthrough/train.rec --data-train-idx /data/imagenet/train-val-recordio-passthrough/train.idx --data-val /data/imagenet/train-val-recordio-passthrough/val.rec --data-val-idx /data/imagenet/train-val-recordio-passthrough/val.idx" || rc=$?
+for h in '${DLPERF_NODE1_ADDR}'; do ok=0; for i in \$(seq 1 120); do if ssh -p 2222 -i /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/id_ed25519 -o UserKnownHostsFile=/tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/known_hosts -o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=5 \"\$h\" true 2>/dev/null; then ok=1; break; fi; sleep 1; done; if [ \$ok != 1 ]; then echo \"dlperf: sshd on \$h did not answer within 120 s\" >&2; exit 97; fi; done; echo \"dlperf: ssh to every node works\"
+exec mpirun --allow-run-as-root --tag-output -np 16 -H '${DLPERF_NODE0_ADDR}:8,${DLPERF_NODE1_ADDR}:8' --bind-to none --map-by slot -mca plm_rsh_args '-p 2222 -i /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/id_ed25519 -o UserKnownHostsFile=/tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/known_hosts -o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=5' -x DLPERF_SUITE_SETTING -x MXNET_UPDATE_ON_KVSTORE -x NCCL_DEBUG -x NVIDIA_TF32_OVERRIDE -x PYTHONUNBUFFERED -x PATH bash -c 'if [ -r /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/environment ]; then . /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/environment; fi; exec \"\$@\"' dlperf-rank python /workspace/rn50/train.py --arch resnetv15 --num-layers 50 --mode train --kv-store horovod --gpus 0 --batch-size 8 --dtype float32 --input-layout NCHW --conv-layout NCHW --batchnorm-layout NCHW --pooling-layout NCHW --num-epochs 1 --benchmark-iters 7 --disp-batches 20 --no-metrics --data-backend dali-gpu --data-train /data/imagenet/train-val-recordio-passthrough/train.rec --data-train-idx /data/imagenet/train-val-recordio-passthrough/train.idx --data-val /data/imagenet/train-val-recordio-passthrough/val.rec --data-val-idx /data/imagenet/train-val-recordio-passthrough/val.idx" || rc=$?
     touch "$JOB_DIR/launcher.done"
-    exit "$rc"
+    rm -rf /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0; exit "$rc"
     ;;
   1)  # slot1: sshd
-    mkdir -p "$(dirname /etc/dlperf-ssh/id_ed25519)" && cp "$JOB_DIR"/files/0-id_ed25519 /etc/dlperf-ssh/id_ed25519 && chmod 600 /etc/dlperf-ssh/id_ed25519
-    mkdir -p "$(dirname /etc/dlperf-ssh/authorized_keys)" && cp "$JOB_DIR"/files/1-authorized_keys /etc/dlperf-ssh/authorized_keys && chmod 644 /etc/dlperf-ssh/authorized_keys
-    mkdir -p "$(dirname /etc/dlperf-ssh/host_ed25519)" && cp "$JOB_DIR"/files/2-host_ed25519 /etc/dlperf-ssh/host_ed25519 && chmod 600 /etc/dlperf-ssh/host_ed25519
-    mkdir -p "$(dirname /etc/dlperf-ssh/known_hosts)" && cp "$JOB_DIR"/files/3-known_hosts /etc/dlperf-ssh/known_hosts && chmod 644 /etc/dlperf-ssh/known_hosts
+    mkdir -p "$(dirname /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/id_ed25519)" && cp "$JOB_DIR"/files/0-id_ed25519 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/id_ed25519 && chmod 600 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/id_ed25519
+    mkdir -p "$(dirname /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/authorized_keys)" && cp "$JOB_DIR"/files/1-authorized_keys /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/authorized_keys && chmod 644 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/authorized_keys
+    mkdir -p "$(dirname /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/host_ed25519)" && cp "$JOB_DIR"/files/2-host_ed25519 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/host_ed25519 && chmod 600 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/host_ed25519
+    mkdir -p "$(dirname /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/known_hosts)" && cp "$JOB_DIR"/files/3-known_hosts /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/known_hosts && chmod 644 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/known_hosts
     export DLPERF_SUITE_SETTING=on
     export MXNET_UPDATE_ON_KVSTORE=0
     export NCCL_DEBUG=WARN
     export NVIDIA_TF32_OVERRIDE=0
     export PYTHONUNBUFFERED=1
-    bash -c '(unset PWD OLDPWD SHLVL _; export -p) > /etc/dlperf-ssh/environment && exec /usr/sbin/sshd -D -e -p 2222 -o HostKey=/etc/dlperf-ssh/host_ed25519 -o AuthorizedKeysFile=/etc/dlperf-ssh/authorized_keys -o PermitRootLogin=prohibit-password -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no -o StrictModes=no -o UsePAM=no -o PidFile=none' &
+    bash -c '(unset PWD OLDPWD SHLVL _; export -p) > /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/environment && exec /usr/sbin/sshd -D -e -p 2222 -o HostKey=/tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/host_ed25519 -o AuthorizedKeysFile=/tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/authorized_keys -o PermitRootLogin=prohibit-password -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no -o StrictModes=no -o UsePAM=no -o PidFile=none' &
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do
-      if [ -e "$JOB_DIR/launcher.done" ]; then kill "$pid"; wait "$pid" || true; exit 0; fi
+      if [ -e "$JOB_DIR/launcher.done" ]; then kill "$pid"; wait "$pid" || true; rm -rf /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0; exit 0; fi
       sleep 1
     done
     echo "dlperf: node 1: its sshd ended before the launcher finished" >&2
-    exit 1
+    rm -rf /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0; exit 1
     ;;
   esac
   echo "dlperf: no launch for node $SLURM_NODEID" >&2

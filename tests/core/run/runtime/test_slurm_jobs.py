@@ -135,7 +135,11 @@ def test_gpu_slots_ask_for_their_gpus_and_a_timeout_without_time_limit(tmp_path)
 def test_mpirun_across_nodes_runs_sshd_on_the_others_with_the_case_keys(tmp_path):
     text = script_of("inventory.yaml", slurm_case("ngc_mxnet", "2n1g"), tmp_path)
     assert "  1)  # slot1: sshd" in text and "/usr/sbin/sshd" in text
-    assert 'cp "$JOB_DIR"/files/0-id_ed25519 /etc/dlperf-ssh/id_ed25519 && chmod 600' in text
+    # the keys go to a folder of the job's user on each node (not the images' /etc/dlperf-ssh), gone at the end
+    folder = "/tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0"
+    assert f'cp "$JOB_DIR"/files/0-id_ed25519 {folder}/id_ed25519 && chmod 600' in text
+    assert f"-i {folder}/id_ed25519" in text and "/etc/dlperf-ssh" not in text
+    assert text.count(f"rm -rf {folder}; ") == 3  # node 0 at its end, node 1 at either of its ends
     assert "BEGIN OPENSSH" not in text  # the keys themselves are never in the script
     assert 'touch "$JOB_DIR/launcher.done"' in text and "-H '\"${DLPERF_NODE0_ADDR}\"':1" not in text
     assert "${DLPERF_NODE0_ADDR}:1,${DLPERF_NODE1_ADDR}:1" in text  # mpirun's hosts, expanded by the batch script

@@ -318,7 +318,8 @@ FAKE_SCONTROL = '#!/bin/bash\n[ "$1 $2" = "show hostnames" ] && printf "host-a\\
 
 
 def run_script(tmp_path: Path, launches, files=()):
-    """The batch script of ``launches`` run by bash as sbatch would (with srun and scontrol stand-ins on PATH)."""
+    """The batch script of ``launches`` run by bash as sbatch would (with srun and scontrol stand-ins on PATH); ``files``
+    for node 0 only (every "node" here is this machine: two copies to one path would race)."""
     import os
     import subprocess
     from dataclasses import replace
@@ -340,7 +341,12 @@ def run_script(tmp_path: Path, launches, files=()):
     )
     spec = ContainerSpec("c", "i", (), {}, {}, "host", None, ())
     job = CaseJob(
-        "dlperf-test-0000-r0", node_launches, tuple(replace(spec, files=files) for _ in launches), tmp_path, 60, None
+        "dlperf-test-0000-r0",
+        node_launches,
+        (replace(spec, files=files), *(spec for _ in launches[1:])),
+        tmp_path,
+        60,
+        None,
     )
     folder = tmp_path / "work" / job.run_label
     (folder / FILES_DIR).mkdir(parents=True)
@@ -349,7 +355,9 @@ def run_script(tmp_path: Path, launches, files=()):
     (folder / "batch.sh").write_text(batch_script(job, settings))
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "x"}
     done = subprocess.run(["bash", str(folder / "batch.sh")], env=env, capture_output=True, text=True, timeout=60)
-    logs = [(folder / f"node{i}.log").read_text() for i in range(len(launches))]
+    logs = [  # a node killed before it started (another failed first) wrote none
+        p.read_text() if (p := folder / f"node{i}.log").exists() else "" for i in range(len(launches))
+    ]
     return done, logs
 
 
