@@ -406,8 +406,8 @@ class SlurmSettings(BaseModel):
     def _time_limit(cls, value: object) -> object:
         if isinstance(value, int) and not isinstance(value, bool):
             value = str(value)  # YAML's 30: 30 minutes
-        if isinstance(value, str):
-            time_limit_seconds(value)
+        if isinstance(value, str) and time_limit_seconds(value) == 0:
+            raise ValueError(f"time_limit {value!r} is no time: Slurm reads 0 as no limit at all; leave it out instead")
         return value
 
     @property

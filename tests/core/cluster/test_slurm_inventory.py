@@ -65,6 +65,11 @@ def test_a_yaml_number_is_minutes(tmp_path):
     assert inventory(tmp_path, {**SLURM, "time_limit": 45}).slurm.time_limit_s == 2700
 
 
+def test_a_zero_time_limit_is_refused(tmp_path):
+    (problem,) = problems(tmp_path, {**SLURM, "time_limit": 0})
+    assert "Slurm reads 0 as no limit at all" in problem
+
+
 @pytest.mark.parametrize("bad", ["1:2:3:4", "1h", "-5", "UNLIMITED", "1-"])
 def test_a_time_limit_slurm_does_not_take_is_refused(tmp_path, bad):
     (problem,) = problems(tmp_path, {**SLURM, "time_limit": bad})
