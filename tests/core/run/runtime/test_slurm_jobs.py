@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dlperf_core.cluster.inventory import load_inventory
 from dlperf_core.frameworks import ADAPTERS
@@ -22,6 +25,7 @@ from dlperf_core.model import Case, CaseRun, RunIds
 from dlperf_core.run.jobs import build_job
 from dlperf_core.run.runtime.slurm import SlurmRuntime
 from dlperf_core.run.runtime.slurm_jobs import (
+    END_STATES,
     SlurmError,
     SlurmJob,
     batch_script,
@@ -37,6 +41,7 @@ from dlperf_core.run.runtime.slurm_jobs import (
     shell_word,
 )
 from helpers import REPO
+from parsing_checks import SETTINGS
 
 DATA = REPO / "tests" / "data" / "slurm"
 GOLDEN = REPO / "tests" / "golden" / "slurm"
@@ -274,3 +279,55 @@ def test_pending_reason_names_drained_nodes_only():
     assert "ReqNodeNotAvail,_UnavailableNodes:c2" in pending_reason(unavailable)
     assert pending_reason(parse_job_state(recorded("scontrol-pending-resources.txt"))) is None
     assert pending_reason(parse_job_state(recorded("scontrol-running.txt"))) is None
+
+
+# ------------------------------------------------------------------------ properties
+
+RECORDED_LINES = sorted(p.read_text() for p in DATA.glob("scontrol-*.txt"))
+SLOT_VARIABLES = {f"DLPERF_NODE{i}_ADDR": f"host-{i}" for i in range(3)}
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.one_of(st.text(alphabet="ab $\"'`\\\n{}()*;&|<>~!#%=", max_size=8), st.sampled_from(list(SLOT_VARIABLES))),
+        max_size=5,
+    )
+)
+def test_shell_word_is_the_value_with_the_hosts_in_it(parts):
+    """Whatever an argument holds (quotes, $, backquotes, backslashes, newlines), bash reads the word back as it was,
+    with each slot's address variable replaced by its host and nothing else expanded."""
+    value = "".join(f"${p}" if p in SLOT_VARIABLES else p for p in parts)
+    expected = "".join(SLOT_VARIABLES.get(p, p) for p in parts)
+    done = subprocess.run(
+        ["bash", "-c", f"printf %s {shell_word(value)}"],
+        env={"PATH": os.environ["PATH"], "HOME": "/nonexistent", **SLOT_VARIABLES},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout == expected
+
+
+@SETTINGS
+@given(st.lists(st.text(max_size=200) | st.sampled_from(RECORDED_LINES), max_size=3))
+def test_scontrol_parser_never_raises_anything_but_slurm_error(chunks):
+    text = "\n".join(chunks)
+    try:
+        job = parse_job_state(text)
+    except SlurmError:
+        return
+    if job is not None:
+        assert job.job_id and job.state
+
+
+@SETTINGS
+@given(
+    state=st.sampled_from(sorted(END_STATES) + ["SPECIAL_EXIT", "REVOKED"]),
+    code=st.integers(0, 255),
+    signal=st.integers(0, 64),
+    reason=st.none() | st.text(min_size=1, max_size=30),
+)
+def test_no_end_state_but_completed_0_0_is_a_success(state, code, signal, reason):
+    job = SlurmJob(job_id="7", state=state, exit_code=code, signal=signal, reason=reason)
+    assert (end_reason(job) is None) == (state == "COMPLETED" and code == 0 and signal == 0)
