@@ -10,9 +10,10 @@ machine, beside other sessions' tests, a clean node fell up to 35 % below the ot
 of these nodes (the quota's 100 ms period cuts a one-second window unevenly, and half a core protects a node's
 figure against one neighbour on its core, not two), while the slowed node was 77-80 % below it
 (docs/benchmarks.md, "(k) The bad node named"; bench/node_sweeps.py, about a minute a sweep, runs them). The z is
-lowered because the MAD of three peers is itself noisy: in one CI run the clean nodes spread +-15 % and the slowed
-node, 68 % below their median, stood at robust z -3.3; the fraction (50 %) is what keeps a clean node from being
-named."""
+lowered because the MAD of three peers is itself noisy: in one CI run (where the report read back here still judged at
+the defaults: the thresholds were set only in the CLI's environment, now in both) the clean nodes spread +-16 % and
+the slowed node, 68 % below their median, stood at robust z -3.3; the fraction (50 %) is what keeps a clean node from
+being named."""
 
 from __future__ import annotations
 
@@ -35,7 +36,10 @@ STAND_IN_FRACTION = "0.5"
 STAND_IN_Z = "2"
 
 
-def test_the_slowed_stand_in_node_is_named_and_no_other(tmp_path: Path, pg_url: str):
+def test_the_slowed_stand_in_node_is_named_and_no_other(tmp_path: Path, pg_url: str, monkeypatch):
+    # the stand-ins' thresholds in the CLI's environment and in this process (load_report_data reads them here)
+    monkeypatch.setenv("DLPERF_SLOW_NODE_FRACTION", STAND_IN_FRACTION)
+    monkeypatch.setenv("DLPERF_SLOW_NODE_Z", STAND_IN_Z)
     env = cli_env(
         tmp_path,
         pg_url,
