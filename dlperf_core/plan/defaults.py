@@ -37,7 +37,11 @@ SUITE_RUNTIME = "suite"
 """The runtime value meaning "the suite's own runtime (and inventory)"."""
 
 RUNTIMES = ("local", "docker")
-"""The runtimes a case can run on."""
+"""The runtimes a trigger's form offers (and a deployment's default may be)."""
+
+SLURM_RUNTIME = "slurm"
+"""The runtime of an inventory with a ``slurm:`` block, which that inventory chooses itself: a trigger may name it (a
+stored case run again by ``dlperf reproduce --run`` does) only with such an inventory."""
 
 TASK_SUPERVISOR_WAKE_S = 1
 """The ``[workers] min_heartbeat_interval`` dlperf's Celery deployments give Airflow (docker-compose.yaml, the tests'
@@ -127,6 +131,6 @@ def fill_from_defaults(
         if not inventory and defaults.inventory:
             inventory = defaults.inventory
             taken.append("inventory")
-    if runtime not in (*RUNTIMES, SUITE_RUNTIME):
+    if runtime not in (*RUNTIMES, SUITE_RUNTIME, SLURM_RUNTIME):
         raise ConfigError("trigger form", [f"runtime: unknown runtime {runtime!r}; use local or docker"])
     return ChosenSource(suite, runtime, inventory or None, tuple(taken))

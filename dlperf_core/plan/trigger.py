@@ -27,7 +27,7 @@ from dlperf_core.errors import ConfigError
 from dlperf_core.home import dlperf_home, resolve
 from dlperf_core.model import CaseRun
 from dlperf_core.plan.cases import PlanFilters, nodes_used, plan_searches, plan_suite
-from dlperf_core.plan.defaults import SUITE_RUNTIME, DeploymentDefaults, fill_from_defaults
+from dlperf_core.plan.defaults import SLURM_RUNTIME, SUITE_RUNTIME, DeploymentDefaults, fill_from_defaults
 from dlperf_core.plan.form_choices import FORM_SOURCE
 from dlperf_core.plan.form_overrides import apply_form
 from dlperf_core.plan.suite import Suite, load_suite
@@ -114,6 +114,8 @@ def resolve_trigger(params: Mapping[str, Any] | TriggerForm, defaults: Deploymen
     elif inv_path is None:
         inv_path = resolve(DOCKER_INVENTORY if runtime == "docker" else LOCAL_INVENTORY)
     inventory = load_inventory(inv_path)
+    if runtime == SLURM_RUNTIME and inventory.slurm is None:
+        raise ConfigError(FORM_SOURCE, [f"runtime slurm: the inventory {inv_path} has no slurm: block"])
     if inventory.runtime is not None and inventory.runtime != runtime:  # a Slurm inventory's slots: its runtime only
         log.info(
             "inventory %s is run by %s: its cases run on the %s runtime", inv_path, inventory.runtime, inventory.runtime

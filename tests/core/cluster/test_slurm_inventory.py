@@ -149,3 +149,11 @@ def test_a_per_node_sweep_is_refused_on_slots():
     resolved = resolve_trigger(params, DeploymentDefaults())
     with pytest.raises(ConfigError, match="slots of a job whose hosts Slurm chooses"):
         plan_trigger(resolved)
+
+
+def test_a_trigger_may_name_the_slurm_runtime_with_a_slurm_inventory_only():
+    """What ``dlperf reproduce --run`` asks for a stored Slurm case run: its launch spec's runtime, slurm."""
+    params = {"suite": "suites/smoke.yaml", "runtime": "slurm", "inventory": str(DATA / "inventory.yaml")}
+    assert resolve_trigger(params, DeploymentDefaults()).settings.runtime == "slurm"
+    with pytest.raises(ConfigError, match="has no slurm: block"):
+        resolve_trigger({**params, "inventory": "inventories/local.yaml"}, DeploymentDefaults())
