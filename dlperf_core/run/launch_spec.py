@@ -378,10 +378,11 @@ def docker_node(
     )
 
 
-def slurm_node(launch: NodeLaunch, image: ImageRef | None = None) -> NodeSpec:
-    """A node of the slurm runtime: its launch as the batch script runs it (its address is the slot's variable, the
-    host Slurm chose is in the spec's node list), secrets removed; ``image``: the pyxis/Apptainer image."""
-    return _node(launch, "slurm", launch.argv, launch.env, working_dir=None, image=image)
+def slurm_node(launch: NodeLaunch, image: ImageRef | None = None, host: str | None = None) -> NodeSpec:
+    """A node of the slurm runtime: its launch as the batch script runs it, secrets removed; ``image``: the
+    pyxis/Apptainer image; ``host``: the host Slurm gave it, its address (None: not known, the slot's variable)."""
+    spec = _node(launch, "slurm", launch.argv, launch.env, working_dir=None, image=image)
+    return replace(spec, address=host) if host else spec
 
 
 @runtime_checkable

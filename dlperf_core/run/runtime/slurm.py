@@ -35,6 +35,7 @@ from dlperf_core.run.runtime.slurm_jobs import (
     batch_script,
     cancel_command,
     end_reason,
+    expand_hostlist,
     file_name,
     is_finished,
     job_dir,
@@ -380,8 +381,15 @@ class SlurmRuntime:
         return None
 
     def node_specs(self, job: CaseJob) -> tuple[NodeSpec, ...]:
-        """What each node of ``job`` ran (:mod:`dlperf_core.run.launch_spec`): its launch, as the batch script runs it."""
-        return tuple(slurm_node(launch, self.image()) for launch in job.launches)
+        """What each node of ``job`` ran (:mod:`dlperf_core.run.launch_spec`): its launch, as the batch script runs it,
+        at the host Slurm gave it (the job's node list in rank order, once known; else the slot's variable)."""
+        submitted = self._submitted.get(job.run_label)
+        state = self._states.get(submitted.job_id) if submitted else None
+        hosts = expand_hostlist(state.node_list) if state and state.node_list else []
+        return tuple(
+            slurm_node(launch, self.image(), hosts[launch.node_rank] if launch.node_rank < len(hosts) else None)
+            for launch in job.launches
+        )
 
     def slurm_record(self, job: CaseJob) -> SlurmRecord:
         """How ``job`` was submitted: its job id, nodes, partition, Slurm's version and its batch script (secrets left

@@ -437,6 +437,41 @@ def parse_sacct(text: str, job_id: str) -> SlurmJob | None:
     return None
 
 
+def expand_hostlist(hostlist: str) -> list[str]:
+    """The hosts of a Slurm host list, in Slurm's order (what ``scontrol show hostnames`` prints): ``c[1-2],gpu[08-09,11]``
+    -> ``c1 c2 gpu08 gpu09 gpu11`` (zero padding kept; a name with two ranges, ``r[1-2]n[1-2]``, expands both)."""
+    names, depth, start = [], 0, 0
+    for i, ch in enumerate(hostlist + ","):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            if part := hostlist[start:i].strip():
+                names += _expand_one(part)
+            start = i + 1
+    return names
+
+
+def _expand_one(name: str) -> list[str]:
+    match = re.search(r"\[([^\]]*)\]", name)
+    if match is None:
+        return [name]
+    head, tail = name[: match.start()], name[match.end() :]
+    out = []
+    for piece in match[1].split(","):
+        low, _, high = piece.partition("-")
+        if not high:
+            values = [low]
+        else:
+            width = len(low)
+            values = [str(n).zfill(width) for n in range(int(low), int(high) + 1)]
+        out += (
+            [f"{head}{v}{rest}" for v in values for rest in _expand_one(tail)] if tail else [head + v for v in values]
+        )
+    return out
+
+
 # --------------------------------------------------------------------------- what a state means
 
 

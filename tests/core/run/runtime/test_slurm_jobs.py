@@ -30,6 +30,7 @@ from dlperf_core.run.runtime.slurm_jobs import (
     SlurmJob,
     batch_script,
     end_reason,
+    expand_hostlist,
     is_finished,
     parse_job_state,
     parse_queue,
@@ -331,3 +332,17 @@ def test_scontrol_parser_never_raises_anything_but_slurm_error(chunks):
 def test_no_end_state_but_completed_0_0_is_a_success(state, code, signal, reason):
     job = SlurmJob(job_id="7", state=state, exit_code=code, signal=signal, reason=reason)
     assert (end_reason(job) is None) == (state == "COMPLETED" and code == 0 and signal == 0)
+
+
+@pytest.mark.parametrize(
+    ("hostlist", "hosts"),
+    [
+        ("c1", ["c1"]),
+        ("c[1-2]", ["c1", "c2"]),
+        ("torch[0-1],mxnet0", ["torch0", "torch1", "mxnet0"]),
+        ("gpu[08-10,12]", ["gpu08", "gpu09", "gpu10", "gpu12"]),
+        ("r[1-2]n[1-2]", ["r1n1", "r1n2", "r2n1", "r2n2"]),
+    ],
+)
+def test_expand_hostlist_as_scontrol_show_hostnames(hostlist, hosts):
+    assert expand_hostlist(hostlist) == hosts
