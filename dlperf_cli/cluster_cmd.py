@@ -154,15 +154,17 @@ def _apply_connection(session, spec: ConnectionSpec) -> str:
 
 
 def _apply_pool(session, name: str, description: str) -> str:
+    """A node's one-slot pool; it counts deferred tasks (``include_deferred``), as ``dlperf_cluster`` does: a task
+    that waits deferred still holds its node."""
     from airflow.models.pool import Pool
 
     existing = session.query(Pool).filter(Pool.pool == name).one_or_none()
     if existing is None:
-        session.add(Pool(pool=name, slots=1, description=description, include_deferred=False))
+        session.add(Pool(pool=name, slots=1, description=description, include_deferred=True))
         return "created"
-    if (existing.slots, existing.description, existing.include_deferred) == (1, description, False):
+    if (existing.slots, existing.description, existing.include_deferred) == (1, description, True):
         return "unchanged"
-    existing.slots, existing.description, existing.include_deferred = 1, description, False
+    existing.slots, existing.description, existing.include_deferred = 1, description, True
     return "updated"
 
 

@@ -73,13 +73,14 @@ def routing_off() -> None:
 
 
 def migrate_metadata_db() -> None:
-    """Create or upgrade Airflow's metadata DB and the dlperf pool (idempotent)."""
+    """Create or upgrade Airflow's metadata DB and the dlperf pool (idempotent). The pool counts deferred tasks
+    (``include_deferred``): a case run waiting for its Slurm job holds the cluster as a running one does."""
     from airflow.models.pool import Pool
     from airflow.utils.db import upgradedb
 
     upgradedb()
     Pool.create_or_update_pool(
-        "dlperf_cluster", slots=1, description="one benchmark case at a time on the cluster", include_deferred=False
+        "dlperf_cluster", slots=1, description="one benchmark case at a time on the cluster", include_deferred=True
     )
 
 

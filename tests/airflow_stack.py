@@ -227,7 +227,9 @@ def prepare_stack(
     )
     stack = AirflowStack(home=home, port=port, username=username, password=password, env=env)
     stack.airflow("db", "migrate")
-    stack.airflow("pools", "set", "dlperf_cluster", "1", "one benchmark case at a time on the cluster")
+    stack.airflow(
+        "pools", "set", "--include-deferred", "dlperf_cluster", "1", "one benchmark case at a time on the cluster"
+    )
     return stack
 
 

@@ -10,7 +10,9 @@ cluster) in the background on this machine as a one-node job, ``srun`` starts it
 the job's state in Slurm 22.05's one-line form and names its host, ``scancel`` kills it, ``sinfo`` gives a version,
 ``squeue`` lists nothing, ``sacct`` has no slurmdbd; ``python3`` is this virtual environment's python with the
 workload where the framework images have it (``/opt/dlperf/workload``). The training is real (the smoke suite's
-reference ResNet, 1n1g). A real Slurm: tests/e2e/test_slurm_cluster.py.
+reference ResNet, 1n1g). The same on a real deployment (scheduler, triggerer, PostgreSQL): while deferred the task
+holds the dlperf_cluster pool (it counts deferred tasks), and a deferred task marked failed cancels its job through
+the trigger's on_kill. A real Slurm: tests/e2e/test_slurm_cluster.py.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 from test_ssh_preflight import SSHD, Sshd, _free_port
 
+from airflow_stack import prepare_stack, start_stack
 from dlperf_core.run.runtime.local import WORKLOAD_DIR
 from helpers import REPO, cli_env
 
@@ -42,6 +47,7 @@ nodes=$(sed -n 's/^#SBATCH --nodes=//p' "$script")
 # would read ~/.bashrc again)
 setsid env -u SSH_CLIENT -u SSH2_CLIENT -u SSH_CONNECTION PATH="@LOGIN@/bin:$PATH" bash -c '
   d=$0; sleep 1; echo RUNNING > "$d/state"; date +%Y-%m-%dT%H:%M:%S > "$d/start"
+  while [ -e "@LOGIN@/hold" ]; do sleep 0.2; done  # a test holds its jobs RUNNING while this file exists
   SLURM_JOB_ID=$1 SLURM_JOB_NODELIST=localhost SLURM_NNODES=$3 bash "$2" > "$4" 2>&1; rc=$?
   date +%Y-%m-%dT%H:%M:%S > "$d/end"; echo "$rc:0" > "$d/exit"
   if [ -e "$d/cancelled" ]; then echo CANCELLED > "$d/state"; elif [ "$rc" = 0 ]; then echo COMPLETED > "$d/state";
@@ -74,7 +80,9 @@ rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done; exit "$rc"
 """
 SCANCEL = r"""#!/bin/bash
 d="@LOGIN@/jobs/$1"; echo "$1" >> "@LOGIN@/scancel.calls"
-[ -d "$d" ] && touch "$d/cancelled" && kill -- -"$(cat "$d/pid")" 2>/dev/null; exit 0
+[ -d "$d" ] || exit 0
+touch "$d/cancelled"; kill -- -"$(cat "$d/pid")" 2>/dev/null
+case "$(cat "$d/state")" in PENDING|RUNNING) echo "0:15" > "$d/exit"; echo CANCELLED > "$d/state";; esac
 """
 PYTHON3 = r"""#!/bin/bash
 # the nodes' python3: this virtual environment's, with the workload where the framework images have it
@@ -110,7 +118,11 @@ engine = sa.create_engine(default_db_url())
 with engine.connect() as c:
     rows = [dict(r._mapping) for r in c.execute(sa.text("SELECT case_key, status, reason, throughput, launch_spec FROM results"))]
 engine.dispose()
+from airflow.models.pool import Pool
+
+pool = Pool.get_pool("dlperf_cluster")
 print("RESULT:" + json.dumps({
+    "pool": {"slots": pool.slots, "include_deferred": pool.include_deferred},
     "state": str(run.state),
     "tasks": {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()},
     "rows": rows,
@@ -184,6 +196,8 @@ def test_a_slurm_case_defers_while_its_job_runs_and_is_stored_as_any_other(login
     got = json.loads(lines[-1].removeprefix("RESULT:"))
     logs = out.stderr  # dlperf run's progress lines (the embedded run keeps Airflow's logs quiet)
     assert got["state"].endswith("success"), (got, logs[-8000:])
+    # the pool the embedded run made counts deferred tasks: a case waiting for its job still holds the cluster
+    assert got["pool"] == {"slots": 1, "include_deferred": True}
     # each case run's run_case deferred to the Slurm trigger, which dag.test() ran inline from its serialized form,
     # and resumed when the trigger saw its job end
     waits = got["triggers"]
@@ -251,3 +265,82 @@ def test_a_login_node_that_cannot_be_reached_is_named_in_the_cases_reason(login,
     reason = runtime_error(runtime, [], raised.value)
     assert reason.startswith(f"runtime error: LoginNodeError: login node {sshd.user}@127.0.0.1:{port} "), reason
     assert f"(ssh connection {CONN_ID}): cannot connect" in reason
+
+
+@pytest.mark.postgres
+def test_a_real_scheduler_and_triggerer_hold_the_pool_while_deferred_and_a_failed_task_cancels_its_job(
+    login, tmp_path, metadata_url, pg_url
+):
+    """The same DAG on a real deployment (api-server, scheduler with the LocalExecutor, dag-processor, triggerer; a
+    PostgreSQL metadata database): the first case run's job is held RUNNING, its run_case is deferred (no worker)
+    and still holds the dlperf_cluster pool (a deferred slot, none open: the next case run waits); marked failed
+    from the REST API, the triggerer calls the trigger's on_kill and its job is cancelled (scancel); released, the
+    next case run submits, defers and succeeds."""
+    folder, sshd = login
+    for name in ("scancel.calls", "scontrol.calls", "next"):  # this test's jobs are 101, 102 whatever ran before
+        (folder / name).unlink(missing_ok=True)
+    shutil.rmtree(folder / "jobs", ignore_errors=True)
+    inventory = tmp_path / "slurm-inventory.yaml"
+    inventory.write_text(
+        "name: slurm-stand-in\n"
+        f"slurm: {{connection: {CONN_ID}, partition: debug, work_dir: {tmp_path / 'shared'}, poll_s: 1}}\n"
+        "nodes:\n  - {name: slot0, gpus: 1}\n"
+    )
+    stack = prepare_stack(
+        tmp_path / "airflow",
+        metadata_url,
+        pg_url,
+        "dlperf",
+        f"pw-{uuid.uuid4().hex[:10]}",
+        extra_env={f"AIRFLOW_CONN_{CONN_ID.upper()}": _connection(sshd)},
+    )
+    hold = folder / "hold"
+    hold.touch()
+    try:
+        start_stack(stack)
+        stack.start("triggerer", "triggerer")
+        token = stack.token()
+        dag = "/api/v2/dags/dlperf_benchmark"
+        assert stack.request("PATCH", dag, {"is_paused": False}, token=token)[0] == 200
+        conf = {"suite": "suites/smoke.yaml", "inventory": str(inventory), "topologies": ["1n1g"], "repeats": 1}
+        status, body = stack.request("POST", f"{dag}/dagRuns", {"logical_date": None, "conf": conf}, token=token)
+        assert status == 200, body
+        run = f"{dag}/dagRuns/{body['dag_run_id']}"  # type: ignore[index]
+
+        def run_cases() -> list[dict]:
+            tis = stack.request("GET", f"{run}/taskInstances?limit=100", token=token)[1]
+            return [t for t in tis["task_instances"] if t["task_id"] == "case_run.run_case"]  # type: ignore[index]
+
+        deferred = stack.wait_until(
+            "a deferred run_case", lambda: [t for t in run_cases() if t["state"] == "deferred"], 420
+        )
+        (waiting,) = deferred
+        pool = stack.request("GET", "/api/v2/pools/dlperf_cluster", token=token)[1]
+        assert pool["include_deferred"] is True, pool  # type: ignore[index]
+        assert (pool["deferred_slots"], pool["open_slots"], pool["running_slots"]) == (1, 0, 0), pool  # type: ignore[index]
+        time.sleep(5)  # the other case run stays out of the cluster while this one waits
+        others = [t for t in run_cases() if t["map_index"] != waiting["map_index"]]
+        assert all(t["state"] in (None, "scheduled") for t in others), others
+        assert sorted(p.name for p in (folder / "jobs").iterdir()) == ["101"]  # one job submitted
+
+        path = f"{run}/taskInstances/case_run.run_case/{waiting['map_index']}"
+        status, body = stack.request("PATCH", path, {"new_state": "failed"}, token=token)
+        assert status == 200, body
+        stack.wait_until("the job cancelled by on_kill", lambda: (folder / "scancel.calls").exists(), 120)
+        assert (folder / "scancel.calls").read_text().split() == ["101"]
+
+        hold.unlink()
+        final = stack.wait_until(
+            "the DAG run to end",
+            lambda: (s := stack.request("GET", run, token=token)[1]["state"]) in ("success", "failed") and s,  # type: ignore[index]
+            420,
+        )
+        assert final == "failed"  # one case run was marked failed
+        states = {t["map_index"]: t["state"] for t in run_cases()}
+        assert states[waiting["map_index"]] == "failed"
+        assert [s for i, s in states.items() if i != waiting["map_index"]] == ["success"], states
+        assert (folder / "jobs" / "102" / "state").read_text().strip() == "COMPLETED"
+        assert (folder / "jobs" / "101" / "state").read_text().strip() == "CANCELLED"
+    finally:
+        hold.unlink(missing_ok=True)
+        stack.stop()
