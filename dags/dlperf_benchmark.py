@@ -18,7 +18,9 @@ what its ``run_case`` handed over, or told lost. The group is mapped over the pl
 each task pulls its own planned run from an XCom of its own, :mod:`dlperf_airflow.handout`, so that no task pulls
 the whole list); ``run_case`` holds the ``dlperf_cluster`` pool for the whole case run (start every node at once,
 wait, collect logs, remove the containers), one case run at a time, so no two benchmarks share a device, also
-across DAG runs. ``search_max_batch`` holds the same pool while it tries batch after batch (``dlperf_core.measure.maxbatch``)
+across DAG runs. On the ``slurm`` runtime ``run_case`` submits the case's Slurm job and defers to a trigger that
+watches it from the triggerer (no worker held while it queues and runs), then resumes to collect it
+(:mod:`dlperf_airflow.case_operator`); the pool counts deferred tasks, so it still holds the cluster meanwhile. ``search_max_batch`` holds the same pool while it tries batch after batch (``dlperf_core.measure.maxbatch``)
 and stores what it found in ``max_batch_searches``. A failed training is stored as a failed row with its reason and
 fails only its own ``store_result``; ``finish_run`` then fails the DAG run.
 With per-node Celery workers (Airflow's configuration option ``[dlperf] cluster_inventory``, environment
