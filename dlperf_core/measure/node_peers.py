@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from dlperf_core.json_form import JsonForm
@@ -88,22 +88,20 @@ class NodePolicy:
         env = os.environ if environ is None else environ
         fraction = (env.get(FRACTION_ENV) or "").strip()
         z = (env.get(Z_ENV) or "").strip()
-        settings: dict[str, float] = {}
+        policy = cls()
         try:
             if fraction:
-                settings["slower_than"] = float(fraction)
-                cls(slower_than=settings["slower_than"])
+                policy = replace(policy, slower_than=float(fraction))
         except ValueError:
             raise ValueError(
                 f"{FRACTION_ENV}={fraction!r}: give a fraction between 0 and 1, e.g. 0.05 for 5 %"
             ) from None
         try:
             if z:
-                settings["z_threshold"] = float(z)
-                cls(z_threshold=settings["z_threshold"])
+                policy = replace(policy, z_threshold=float(z))
         except ValueError:
             raise ValueError(f"{Z_ENV}={z!r}: give a positive number of robust standard deviations, e.g. 3.5") from None
-        return cls(**settings)
+        return policy
 
     def rule(self) -> str:
         """The rule in one line, for the report and the page."""
