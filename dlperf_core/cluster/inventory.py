@@ -49,6 +49,7 @@ allocation, not hosts (Slurm chooses the hosts; see :class:`SlurmSettings`)::
       work_dir: /shared/dlperf           # on the shared filesystem: the same path on login and compute nodes
       on_drained: wait                   # wait | fail: a job pending on drained/down nodes
       poll_s: 15
+      setup: ["module load cuda/12.4"]   # shell lines run before srun starts the nodes (a venv: export PATH=...)
     nodes:                               # slots: how many nodes a case may get and what each has
       - {name: slot0, gpus: 8, accelerator: nvidia, env: {NCCL_SOCKET_IFNAME: ib0}}
       - {name: slot1, gpus: 8, accelerator: nvidia, env: {NCCL_SOCKET_IFNAME: ib0}}
@@ -386,7 +387,17 @@ class SlurmSettings(BaseModel):
     ``software``: :data:`SlurmSoftware`. ``work_dir``: a folder on the cluster's shared filesystem, the same path
     on the login and the compute nodes: the batch scripts and the nodes' logs are written under it. ``on_drained``:
     a job pending because its nodes are drained or down keeps waiting (``wait``), or is cancelled and fails with
-    Slurm's reason (``fail``). ``poll_s``: seconds between two looks at the job's state."""
+    Slurm's reason (``fail``). ``poll_s``: seconds between two looks at the job's state. ``setup``: shell lines the
+    batch script runs before srun starts the nodes (``module load``, a venv's PATH), whose environment they inherit."""
+
+    @field_validator("setup", mode="before")
+    @classmethod
+    def _setup_lines(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list | tuple) and any(not isinstance(v, str) or "\n" in v for v in value):
+            raise ValueError("setup: a list of shell lines, one command per line")
+        return value
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     connection: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -400,6 +411,9 @@ class SlurmSettings(BaseModel):
     work_dir: str = Field(pattern=r"^/[^\s'\"\\$`]*$")
     on_drained: Literal["wait", "fail"] = "wait"
     poll_s: float = Field(15, ge=1, le=3600)
+    # shell lines the batch script runs first, on the job's first node, before srun starts the nodes (which inherit
+    # the environment they make): a site's `module load ...`, a venv's `export PATH=/opt/venv/bin:$PATH`
+    setup: tuple[str, ...] = ()
 
     @field_validator("time_limit", mode="before")
     @classmethod

@@ -48,6 +48,10 @@ NODE_SSH_DIR_PREFIX = "/tmp/dlperf-ssh-"
 """A case's ssh folder on each node is this and its run label (``SlurmRuntime.case_ssh_dir``): the node's own, the
 job's user's, removed when the node's launch ends."""
 NODE_FLAG = "--node"
+MPIRUN_OVER_SSH = {"OMPI_MCA_plm": "rsh", "OMPI_MCA_ras": "^slurm"}
+"""What node 0's mpirun gets under Slurm (mpirun frameworks across nodes): Open MPI in a Slurm job would start its
+daemons with srun (``plm slurm``), which waits behind the job's own step (every CPU is the launches') and hangs;
+``rsh`` starts them over the case's ssh as on Docker, on the hosts ``-H`` names (not the allocation's slots)."""
 """The batch script's argument that makes it run one node's launch (what srun starts on every node)."""
 
 # --------------------------------------------------------------------------- the batch script
@@ -160,8 +164,9 @@ def _node_branch(job: CaseJob, i: int, redact: bool, with_services: bool) -> lis
             f'    echo "dlperf: node {launch.node_rank}: its sshd ended before the launcher finished" >&2',
             f"    {clean}exit 1",
         ]
-    elif with_services:  # the sshd nodes wait for this node's launcher to end
+    elif with_services:  # mpirun over ssh; the sshd nodes wait for this node's launcher to end
         lines += [
+            *(f"    export {name}={shlex.quote(value)}" for name, value in MPIRUN_OVER_SSH.items()),
             "    rc=0",
             f"    {command} || rc=$?",
             f'    touch "$JOB_DIR/{LAUNCHER_DONE}"',
@@ -230,8 +235,10 @@ def batch_script(job: CaseJob, settings: SlurmSettings, *, title: str | None = N
         "  exit 1",
         "fi",
         "",
-        'mapfile -t hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
     ]
+    if settings.setup:
+        lines += ["# the inventory's setup (the nodes inherit its environment)", *settings.setup]
+    lines.append('mapfile -t hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")')
     for launch in job.launches:
         lines.append(f'export DLPERF_NODE{launch.node_rank}_ADDR="${{hosts[{launch.node_rank}]}}"')
     lines.append('echo "dlperf: job $SLURM_JOB_ID on ${hosts[*]}"')

@@ -24,6 +24,8 @@ if [ "${1:-}" = --node ]; then  # one node's launch, as srun starts it on every 
     export NCCL_DEBUG=WARN
     export NVIDIA_TF32_OVERRIDE=0
     export PYTHONUNBUFFERED=1
+    export OMPI_MCA_plm=rsh
+    export OMPI_MCA_ras='^slurm'
     rc=0
     bash -c "set -e
 cd /workspace/rn50

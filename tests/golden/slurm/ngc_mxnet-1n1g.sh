@@ -29,6 +29,8 @@ exec mpirun --allow-run-as-root --tag-output -np 1 -H '${DLPERF_NODE0_ADDR}:1' -
   exit 1
 fi
 
+# the inventory's setup (the nodes inherit its environment)
+export PATH=/opt/venv/bin:$PATH
 mapfile -t hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 export DLPERF_NODE0_ADDR="${hosts[0]}"
 echo "dlperf: job $SLURM_JOB_ID on ${hosts[*]}"

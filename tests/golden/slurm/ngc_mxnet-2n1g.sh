@@ -24,6 +24,8 @@ if [ "${1:-}" = --node ]; then  # one node's launch, as srun starts it on every 
     export DMLC_PS_ROOT_URI="${DLPERF_NODE0_ADDR}"
     export GLOO_SOCKET_IFNAME=eth0
     export PYTHONUNBUFFERED=1
+    export OMPI_MCA_plm=rsh
+    export OMPI_MCA_ras='^slurm'
     rc=0
     bash -c "set -e
 cd /workspace/rn50
@@ -56,6 +58,8 @@ exec mpirun --allow-run-as-root --tag-output -np 2 -H '${DLPERF_NODE0_ADDR}:1,${
   exit 1
 fi
 
+# the inventory's setup (the nodes inherit its environment)
+export PATH=/opt/venv/bin:$PATH
 mapfile -t hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 export DLPERF_NODE0_ADDR="${hosts[0]}"
 export DLPERF_NODE1_ADDR="${hosts[1]}"

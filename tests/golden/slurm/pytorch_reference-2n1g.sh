@@ -31,6 +31,8 @@ if [ "${1:-}" = --node ]; then  # one node's launch, as srun starts it on every 
   exit 1
 fi
 
+# the inventory's setup (the nodes inherit its environment)
+export PATH=/opt/venv/bin:$PATH
 mapfile -t hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 export DLPERF_NODE0_ADDR="${hosts[0]}"
 export DLPERF_NODE1_ADDR="${hosts[1]}"

@@ -147,6 +147,8 @@ def test_mpirun_across_nodes_runs_sshd_on_the_others_with_the_case_keys(tmp_path
     assert f"-i {folder}/id_ed25519" in text and "/etc/dlperf-ssh" not in text
     assert text.count(f"rm -rf {folder}; ") == 3  # node 0 at its end, node 1 at either of its ends
     assert "BEGIN OPENSSH" not in text  # the keys themselves are never in the script
+    # mpirun starts its daemons over that ssh, not with srun (which would wait behind the job's own step)
+    assert "export OMPI_MCA_plm=rsh\n    export OMPI_MCA_ras='^slurm'\n" in text
     assert 'touch "$JOB_DIR/launcher.done"' in text and "-H '\"${DLPERF_NODE0_ADDR}\"':1" not in text
     assert "${DLPERF_NODE0_ADDR}:1,${DLPERF_NODE1_ADDR}:1" in text  # mpirun's hosts, expanded by the batch script
 
