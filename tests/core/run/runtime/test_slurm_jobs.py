@@ -348,3 +348,25 @@ def test_no_end_state_but_completed_0_0_is_a_success(state, code, signal, reason
 )
 def test_expand_hostlist_as_scontrol_show_hostnames(hostlist, hosts):
     assert expand_hostlist(hostlist) == hosts
+
+
+REAL = {  # recorded on the test cluster (tests/slurm_cluster.py, Debian's 22.05.8): state, node list, reason
+    "running": ("RUNNING", "torch[0-1]", None),
+    "completed": ("COMPLETED", "torch[0-1]", None),
+    "cancelled": ("CANCELLED", "torch[0-1]", "slurm job 1 was cancelled (scancel, or an administrator) (CANCELLED)"),
+    "failed": ("FAILED", "torch[0-1]", "slurm job 4 failed: exit code 143 (FAILED, Reason=NonZeroExitCode)"),
+    "pending-drained": ("PENDING", None, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_outputs_recorded_on_the_test_cluster(name):
+    job = parse_job_state(recorded(f"real-scontrol-{name}.txt"))
+    state, nodes, reason = REAL[name]
+    assert (job.state, job.node_list, job.partition) == (state, nodes, "torch")
+    assert (end_reason(job) if is_finished(job) else None) == reason
+    assert (pending_reason(job) is not None) == (name == "pending-drained")
+
+
+def test_squeue_recorded_on_the_test_cluster():
+    assert parse_queue(recorded("real-squeue.txt")) == [("1", "dlperf-cea5f250fd-0000-r0")]
