@@ -50,6 +50,7 @@ from dlperf_core.run.runtime.slurm_jobs import (
     queue_command,
     sacct_command,
     sbatch_command,
+    srun_task_ends,
     version_command,
 )
 
@@ -154,8 +155,9 @@ def collect_job(
     the nodes' logs copied from the job's folder into the case's log folder (node 0's where the parsers read it), the
     batch step's log beside them as ``slurm-batch.log``, the case's files (ssh keys) removed from the shared
     filesystem, and the failure: ``failure`` (the runtime's own: a cancelled wait, a submit that failed) else Slurm's
-    end state (:func:`~dlperf_core.run.runtime.slurm_jobs.end_reason`). A node's exit code is 0 only for a job that
-    COMPLETED with 0:0."""
+    end state (:func:`~dlperf_core.run.runtime.slurm_jobs.end_reason`), with the node that failed first where srun
+    said so in the batch step's log (:func:`~dlperf_core.run.runtime.slurm_jobs.srun_task_ends`). A node's exit code
+    is 0 only for a job that COMPLETED with 0:0; else srun's word for it, else the job's."""
     log_dir = Path(submitted.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -163,7 +165,8 @@ def collect_job(
         target = log_dir / f"node{rank}.log"
         _copy_log(shell, node_log_path(submitted.job_dir, rank), target)
         paths.append(str(target))
-    _copy_log(shell, f"{submitted.job_dir}/{BATCH_LOG}", log_dir / "slurm-batch.log")
+    batch_log = log_dir / "slurm-batch.log"
+    _copy_log(shell, f"{submitted.job_dir}/{BATCH_LOG}", batch_log)
     try:  # the case's keys off the shared filesystem (the job's own copies on the nodes are gone with its launches)
         shell.run(f"rm -rf {shlex.quote(submitted.job_dir + '/' + FILES_DIR)}", COMMAND_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - the outcome is built all the same; the keys of one case run stay
@@ -185,10 +188,21 @@ def collect_job(
         code = 128 + final.signal
     else:
         code = None
+    codes = [code] * len(submitted.nodes)
+    if failure is not None and batch_log.is_file():  # each node's own end, as srun reported it
+        tasks = srun_task_ends(batch_log.read_text(errors="replace"))
+        for _host, task, task_code in tasks:
+            if 0 <= task < len(codes):
+                codes[task] = task_code
+        first = next(((h, t, c) for h, t, c in tasks if c is not None and c < 128 and 0 <= t < len(codes)), None)
+        if first is not None:
+            failure += (
+                f"; the first node to fail: {submitted.nodes[first[1]]} on {first[0]} exited with code {first[2]}"
+            )
     finished = datetime.now(UTC)
     ran = _ran_for(final)
     started = finished - ran if ran is not None else submitted.submitted_at
-    ends = [NodeEnd(name, rank, code, paths[rank]) for rank, name in enumerate(submitted.nodes)]
+    ends = [NodeEnd(name, rank, codes[rank], paths[rank]) for rank, name in enumerate(submitted.nodes)]
     return case_outcome(
         ends,
         failure,

@@ -479,6 +479,36 @@ def _expand_one(name: str) -> list[str]:
     return out
 
 
+_SRUN_TASKS = re.compile(r"^srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,-]+): (?P<what>.+?)\s*$")
+_SIGNAL_WORDS = {"Terminated": 15, "Killed": 9, "Aborted": 6, "Segmentation fault": 11, "Bus error": 7}
+
+
+def srun_task_ends(batch_log: str) -> list[tuple[str, int, int | None]]:
+    """(host, task, exit code) for every task srun reported ending badly in the batch step's log, in the order it
+    reported them (the first is the one that ended the others, ``--kill-on-bad-exit``); a task a signal ended gets
+    128 + the signal, as a shell reports it (None: srun's words are not known here). srun writes, e.g.::
+
+        srun: error: torch1: task 1: Exited with exit code 2
+        srun: error: torch0: task 0: Terminated
+    """
+    out: list[tuple[str, int, int | None]] = []
+    for line in batch_log.splitlines():
+        match = _SRUN_TASKS.match(line.strip())
+        if match is None:
+            continue
+        what = match["what"]
+        if exited := re.fullmatch(r"Exited with exit code (\d+)", what):
+            code: int | None = int(exited[1])
+        else:
+            signal = next((n for word, n in _SIGNAL_WORDS.items() if what.startswith(word)), None)
+            code = 128 + signal if signal is not None else None
+        for piece in match["tasks"].split(","):
+            low, _, high = piece.partition("-")
+            if low.isdigit():
+                out += [(match["host"], task, code) for task in range(int(low), int(high or low) + 1)]
+    return out
+
+
 # --------------------------------------------------------------------------- what a state means
 
 

@@ -40,6 +40,7 @@ from dlperf_core.run.runtime.slurm_jobs import (
     pending_reason,
     sacct_command,
     shell_word,
+    srun_task_ends,
 )
 from helpers import REPO
 from parsing_checks import SETTINGS
@@ -370,3 +371,22 @@ def test_outputs_recorded_on_the_test_cluster(name):
 
 def test_squeue_recorded_on_the_test_cluster():
     assert parse_queue(recorded("real-squeue.txt")) == [("1", "dlperf-cea5f250fd-0000-r0")]
+
+
+def test_srun_task_ends_in_the_batch_log():
+    log = (
+        "dlperf: job 4 on torch0 torch1\n"
+        "srun: error: torch1: task 1: Exited with exit code 2\n"
+        "srun: launch/slurm: _step_signal: Terminating StepId=4.0\n"
+        "srun: error: torch0: task 0: Terminated\n"
+        "srun: error: r1n[2-3]: tasks 2-3,5: Killed\n"
+        "srun: error: x: task 6: Something new\n"
+    )
+    assert srun_task_ends(log) == [
+        ("torch1", 1, 2),
+        ("torch0", 0, 143),
+        ("r1n[2-3]", 2, 137),
+        ("r1n[2-3]", 3, 137),
+        ("r1n[2-3]", 5, 137),
+        ("x", 6, None),
+    ]

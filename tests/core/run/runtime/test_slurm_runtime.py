@@ -139,6 +139,23 @@ def test_a_job_that_ends_badly_fails_the_case_with_slurms_reason(tmp_path, state
     assert outcome.nodes[0].exit_code == (None if code == 128 else code)
 
 
+def test_the_node_that_failed_first_is_named(tmp_path):
+    runtime, login, job = make_job(tmp_path)
+    login.states = [recorded("real-scontrol-failed.txt")]
+    node_logs(login, job)
+    folder = f"/shared/dlperf/{job.run_label}"
+    login.files[f"{folder}/batch.log"] = (
+        b"dlperf: job 4 on torch0 torch1\nsrun: error: torch1: task 1: Exited with exit code 2\n"
+        b"srun: error: torch0: task 0: Terminated\n"
+    )
+    outcome = run_to_end(runtime.submit(job))
+    assert outcome.failure == (
+        "slurm job 4 failed: exit code 143 (FAILED, Reason=NonZeroExitCode); the first node to fail: slot1 on torch1 "
+        "exited with code 2"
+    )
+    assert [n.exit_code for n in outcome.nodes] == [143, 2]
+
+
 def test_the_ssh_keys_travel_beside_the_script_and_are_removed(tmp_path):
     runtime, login, job = make_job(tmp_path, "ngc_mxnet", "2n1g")
     running = runtime.submit(job)
