@@ -49,9 +49,10 @@ NODE_SSH_DIR_PREFIX = "/tmp/dlperf-ssh-"
 job's user's, removed when the node's launch ends."""
 NODE_FLAG = "--node"
 MPIRUN_OVER_SSH = {"OMPI_MCA_plm": "rsh", "OMPI_MCA_ras": "^slurm"}
-"""What node 0's mpirun gets under Slurm (mpirun frameworks across nodes): Open MPI in a Slurm job would start its
-daemons with srun (``plm slurm``), which waits behind the job's own step (every CPU is the launches') and hangs;
-``rsh`` starts them over the case's ssh as on Docker, on the hosts ``-H`` names (not the allocation's slots)."""
+"""What an mpirun launch gets under Slurm (:func:`runs_mpirun`), so that it runs as on Docker: Open MPI in a Slurm job
+would take the allocation's slots (one task per node: ``-np 2 -H host:2`` on one node is "not enough slots") and
+start its daemons on other nodes with srun (``plm slurm``), which waits behind the job's own step (every CPU is the
+launches') and hangs; without them, ``-H`` names the hosts and slots and ``rsh`` uses the case's ssh."""
 """The batch script's argument that makes it run one node's launch (what srun starts on every node)."""
 
 # --------------------------------------------------------------------------- the batch script
@@ -136,6 +137,11 @@ def file_name(index: int, path: str) -> str:
     return f"{index}-{PurePosixPath(path).name}"
 
 
+def runs_mpirun(launch: NodeLaunch) -> bool:
+    """Whether ``launch`` starts mpirun (:mod:`dlperf_core.frameworks.mpi`'s node 0: ``bash -c "... exec mpirun ..."``)."""
+    return any(re.search(r"(^|\s)(exec\s+)?mpirun\s", arg) for arg in launch.argv)
+
+
 def _node_branch(job: CaseJob, i: int, redact: bool, with_services: bool) -> list[str]:
     """The lines of node ``i``'s branch in the script's ``--node`` part: its files, its environment, its launch."""
     launch = job.launches[i]
@@ -149,6 +155,8 @@ def _node_branch(job: CaseJob, i: int, redact: bool, with_services: bool) -> lis
         )
     for name, value in sorted(_launch_env(launch, redact).items()):
         lines.append(f"    export {name}={shell_word(value)}")
+    if runs_mpirun(launch):
+        lines += [f"    export {name}={shlex.quote(value)}" for name, value in MPIRUN_OVER_SSH.items()]
     command = " ".join(shell_word(a) for a in _launch_argv(launch, redact))
     own = sorted({str(PurePosixPath(f.path).parent) for f in files} - {"/"})
     own = [d for d in own if d.startswith(NODE_SSH_DIR_PREFIX)]  # the job's own folders on the node (keys)
@@ -166,7 +174,6 @@ def _node_branch(job: CaseJob, i: int, redact: bool, with_services: bool) -> lis
         ]
     elif with_services:  # mpirun over ssh; the sshd nodes wait for this node's launcher to end
         lines += [
-            *(f"    export {name}={shlex.quote(value)}" for name, value in MPIRUN_OVER_SSH.items()),
             "    rc=0",
             f"    {command} || rc=$?",
             f'    touch "$JOB_DIR/{LAUNCHER_DONE}"',

@@ -20,6 +20,8 @@ if [ "${1:-}" = --node ]; then  # one node's launch, as srun starts it on every 
     export DMLC_PS_ROOT_URI="${DLPERF_NODE0_ADDR}"
     export GLOO_SOCKET_IFNAME=eth0
     export PYTHONUNBUFFERED=1
+    export OMPI_MCA_plm=rsh
+    export OMPI_MCA_ras='^slurm'
     exec bash -c "set -e
 cd /workspace/rn50
 exec mpirun --allow-run-as-root --tag-output -np 1 -H '${DLPERF_NODE0_ADDR}:1' --bind-to none --map-by slot -x DLPERF_SUITE_SETTING -x DMLC_PS_ROOT_PORT -x DMLC_PS_ROOT_URI -x GLOO_SOCKET_IFNAME -x PYTHONUNBUFFERED -x PATH /workspace/rn50/mpi-dmlc.sh python /workspace/rn50/train.py --arch resnetv15 --num-layers 50 --mode train --kv-store dist_sync --batch-size 8 --dtype float32 --input-layout NCHW --conv-layout NCHW --batchnorm-layout NCHW --pooling-layout NCHW --num-epochs 1 --benchmark-iters 7 --disp-batches 1 --no-metrics --data-backend synthetic"

@@ -154,6 +154,13 @@ def test_mpirun_across_nodes_runs_sshd_on_the_others_with_the_case_keys(tmp_path
     assert "${DLPERF_NODE0_ADDR}:1,${DLPERF_NODE1_ADDR}:1" in text  # mpirun's hosts, expanded by the batch script
 
 
+def test_mpirun_on_one_node_takes_its_slots_from_its_hosts_not_the_allocation(tmp_path):
+    text = script_of("inventory.yaml", slurm_case("ngc_mxnet", "1n2g"), tmp_path)
+    assert "-np 2 -H '\"${DLPERF_NODE0_ADDR}\"':2" not in text and "-H '${DLPERF_NODE0_ADDR}:2'" in text
+    assert "export OMPI_MCA_ras='^slurm'" in text  # the allocation's one task per node is not mpirun's slots
+    assert "OMPI_MCA" not in script_of("inventory.yaml", slurm_case("pytorch_reference", "1n2g"), tmp_path / "p")
+
+
 def test_redacted_script_keeps_no_secret():
     case = slurm_case("pytorch_reference", "1n1g")
     case = Case(**{**case.__dict__, "env": (("HF_TOKEN", "hf_secret"),)})
