@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import airflow.sdk.execution_time.task_runner  # noqa: F401 - what the task process runs first
 
+import dlperf_airflow.case_operator  # noqa: F401 - run_case's operator (the DAG file imports it)
 import dlperf_airflow.case_tasks  # noqa: F401
 import dlperf_airflow.docker_runtime  # noqa: F401 - the docker SDK
 import dlperf_airflow.environment_step  # noqa: F401
