@@ -35,7 +35,7 @@ ALLOWED_ON_CI: Mapping[str, str] = {
     "tests/e2e/test_slurm_cluster.py::test_e_a_job_past_its_time_limit_ends_timeout": "runs in `make chaos` (DLPERF_CHAOS=all)",
     # The same through dlperf: a case run under time_limit 1 whose training runs past it fails with TIMEOUT's reason
     # (95 s measured: the minute, the check, KillWait, dlperf run's own start); `make chaos` runs it (issue 37).
-    "tests/e2e/test_slurm_runtime.py::test_f_a_case_past_its_time_limit_fails_with_timeouts_reason": "runs in `make chaos` (DLPERF_CHAOS=all)",
+    "tests/e2e/test_slurm_e2e.py::test_f_a_case_past_its_time_limit_fails_with_timeouts_reason": "runs in `make chaos` (DLPERF_CHAOS=all)",
 }
 """The tests that may skip on CI: a node id prefix (a folder ending with /, a file, a test, a test with its
 parameters) -> the text its skip reason must contain. A test that skips for any other reason still fails the run.

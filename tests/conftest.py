@@ -61,7 +61,7 @@ OWN_NETWORK_TESTS = (
     "tests/e2e/test_node_sweep.py",
     "tests/e2e/test_seeds_cpu.py::test_every_seed_frameworks_real_failures_are_failed_rows_with_their_cause",
     "tests/e2e/test_slurm_cluster.py",  # its Slurm cluster: tests/slurm_cluster.py, on a network of its own
-    "tests/e2e/test_slurm_runtime.py",  # the same Slurm test cluster, dlperf run through it
+    "tests/e2e/test_slurm_e2e.py",  # the same Slurm test cluster, dlperf run through it
 )
 """Docker tests that run beside the group: their stand-in nodes are on a network of their own (helpers.own_networks:
 a name on it is no name on dlperf-net) and they count their own containers, which the group's checks leave out."""
