@@ -44,11 +44,14 @@ test: venv services
 ## The deployment loses parts mid-night (tests/chaos/, docs/reliability.md): every fault; `make test` (CI) runs
 ## those that fit its time (worker kill, results database, scheduler and api-server restarts).
 ## Also the Slurm test cluster's job past its time limit (tests/e2e/test_slurm_cluster.py, 1-2 minutes) and a dlperf
-## case run past it (tests/e2e/test_slurm_e2e.py, about 95 s).
+## case run past it (tests/e2e/test_slurm_e2e.py, about 95 s), and the DAG deferring on a bash stand-in of Slurm
+## (tests/airflow_plugin/test_slurm_deferral.py, about 2 minutes; CI runs the DAG on the real test cluster instead).
 chaos: venv services
 	DLPERF_CHAOS=all $(PY) -m pytest -q -p no:cacheprovider tests/chaos \
 	  tests/e2e/test_slurm_cluster.py::test_e_a_job_past_its_time_limit_ends_timeout \
-	  tests/e2e/test_slurm_e2e.py::test_f_a_case_past_its_time_limit_fails_with_timeouts_reason $(PYTEST_ARGS)
+	  tests/e2e/test_slurm_e2e.py::test_f_a_case_past_its_time_limit_fails_with_timeouts_reason \
+	  tests/airflow_plugin/test_slurm_deferral.py::test_a_slurm_case_defers_while_its_job_runs_and_is_stored_as_any_other \
+	  $(PYTEST_ARGS)
 
 ## Lint (ruff), format check (ruff format) and type check (mypy), configured in pyproject.toml; all three run,
 ## the target fails if any does. scripts/lint-fix.sh applies ruff's safe fixes and formatting.

@@ -36,6 +36,9 @@ ALLOWED_ON_CI: Mapping[str, str] = {
     # The same through dlperf: a case run under time_limit 1 whose training runs past it fails with TIMEOUT's reason
     # (95 s measured: the minute, the check, KillWait, dlperf run's own start); `make chaos` runs it (issue 37).
     "tests/e2e/test_slurm_e2e.py::test_f_a_case_past_its_time_limit_fails_with_timeouts_reason": "runs in `make chaos` (DLPERF_CHAOS=all)",
+    # The DAG deferring on a bash stand-in of Slurm (132 s under CI's load): tests/e2e/test_slurm_e2e.py runs the same
+    # DAG on the real Slurm test cluster in CI, so this one runs in `make chaos` only, to leave CI its room (issue 37).
+    "tests/airflow_plugin/test_slurm_deferral.py::test_a_slurm_case_defers_while_its_job_runs_and_is_stored_as_any_other": "runs in `make chaos` (DLPERF_CHAOS=all)",
 }
 """The tests that may skip on CI: a node id prefix (a folder ending with /, a file, a test, a test with its
 parameters) -> the text its skip reason must contain. A test that skips for any other reason still fails the run.
