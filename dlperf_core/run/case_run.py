@@ -190,17 +190,12 @@ def _submitted_form(running: CaseInPhases) -> tuple[str, dict[str, Any]]:
 
 
 def _resumed(runtime: Runtime, submitted: Mapping[str, Any], job: CaseJob) -> CaseInPhases:
-    """The phases of a submitted job again, in another process, from its JSON form: the Slurm runtime's
-    ``resume(SubmittedJob, job)``; another runtime that queues (a test's stand-in) is handed the JSON form as it is."""
+    """The phases of a submitted job again, in another process, from its JSON form: the runtime's
+    ``resume(submitted, job)`` (the Slurm runtime's reads its ``SubmittedJob`` from it)."""
     resume = getattr(runtime, "resume", None)
     if resume is None:
         raise TypeError(f"the {runtime.name} runtime cannot resume a submitted job")
-    if runtime.name == "slurm":
-        from dlperf_core.run.runtime.slurm import SubmittedJob  # the one runtime that waits in a queue today
-
-        running: CaseInPhases = resume(SubmittedJob.from_json(dict(submitted)), job)
-    else:
-        running = resume(dict(submitted), job)
+    running: CaseInPhases = resume(dict(submitted), job)
     return running
 
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dlperf_core.cluster.inventory import ApptainerImage, ContainerImage, Node, SlurmSettings
 from dlperf_core.json_form import JsonForm
@@ -364,8 +365,11 @@ class SlurmRuntime:
     def submit(self, job: CaseJob) -> SlurmCase:
         return SlurmCase(self, job)
 
-    def resume(self, submitted: SubmittedJob, job: CaseJob | None = None) -> SlurmCase:
-        """A case submitted earlier (by this runtime or another one, before a deferral), to poll and collect."""
+    def resume(self, submitted: SubmittedJob | Mapping[str, Any], job: CaseJob | None = None) -> SlurmCase:
+        """A case submitted earlier (by this runtime or another one, before a deferral), to poll and collect;
+        ``submitted`` may be its JSON form (what crossed the deferral)."""
+        if not isinstance(submitted, SubmittedJob):
+            submitted = SubmittedJob.from_json(dict(submitted))
         self.remember(submitted)
         return SlurmCase(self, job, submitted)
 
