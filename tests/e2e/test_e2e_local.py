@@ -26,7 +26,9 @@ def test_local_runtime_smoke_suite_lands_in_postgres(tmp_path, pg_url):
     one = summary[(summary["nodes"] == 1) & (summary["gpus_per_node"] == 1)].iloc[0]
     assert one["speedup"] == pytest.approx(1.0)
     assert summary["speedup"].notna().all() and set(summary["baseline_of"]) == {"this run"}
-    assert set(summary["unreliable_reason"]) == {"single repeat"}  # --repeats 1: every row says so
+    # --repeats 1: every row says so (a row may give a second reason too: on a loaded 2-core machine the CPU
+    # stand-ins' 1n2g once measured a speedup of 2.10, "speedup 2.10 > 2 devices; single repeat")
+    assert all("single repeat" in str(reason).split("; ") for reason in summary["unreliable_reason"])
     # the figures in the printed table are the ones stored
     assert f"{one['median_throughput']:.2f}" in run.stdout
     # each table names its configuration's fingerprint, the one stored, as README.md shows it
