@@ -364,12 +364,17 @@ INFRASTRUCTURE_FIELDS: tuple[str, ...] = (
     "power_limit_w",
     "sm_clock_max_mhz",
     "cluster_env",
+    "scheduler_text",
 )
 SETTINGS_FIELD = "cluster_env"
-"""The one of :data:`INFRASTRUCTURE_FIELDS` that is not a column of ``environments``: the cluster's settings (a
+"""One of :data:`INFRASTRUCTURE_FIELDS` that is not a column of ``environments``: the cluster's settings (a
 suite's, benchmark's and node's ``env:``), read from the stored environment's ``data``
 (:meth:`Environment.cluster_env`)."""
-INFRASTRUCTURE_COLUMNS: tuple[str, ...] = tuple(name for name in INFRASTRUCTURE_FIELDS if name != SETTINGS_FIELD)
+SCHEDULER_FIELD = "scheduler_text"
+"""The other one: the scheduler the case's job ran under, its release and partition (``slurm 22.05.8, partition
+gpu``), read from the stored environment's ``data`` (:meth:`Environment.scheduler_text`)."""
+DATA_FIELDS: tuple[str, ...] = (SETTINGS_FIELD, SCHEDULER_FIELD)
+INFRASTRUCTURE_COLUMNS: tuple[str, ...] = tuple(name for name in INFRASTRUCTURE_FIELDS if name not in DATA_FIELDS)
 """The infrastructure fields that are columns of ``environments``."""
 
 
@@ -406,6 +411,10 @@ class Environment(JsonForm):
     # the node's ``env:``, dlperf_core.model.cluster_env; secret-looking ones left out). Not a configuration's
     # identity: a change of them is a change of the environment, as a driver's is
     settings: dict[str, dict[str, str]] = field(default_factory=dict)
+    # the scheduler's job the case ran as (the slurm runtime: scheduler, version, partition, job_id, node_list;
+    # empty where dlperf started the nodes itself). Its job id and node list make every such environment a row of
+    # its own; what a change between nights is told by is its release and partition (scheduler_text)
+    scheduler: dict[str, str] = field(default_factory=dict)
 
     @property
     def cluster_env(self) -> str | None:
@@ -413,7 +422,13 @@ class Environment(JsonForm):
         what an environment change names."""
         return settings_text(self.settings)
 
-    LEFT_OUT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("settings", "gpu_ids")
+    @property
+    def scheduler_text(self) -> str | None:
+        """:attr:`scheduler`'s release and partition in one line (``slurm 22.05.8, partition gpu``), None when the
+        case ran under no scheduler: what an environment change names (not the job id, new every run)."""
+        return scheduler_text(self.scheduler)
+
+    LEFT_OUT_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("settings", "gpu_ids", "scheduler")
     """Fields added after environments were first stored, left out of the JSON form while empty: an environment
     without them keeps the form, and so the content hash (its row), it had before they existed."""
 
@@ -447,6 +462,14 @@ def settings_text(settings: Mapping[str, Mapping[str, str]] | None) -> str | Non
         if env
     )
     return text or None
+
+
+def scheduler_text(scheduler: Mapping[str, str] | None) -> str | None:
+    """An environment's scheduler (:attr:`Environment.scheduler`) by its release and partition, None when none."""
+    if not scheduler or not scheduler.get("scheduler"):
+        return None
+    text = " ".join(v for v in (scheduler.get("scheduler"), scheduler.get("version")) if v)
+    return text + (f", partition {scheduler['partition']}" if scheduler.get("partition") else "")
 
 
 def _one(values: Sequence[object]) -> object | None:

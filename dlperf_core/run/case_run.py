@@ -228,7 +228,22 @@ def start_case(
         outcome = CaseOutcome(started, datetime.now(UTC), [], runner.describe_error(runtime, planned.nodes, exc))
         spec = launch_spec(runtime, job, planned) if runtime is not None and job is not None else None
     outcome.gpu_health = health
-    return ExecutedRun(planned, outcome, spec)
+    return ExecutedRun(planned, outcome, spec, probed_environment(runtime, job, planned))
+
+
+def probed_environment(runtime: Runtime | None, job: CaseJob | None, planned: PlannedRun) -> Environment | None:
+    """The environment a queueing runtime's job probed on its nodes (the Slurm runtime's ``probed_environment``),
+    with the case's cluster settings, as capture_environment records them; None where the runtime probes nothing
+    inside its jobs or the job left no probe. Never raises: the environment never fails a case."""
+    probed = getattr(runtime, "probed_environment", None)
+    if probed is None or job is None:
+        return None
+    try:
+        found: Environment | None = probed(job, planned.run.case.framework)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("%s: no environment from its job: %s: %s", planned.label, type(exc).__name__, exc)
+        return None
+    return with_settings(found, planned) if found is not None else None
 
 
 def finish_case(
@@ -248,6 +263,7 @@ def finish_case(
     said was wrong (TIMEOUT, NODE_FAIL, ...): the case's failure when the runtime's outcome has none, so that a job
     that did not end well never reads as a success. Never raises for a failed case."""
     runtime: Runtime | None = None
+    job: CaseJob | None = None
     spec = started.launch_spec
     try:
         runtime = runner.make_runtime(planned.runtime, planned.cluster)
@@ -265,7 +281,7 @@ def finish_case(
     elif wait_failure and wait_failure not in outcome.failure:
         outcome.failure = f"{wait_failure}; {outcome.failure}"
     outcome.gpu_health = started.gpu_health
-    return ExecutedRun(planned, outcome, spec)
+    return ExecutedRun(planned, outcome, spec, probed_environment(runtime, job, planned))
 
 
 def node_share(

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar, Self
 
 from dlperf_core.cluster.clock_events import ClockSample
+from dlperf_core.cluster.environment import Environment
 from dlperf_core.cluster.gpu_health import GpuHealth, HealthPolicy
 from dlperf_core.cluster.inventory import Inventory, Node, SlurmSettings, load_inventory
 from dlperf_core.frameworks import get_adapter
@@ -177,6 +178,10 @@ class ExecutedRun(JsonForm):
     planned: PlannedRun
     outcome: CaseOutcome
     launch_spec: LaunchSpec | None = None
+    # the environment the case's own job probed, where the runtime probes inside the job (slurm: its nodes are
+    # Slurm's choice, known once the job ran); store_result stores it and links the row to it, in place of
+    # capture_environment's (planned.environment_id). None: the environment is capture_environment's
+    environment: Environment | None = None
 
     @classmethod
     def deserialize(cls, data: object, version: int) -> Self:

@@ -289,6 +289,19 @@ class SlurmRecord(JsonForm):
     software: str = "none"  # none | pyxis | apptainer (the inventory's software)
     batch_script: str = ""
 
+    def scheduler(self) -> dict[str, str]:
+        """The job's facts as the stored environment keeps them (:attr:`Environment.scheduler
+        <dlperf_core.cluster.environment.Environment.scheduler>`): the scheduler, its version, the partition, the
+        job id and its node list, those known."""
+        facts = {
+            "scheduler": "slurm",
+            "version": self.slurm_version,
+            "partition": self.partition,
+            "job_id": self.job_id,
+            "node_list": self.node_list,
+        }
+        return {name: value for name, value in facts.items() if value}
+
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchSpec(JsonForm):

@@ -9,7 +9,13 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine, Select, func, select
 
-from dlperf_core.cluster.environment import INFRASTRUCTURE_COLUMNS, SETTINGS_FIELD, settings_text
+from dlperf_core.cluster.environment import (
+    INFRASTRUCTURE_COLUMNS,
+    SCHEDULER_FIELD,
+    SETTINGS_FIELD,
+    scheduler_text,
+    settings_text,
+)
 from dlperf_core.storage import queries
 from dlperf_core.storage.models import (
     CONFIGURATION_COLUMNS,
@@ -118,7 +124,7 @@ class StoreReads:
 
     def environment_infrastructure(self, ids: Iterable[int]) -> dict[int, dict[str, object]]:
         """The infrastructure fields (``INFRASTRUCTURE_FIELDS``, what a regression is compared by) of the environments
-        ``ids``: their columns, and the cluster's settings read from their ``data`` (not a column)."""
+        ``ids``: their columns, and the cluster's settings and the scheduler read from their ``data`` (not columns)."""
         wanted = sorted(set(ids))
         if not wanted:
             return {}
@@ -128,7 +134,11 @@ class StoreReads:
                 row[0]: row[1] for row in conn.execute(select(table.c.id, table.c.data).where(table.c.id.in_(wanted)))
             }
         return {
-            row.id: {**row.fields_of(INFRASTRUCTURE_COLUMNS), SETTINGS_FIELD: settings_text(_settings(data[row.id]))}
+            row.id: {
+                **row.fields_of(INFRASTRUCTURE_COLUMNS),
+                SETTINGS_FIELD: settings_text(_settings(data[row.id])),
+                SCHEDULER_FIELD: scheduler_text(_scheduler(data[row.id])),
+            }
             for row in self.environment_rows(wanted)
         }
 
@@ -204,6 +214,12 @@ class StoreReads:
             stmt = stmt.where(mlperf_scores.c.ruleset == ruleset)
         order = (mlperf_scores.c.submitter_folder, mlperf_scores.c.system_folder, mlperf_scores.c.benchmark)
         return self._rows(stmt.order_by(*order), MlperfScoreRow)
+
+
+def _scheduler(data: object) -> dict[str, str] | None:
+    """The scheduler's job in a stored environment's ``data`` (None: none, or stored before it was recorded)."""
+    found = data.get("scheduler") if isinstance(data, dict) else None
+    return found if isinstance(found, dict) else None
 
 
 def _settings(data: object) -> dict[str, dict[str, str]] | None:

@@ -30,6 +30,7 @@ from dlperf_core.cluster.environment_capture import (
 )
 from dlperf_core.cluster.inventory import Node
 from dlperf_core.model import RunIds
+from dlperf_core.run.case_run import WAITS_IN_QUEUE
 from dlperf_core.run.handoff import Plan, PlannedRun, ProbeOutput
 from dlperf_core.run.jobs import default_log_root
 from dlperf_core.storage import ResultStore, default_db_url
@@ -67,6 +68,13 @@ def capture_step(plan: Plan, ids: RunIds) -> list[PlannedRun]:
     ``environment_id`` (None where its environment could not be captured). Never raises."""
     items = list(plan.cases)
     if not items:
+        return items
+    # a queueing runtime's jobs probe the nodes the scheduler gave them (dlperf_core.run.case_run.probed_environment):
+    # this worker is not where they run, and which nodes they get is not known yet
+    if items[0].runtime in WAITS_IN_QUEUE:
+        log.info(
+            "the %s runtime's jobs probe their nodes' environment themselves (store_result stores it)", items[0].runtime
+        )
         return items
     try:
         store = ResultStore(default_db_url())

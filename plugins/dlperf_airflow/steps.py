@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from dlperf_airflow.node_step import routing_inventory
 from dlperf_airflow.runtimes import RUNNER, make_runtime
+from dlperf_core.cluster.environment_capture import describe as describe_environment
 from dlperf_core.cluster.inventory import Inventory
 from dlperf_core.cluster.preflight import PreflightReport
 from dlperf_core.errors import ConfigError
@@ -178,6 +179,19 @@ def store_fabric_step(done: ExecutedRun, ids: RunIds) -> Measurement:
     return measurement
 
 
+def _stored_environment(store: ResultStore, done: ExecutedRun) -> int | None:
+    """The id of the environment ``done``'s job probed, stored once (as capture_environment stores one); None when
+    the database cannot take it now (the row is spooled without it)."""
+    assert done.environment is not None
+    try:
+        environment_id = store.upsert_environment(done.environment, datetime.now(UTC))
+    except Exception as exc:  # noqa: BLE001 - the environment never fails the case
+        log.warning("could not store the environment of %s: %s: %s", done.label, type(exc).__name__, exc)
+        return None
+    log.info("environment %s for %s: %s", environment_id, done.label, describe_environment(done.environment))
+    return environment_id
+
+
 def store_step(done: ExecutedRun, ids: RunIds) -> Measurement:
     """Parse the log, store the row (idempotently), and return the measurement."""
     run, outcome = done.run, done.outcome
@@ -187,6 +201,8 @@ def store_step(done: ExecutedRun, ids: RunIds) -> Measurement:
     environment_id = done.planned.environment_id  # set by capture_environment (node routing: collect_case)
     store = ResultStore(default_db_url())
     try:
+        if done.environment is not None:  # the case's own job probed it (slurm): that one, stored as capture does
+            environment_id = _stored_environment(store, done)
         measurement = measure_case_run(case, outcome, gpu_model=_gpu_model(store, environment_id))
         spool = ResultSpool(store.url)
         spool.drain(store)  # results an earlier task spooled while the database was down go first

@@ -309,6 +309,19 @@ def test_a_every_case_runs_through_slurm_and_is_stored_as_the_docker_runtimes(ru
             assert slurm["node_list"] in want and slurm["software"] == "none", slurm
             nodes = _spec(row)["nodes"]  # each node named by the host Slurm gave it
             assert {n["address"] for n in nodes} <= set(hosts) and all(n["runtime"] == "slurm" for n in nodes), nodes
+            # the stored environment is what the job's nodes probed (their hostnames, not this worker's), with the
+            # job's facts: its id, node list, partition and Slurm's version
+            (environment,) = runs.store.environments([int(row["environment_id"])]).to_dict("records")
+            assert environment["hostnames"] == ",".join(n["address"] for n in nodes), (environment, nodes)
+            assert environment["framework"] == framework and environment["framework_version"], environment
+            scheduler = environment["data"]["scheduler"]
+            assert scheduler == {
+                "scheduler": "slurm",
+                "version": slurm["slurm_version"],
+                "partition": partition,
+                "job_id": str(slurm["job_id"]),
+                "node_list": slurm["node_list"],
+            }, scheduler
         # as on docker: who printed the lines (MXNet's Speedometer; dlperf's reference workload), and the framework's
         # own figure where it prints one (the reference workload's DLLogger Summary; MXNet's train.py prints none)
         if framework == "ngc_mxnet":

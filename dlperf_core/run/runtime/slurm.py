@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dlperf_core.cluster.environment import PROBE_SCRIPT, Environment, combine, parse_probe
 from dlperf_core.cluster.inventory import ApptainerImage, ContainerImage, Node, SlurmSettings
 from dlperf_core.json_form import JsonForm
 from dlperf_core.model import CaseJob, CaseOutcome, RunIds
@@ -31,6 +32,7 @@ from dlperf_core.run.runtime.slurm_jobs import (
     BATCH_SCRIPT,
     FILES_DIR,
     NODE_SSH_DIR_PREFIX,
+    PROBE_FILE,
     SlurmError,
     SlurmJob,
     batch_script,
@@ -48,6 +50,7 @@ from dlperf_core.run.runtime.slurm_jobs import (
     parse_sbatch,
     parse_version,
     pending_reason,
+    probe_output_path,
     queue_command,
     sacct_command,
     sbatch_command,
@@ -149,6 +152,11 @@ def _ran_for(job: SlurmJob | None) -> timedelta | None:
         return None
 
 
+def probe_copy(log_dir: Path, rank: int) -> Path:
+    """Where node ``rank``'s probe output is kept in the case's log folder, once the job ended."""
+    return log_dir / f"node{rank}.probe"
+
+
 def collect_job(
     shell: RemoteShell, submitted: SubmittedJob, final: SlurmJob | None, failure: str | None = None
 ) -> CaseOutcome:
@@ -168,6 +176,8 @@ def collect_job(
         paths.append(str(target))
     batch_log = log_dir / "slurm-batch.log"
     _copy_log(shell, f"{submitted.job_dir}/{BATCH_LOG}", batch_log)
+    for rank in range(len(submitted.nodes)):  # each node's environment, as it probed it before its launch
+        _copy_log(shell, probe_output_path(submitted.job_dir, rank), probe_copy(log_dir, rank))
     try:  # the case's keys off the shared filesystem (the job's own copies on the nodes are gone with its launches)
         shell.run(f"rm -rf {shlex.quote(submitted.job_dir + '/' + FILES_DIR)}", COMMAND_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - the outcome is built all the same; the keys of one case run stay
@@ -255,6 +265,7 @@ class SlurmCase:
                 path = f"{directory}/{FILES_DIR}/{name}"
                 self.shell.write_file(path, f.content.decode())
                 run_checked(self.shell, f"chmod 600 {shlex.quote(path)}")
+            self.shell.write_file(f"{directory}/{PROBE_FILE}", PROBE_SCRIPT)
             self.shell.write_file(script, batch_script(job, settings))
             job_id = parse_sbatch(run_checked(self.shell, sbatch_command(script)))
         except Exception as exc:  # noqa: BLE001 - a job that cannot be submitted fails this case, not the service
@@ -422,6 +433,26 @@ class SlurmRuntime:
             software=self.settings.software_kind,
             batch_script=batch_script(job, self.settings, redact=True),
         )
+
+    def probed_environment(self, job: CaseJob, framework: str) -> Environment | None:
+        """The environment ``job`` ran in, as its nodes probed it inside the job (the batch script runs
+        :data:`~dlperf_core.cluster.environment.PROBE_SCRIPT` on each node before its launch, where the case's
+        software is), with the job's facts (:meth:`SlurmRecord.scheduler
+        <dlperf_core.run.launch_spec.SlurmRecord.scheduler>`: job id, node list, partition, Slurm's version); None
+        when a node left no probe (the job never ran, or was cancelled before)."""
+        submitted = self._submitted.get(job.run_label)
+        if submitted is None:
+            return None
+        outputs = [probe_copy(Path(submitted.log_dir), rank) for rank in range(len(submitted.nodes))]
+        if not all(path.is_file() and path.stat().st_size for path in outputs):
+            return None
+        image = self.image()
+        found = combine(
+            [parse_probe(path.read_text(errors="replace")) for path in outputs],
+            framework=framework,
+            image=image.tag if image else None,
+        )
+        return replace(found, scheduler=self.slurm_record(job).scheduler())
 
     def cleanup(self, labels: dict[str, str]) -> list[str]:
         """Cancel this user's jobs still queued or running whose name is a case run of the DAG run ``labels`` name

@@ -44,6 +44,11 @@ FILES_DIR = "files"
 """Where the runtime writes the files a launch needs before it starts (mpirun's per-case ssh keys)."""
 LAUNCHER_DONE = "launcher.done"
 """Written by node 0 when its launcher ended (mpirun frameworks): the sshd nodes then end too."""
+PROBE_FILE = "probe.sh"
+"""The environment probe (:data:`dlperf_core.cluster.environment.PROBE_SCRIPT`) in the job's folder: every node runs
+it before its launch, its output in ``probe<rank>.txt`` (:func:`probe_output_path`)."""
+PROBE_TIMEOUT_S = 120
+"""How long a node's probe may take before its launch starts without it."""
 NODE_SSH_DIR_PREFIX = "/tmp/dlperf-ssh-"
 """A case's ssh folder on each node is this and its run label (``SlurmRuntime.case_ssh_dir``): the node's own, the
 job's user's, removed when the node's launch ends."""
@@ -61,6 +66,11 @@ launches') and hangs; without them, ``-H`` names the hosts and slots and ``rsh``
 def job_dir(settings: SlurmSettings, run_label: str) -> str:
     """The job's folder on the cluster's shared filesystem: ``<work_dir>/<run label>``."""
     return str(PurePosixPath(settings.work_dir) / run_label)
+
+
+def probe_output_path(directory: str, rank: int) -> str:
+    """Node ``rank``'s environment probe output in the job's folder (the batch script writes it)."""
+    return f"{directory}/probe{rank}.txt"
 
 
 def node_log_path(directory: str, rank: int) -> str:
@@ -233,6 +243,10 @@ def batch_script(job: CaseJob, settings: SlurmSettings, *, title: str | None = N
     )
     lines += ["set -euo pipefail", f"JOB_DIR={shlex.quote(directory)}", ""]
     lines.append(f'if [ "${{1:-}}" = {NODE_FLAG} ]; then  # one node\'s launch, as srun starts it on every node')
+    lines.append("  # the node's environment, as dlperf probes it (where the case's software is), before its launch")
+    lines.append(
+        f'  timeout {PROBE_TIMEOUT_S} sh "$JOB_DIR/{PROBE_FILE}" > "$JOB_DIR/probe$SLURM_NODEID.txt" 2>&1 || true'
+    )
     lines.append('  case "$SLURM_NODEID" in')
     for i in range(len(job.launches)):
         lines += _node_branch(job, i, redact, with_services)

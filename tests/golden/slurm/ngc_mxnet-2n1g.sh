@@ -13,6 +13,8 @@ set -euo pipefail
 JOB_DIR=/shared/dlperf/dlperf-07e648b54d-0000-r0
 
 if [ "${1:-}" = --node ]; then  # one node's launch, as srun starts it on every node
+  # the node's environment, as dlperf probes it (where the case's software is), before its launch
+  timeout 120 sh "$JOB_DIR/probe.sh" > "$JOB_DIR/probe$SLURM_NODEID.txt" 2>&1 || true
   case "$SLURM_NODEID" in
   0)  # slot0: launcher
     mkdir -p "$(dirname /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/id_ed25519)" && cp "$JOB_DIR"/files/0-id_ed25519 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/id_ed25519 && chmod 600 /tmp/dlperf-ssh-dlperf-07e648b54d-0000-r0/id_ed25519

@@ -13,6 +13,8 @@ set -euo pipefail
 JOB_DIR=/shared/dlperf/dlperf-07e648b54d-0000-r0
 
 if [ "${1:-}" = --node ]; then  # one node's launch, as srun starts it on every node
+  # the node's environment, as dlperf probes it (where the case's software is), before its launch
+  timeout 120 sh "$JOB_DIR/probe.sh" > "$JOB_DIR/probe$SLURM_NODEID.txt" 2>&1 || true
   case "$SLURM_NODEID" in
   0)  # slot0: launcher
     export DLPERF_SUITE_SETTING=on

@@ -119,6 +119,58 @@ def test_a_job_that_completes(tmp_path):
     assert (outcome.finished_at - outcome.started_at).total_seconds() == pytest.approx(72, abs=1)  # End - Start
 
 
+def test_the_environment_is_what_the_jobs_nodes_probed_with_the_jobs_facts(tmp_path):
+    from dlperf_core.cluster.environment import PROBE_SCRIPT, parse_probe, run_probe_locally
+
+    runtime, login, job = make_job(tmp_path)
+    running = runtime.submit(job)
+    running.submit()
+    folder = f"/shared/dlperf/{job.run_label}"
+    assert login.files[f"{folder}/probe.sh"] == PROBE_SCRIPT.encode()  # what every node runs before its launch
+    assert running.poll()
+    node_logs(login, job)
+    assert running.collect().failure is None
+    assert runtime.probed_environment(job, "pytorch_reference") is None  # no node left a probe: none, not a guess
+    probe = run_probe_locally()  # this machine plays both nodes: the probe's real output
+    for rank in range(2):
+        login.files[f"{folder}/probe{rank}.txt"] = probe.encode()
+    running = runtime.resume(running.submitted.to_json(), job)
+    assert running.poll()
+    running.collect()
+    assert (job.log_dir / "node1.probe").read_text() == probe  # kept beside the nodes' logs
+    environment = runtime.probed_environment(job, "pytorch_reference")
+    assert environment.hostnames == (parse_probe(probe).hostname,) * 2
+    assert environment.cpu_count == 2 * parse_probe(probe).cpu_count
+    assert environment.framework == "pytorch_reference" and environment.image is None  # software none
+    # the job's facts, as scontrol and sinfo told them (tests/data/slurm/scontrol-completed.txt, sinfo-version.txt)
+    assert environment.scheduler == {
+        "scheduler": "slurm",
+        "version": "22.05.8",
+        "partition": "debug",
+        "job_id": "42",
+        "node_list": "c[1-2]",
+    }
+    assert environment.scheduler_text == "slurm 22.05.8, partition debug"  # what a change between nights names
+    assert environment.infrastructure()["scheduler_text"] == "slurm 22.05.8, partition debug"
+
+
+def test_an_environment_without_a_scheduler_keeps_its_json_form_and_row():
+    from dataclasses import replace
+
+    from dlperf_core.cluster.environment import combine, environment_changes, parse_probe, run_probe_locally
+
+    found = combine([parse_probe(run_probe_locally())], framework="pytorch_reference")
+    assert "scheduler" not in found.to_json() and found.scheduler_text is None
+    under_slurm = replace(found, scheduler={"scheduler": "slurm", "version": "22.05.8", "partition": "gpu"})
+    upgraded = replace(under_slurm, scheduler={**under_slurm.scheduler, "version": "23.02.7", "job_id": "9"})
+    assert under_slurm.content_hash != found.content_hash
+    assert environment_changes(under_slurm.infrastructure(), upgraded.infrastructure()) == [
+        "scheduler_text: slurm 22.05.8, partition gpu -> slurm 23.02.7, partition gpu"
+    ]
+    next_job = replace(under_slurm, scheduler={**under_slurm.scheduler, "job_id": "10"})
+    assert environment_changes(under_slurm.infrastructure(), next_job.infrastructure()) == []  # a job id is no change
+
+
 @pytest.mark.parametrize(
     ("state", "reason", "code"),
     [
@@ -335,7 +387,7 @@ exit $rc
 FAKE_SCONTROL = '#!/bin/bash\n[ "$1 $2" = "show hostnames" ] && printf "host-a\\nhost-b\\n"\n'
 
 
-def run_script(tmp_path: Path, launches, files=()):
+def run_script(tmp_path: Path, launches, files=(), probe: str | None = None):
     """The batch script of ``launches`` run by bash as sbatch would (with srun and scontrol stand-ins on PATH); ``files``
     for node 0 only (every "node" here is this machine: two copies to one path would race)."""
     import os
@@ -371,6 +423,8 @@ def run_script(tmp_path: Path, launches, files=()):
     for k, f in enumerate(files):
         (folder / FILES_DIR / file_name(k, f.path)).write_bytes(f.content)
     (folder / "batch.sh").write_text(batch_script(job, settings))
+    if probe is not None:  # the environment probe the runtime writes beside the script (none: the nodes go on)
+        (folder / "probe.sh").write_text(probe)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "x"}
     done = subprocess.run(["bash", str(folder / "batch.sh")], env=env, capture_output=True, text=True, timeout=60)
     logs = [  # a node killed before it started (another failed first) wrote none
@@ -391,6 +445,19 @@ def test_every_node_runs_its_launch_with_the_host_slurm_chose(tmp_path):
     assert done.returncode == 0, done.stderr
     assert logs == ["node 0 master=host-a rank=0\n", "node 1 master=host-a rank=1\n"]
     assert "dlperf: job 42 on host-a host-b" in done.stdout
+
+
+def test_every_node_probes_its_environment_before_its_launch(tmp_path):
+    from dlperf_core.cluster.environment import PROBE_SCRIPT, parse_probe
+
+    launch = (("bash", "-c", 'echo "rank $SLURM_NODEID"'), "launcher")
+    done, logs = run_script(tmp_path, [launch, launch], probe=PROBE_SCRIPT)
+    assert done.returncode == 0, done.stderr
+    assert logs == ["rank 0\n", "rank 1\n"]  # the probe's output is its own file, not the node's log
+    folder = tmp_path / "work" / "dlperf-test-0000-r0"
+    probes = [parse_probe((folder / f"probe{rank}.txt").read_text()) for rank in range(2)]
+    assert all(p.hostname and p.cpu_count for p in probes)
+    # without the probe (this test's other scripts) every launch runs all the same: see the test above
 
 
 def test_a_node_that_fails_fails_the_job(tmp_path):
