@@ -344,6 +344,17 @@ def slurm_cluster(*, build: bool = True, ready_timeout: float = 120) -> Iterator
             workdir.rmdir()
 
 
+@contextlib.contextmanager
+def module_cluster(seconds: dict[str, float], title: str) -> Iterator[SlurmCluster]:
+    """A test module's cluster (its ``cluster`` fixture): started, its start's timings added to ``seconds``, removed
+    after its tests with nothing left on the engine, and ``seconds`` printed under ``title``."""
+    with slurm_cluster() as started:
+        seconds.update(started.timings)
+        yield started
+    assert leftovers(started.cluster_id) == []
+    print(f"\n{title} seconds:", {k: round(v, 1) for k, v in seconds.items()})
+
+
 def _wait_ready(cluster: SlurmCluster, timeout: float) -> None:
     """Until every node is idle in sinfo and the login node answers SSH; else a SlurmError with the logs."""
     deadline = time.monotonic() + timeout

@@ -104,7 +104,8 @@ class RunCaseOperator(BaseOperator):
             raise TypeError(f"{planned.label}: resumed without its submitted job (XCom {STARTED_KEY}: {started!r})")
         end = WaitEnd.from_json(event or {})
         if end.reason:
-            self.log.warning("%s: slurm job %s: %s", planned.label, end.job_id, end.reason)
+            named = end.reason.startswith(f"slurm job {end.job_id}")  # most of the trigger's reasons name the job
+            self.log.warning("%s: %s", planned.label, end.reason if named else f"slurm job {end.job_id}: {end.reason}")
         else:
             self.log.info("%s: slurm job %s ended: %s", planned.label, end.job_id, end.state)
         return steps.finish_case_step(

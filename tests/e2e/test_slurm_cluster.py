@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from helpers import docker_marks
-from slurm_cluster import FRAMEWORK_IMAGES, KILL_WAIT_S, SlurmCluster, drained, leftovers, slurm_cluster
+from slurm_cluster import FRAMEWORK_IMAGES, KILL_WAIT_S, SlurmCluster, drained, module_cluster
 
 pytestmark = [*docker_marks(FRAMEWORK_IMAGES["torch"]), *docker_marks(FRAMEWORK_IMAGES["mxnet"])[3:]]
 
@@ -26,11 +26,8 @@ SECONDS: dict[str, float] = {}
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
-    with slurm_cluster() as started:
-        SECONDS.update(started.timings)
+    with module_cluster(SECONDS, "Slurm cluster") as started:
         yield started
-    assert leftovers(started.cluster_id) == []
-    print("\nSlurm cluster seconds:", {k: round(v, 1) for k, v in SECONDS.items()})
 
 
 @pytest.fixture(autouse=True)

@@ -35,7 +35,7 @@ import yaml
 
 from dlperf_core.storage import ResultStore
 from helpers import DLPERF, REPO, cli_env, docker_marks, run_id_of
-from slurm_cluster import FRAMEWORK_IMAGES, SlurmCluster, leftovers, slurm_cluster
+from slurm_cluster import FRAMEWORK_IMAGES, SlurmCluster, module_cluster
 
 pytestmark = [*docker_marks(FRAMEWORK_IMAGES["torch"]), *docker_marks(FRAMEWORK_IMAGES["mxnet"])[3:]]
 
@@ -169,11 +169,8 @@ def script_has(cluster: SlurmCluster, job: dict[str, str], text: str) -> bool:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
-    with slurm_cluster() as started:
-        SECONDS.update(started.timings)
+    with module_cluster(SECONDS, "Slurm runtime") as started:
         yield started
-    assert leftovers(started.cluster_id) == []
-    print("\nSlurm runtime seconds:", {k: round(v, 1) for k, v in SECONDS.items()})
 
 
 @pytest.fixture(scope="module")
