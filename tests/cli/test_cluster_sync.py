@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,45 @@ def test_cluster_sync_is_idempotent_against_a_real_metadata_db(tmp_path, pg_url)
     env = _env(tmp_path, pg_url)
     migrate = subprocess.run([str(AIRFLOW), "db", "migrate"], env=env, capture_output=True, text=True, timeout=600)
     assert migrate.returncode == 0, migrate.stderr[-3000:]
+    _sync_scenario(tmp_path, env, pg_url, through_api=False)
 
+
+def test_cluster_sync_through_airflows_rest_api_makes_the_same_changes(tmp_path, metadata_url):
+    """The same scenario through a real api-server's REST API (the simple auth manager's user logs in with
+    DLPERF_AIRFLOW_API_USER/PASSWORD); the sync process reaches no metadata DB: its environment names none."""
+    from airflow_stack import prepare_stack
+
+    password = f"pw-{uuid.uuid4().hex[:10]}"
+    # no Fernet key, as above: the stored password and extra read back as written
+    stack = prepare_stack(
+        tmp_path / "airflow", metadata_url, metadata_url, "admin", password, {"AIRFLOW__CORE__FERNET_KEY": ""}
+    )
+    stack.start("api-server", "api-server", "--host", "127.0.0.1", "--port", str(stack.port), "--workers", "1")
+    try:
+        stack.wait_until("the api-server", lambda: stack.request("GET", "/api/v2/monitor/health")[0] == 200, 240)
+        env = {k: v for k, v in _env(tmp_path, metadata_url).items() if k != "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"}
+        env.update(
+            AIRFLOW_HOME=str(tmp_path / "no-airflow-here"),  # were it read, it would be an empty SQLite DB
+            DLPERF_AIRFLOW_API_URL=stack.url,
+            DLPERF_AIRFLOW_API_USER=stack.username,
+            DLPERF_AIRFLOW_API_PASSWORD=stack.password,
+        )
+        _sync_scenario(tmp_path, env, metadata_url, through_api=True)
+        assert not (tmp_path / "no-airflow-here" / "airflow.db").exists()
+        wrong = _sync(tmp_path, {**env, "DLPERF_AIRFLOW_API_PASSWORD": "wrong"}, INVENTORY.format(port=22, extra=""))
+        assert wrong.returncode == 2 and "could not log in as admin: HTTP 401" in wrong.stderr, wrong.stderr
+        bare = {k: v for k, v in env.items() if not k.startswith("DLPERF_AIRFLOW_API_USER")}
+        none = _sync(tmp_path, bare, INVENTORY.format(port=22, extra=""))
+        assert none.returncode == 2 and "give a token (--api-token" in none.stderr, none.stderr
+    finally:
+        stack.stop()
+
+
+def _sync_scenario(tmp_path: Path, env: dict[str, str], pg_url: str, *, through_api: bool) -> None:
+    """Create, again (nothing changes), change, rotate a password, refuse a bad inventory, prune: each step's
+    actions and what is in the metadata DB after it. Through the API a managed password cannot be compared (the API
+    never shows it): its connection is ``updated`` each time."""
+    managed_password_again = "updated" if through_api else "unchanged"
     first = _actions(_sync(tmp_path, env, INVENTORY.format(port=2222, extra="")))
     assert first == {
         ("connection", "dlperf_node_gpu-a"): "created",
@@ -141,14 +180,15 @@ def test_cluster_sync_is_idempotent_against_a_real_metadata_db(tmp_path, pg_url)
 
     # Again: nothing changes, nothing is duplicated.
     again = _actions(_sync(tmp_path, env, INVENTORY.format(port=2222, extra="")))
-    assert set(again.values()) == {"unchanged"} and set(again) == set(first)
+    assert again.pop(("connection", "dlperf_docker_gpu-a")) == managed_password_again
+    assert set(again.values()) == {"unchanged"} and set(again) | {("connection", "dlperf_docker_gpu-a")} == set(first)
     assert _state(pg_url)[0].keys() == conns.keys()
 
     # A changed port updates the connection in place; a new node gets its own pair.
     changed = _actions(_sync(tmp_path, env, INVENTORY.format(port=2200, extra="  - {name: cpu-c, gpus: 2}\n")))
     assert changed[("connection", "dlperf_node_gpu-a")] == "updated"
     assert changed[("connection", "dlperf_node_gpu-b")] == "unchanged"
-    assert changed[("connection", "dlperf_docker_gpu-a")] == "unchanged"
+    assert changed[("connection", "dlperf_docker_gpu-a")] == managed_password_again
     assert changed[("pool", "dlperf_node_cpu-c")] == "created"
     assert ("connection", "dlperf_node_cpu-c") not in changed  # no ssh declared: no SSH connection
     conns, pools = _state(pg_url)
