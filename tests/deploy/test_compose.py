@@ -387,6 +387,8 @@ ALERT_SETTINGS = {  # .env's regression alert lines (docs/operations.md, "Regres
     "AIRFLOW_CONN_SMTP_DEFAULT": "smtp://relay.example.org:25?disable_ssl=true&disable_tls=true",
     "DLPERF_ALERT_EMAIL_TO": "perf-team@example.org,oncall@example.org",
     "DLPERF_ALERT_EMAIL_FROM": "dlperf@example.org",
+    "DLPERF_SLOW_NODE_FRACTION": "0.08",  # and the slow-node policy (docs/operations.md, "Slow nodes")
+    "DLPERF_SLOW_NODE_Z": "3",
 }
 
 
