@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import configparser
 import json
+import re
 import shlex
 
 import pytest
@@ -16,6 +17,7 @@ from dlperf_cli.airflow_setup_cmd import (
     DEFAULT_BUNDLES,
     LOCAL_BUNDLE,
     bundle_path,
+    pool_command,
 )
 from dlperf_cli.main import main
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
@@ -89,3 +91,15 @@ def test_env_lines_append_to_the_admins_own_values(capsys):
 def test_a_bundle_list_that_is_not_one_is_refused(capsys, bundles):
     assert main(["airflow-setup", "--bundles", bundles]) == 2
     assert "--bundles" in capsys.readouterr().err
+
+
+def test_the_docs_example_is_what_it_prints(capsys):
+    """docs/airflow-provider.md's example output, its venv's path standing for this checkout's dags/."""
+    page = (REPO / "docs" / "airflow-provider.md").read_text()
+    example = re.search(r"^\$ dlperf airflow-setup --format env\n(.*?)^```", page, flags=re.M | re.S)
+    assert example is not None
+    shown = example.group(1).replace(
+        "/opt/airflow-venv/lib/python3.11/site-packages/dlperf_airflow/bundle", str(bundle_path())
+    )
+    assert shown == _setup(capsys, "--format", "env")
+    assert f"`{pool_command()}`" in page.replace("\n  ", " ")  # the list item's text, its line breaks joined
