@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from dlperf_cli.airflow_setup_cmd import CLUSTER_POOL, CLUSTER_POOL_DESCRIPTION, CLUSTER_POOL_SLOTS
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
 from dlperf_core.plan.defaults import MAX_CASE_RUNS
 
@@ -80,7 +81,7 @@ def migrate_metadata_db() -> None:
 
     upgradedb()
     Pool.create_or_update_pool(
-        "dlperf_cluster", slots=1, description="one benchmark case at a time on the cluster", include_deferred=True
+        CLUSTER_POOL, slots=CLUSTER_POOL_SLOTS, description=CLUSTER_POOL_DESCRIPTION, include_deferred=True
     )
 
 

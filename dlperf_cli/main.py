@@ -367,6 +367,10 @@ def build_parser() -> argparse.ArgumentParser:
     from dlperf_cli.regressions_cmd import add_regressions_parser
 
     add_regressions_parser(sub)  # dlperf regressions replay
+
+    from dlperf_cli.airflow_setup_cmd import add_airflow_setup_parser
+
+    add_airflow_setup_parser(sub)  # dlperf airflow-setup
     return p
 
 

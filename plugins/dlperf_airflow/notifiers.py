@@ -60,7 +60,7 @@ EMAIL_FROM = "DLPERF_ALERT_EMAIL_FROM"
 SLACK_CONN_ID = "slack_webhook_default"  # the Slack provider's default Incoming Webhook connection
 SMTP_CONN_ID = "smtp_default"  # the SMTP provider's default connection
 RUN_TAB_ROUTE = "dlperf-run-results"
-"""The ``url_route`` of the "dlperf results" tab of a DAG run (plugins/dlperf_results_plugin.py)."""
+"""The ``url_route`` of the "dlperf results" tab of a DAG run (plugins/dlperf_airflow/plugin.py)."""
 
 
 class LogRegressionNotifier(BaseNotifier):

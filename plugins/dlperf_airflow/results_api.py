@@ -1,4 +1,4 @@
-"""The results page's FastAPI app, mounted on Airflow's api-server by ``plugins/dlperf_results_plugin.py``.
+"""The results page's FastAPI app, mounted on Airflow's api-server by ``dlperf_airflow/plugin.py``.
 
 JSON under ``api/``, the results page at ``/`` (rendered by :mod:`dlperf_airflow.results_page`), one run's page
 at ``runs/<dag_id>/<run_id>`` and its report files at ``reports/<dag_id>/<run_id>/<file>``

@@ -101,7 +101,7 @@ def test_the_names_build_the_provider_notifiers(monkeypatch):
 
 
 def test_the_run_tab_route_is_the_plugins():
-    plugin = (REPO / "plugins" / "dlperf_results_plugin.py").read_text()
+    plugin = (REPO / "plugins" / "dlperf_airflow" / "plugin.py").read_text()
     assert f'"url_route": "{RUN_TAB_ROUTE}"' in plugin
 
 

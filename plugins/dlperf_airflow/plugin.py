@@ -1,5 +1,9 @@
 """Airflow plugin: the dlperf results page in Airflow's UI.
 
+Found through the package's ``airflow.plugins`` entry point (pyproject.toml; also named in the provider info's
+``plugins``, :mod:`dlperf_airflow.provider`), not through a plugins folder: plugins/.airflowignore keeps
+Airflow's folder scan out of dlperf_airflow/, so the plugin is registered once.
+
 * ``fastapi_apps``: :mod:`dlperf_airflow.results_api` on the api-server at ``/dlperf`` (JSON under
   ``/dlperf/api/``, the page at ``/dlperf/``), authenticated and authorized like Airflow's own API;
 * ``external_views``: a "dlperf results" entry in the UI's Browse menu that shows that page inside the UI
