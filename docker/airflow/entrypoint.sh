@@ -26,6 +26,15 @@ if [ -z "${AIRFLOW__API__BASE_URL:-}" ]; then
   export AIRFLOW__API__BASE_URL="${AIRFLOW_BASE_URL:-http://${DLPERF_PUBLISH_ADDR:-localhost}:8080}"
 fi
 
+# dlperf's DAGs: the installed package's bundle beside the dags-folder one (`dlperf airflow-setup`, written at the
+# image's build), unless the deployment gives its own list.
+if [ -z "${AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST:-}" ] && [ -f /opt/venv/dlperf-bundle.env ]; then
+  set -a
+  # shellcheck disable=SC1091
+  . /opt/venv/dlperf-bundle.env
+  set +a
+fi
+
 AIRFLOW_COMMANDS=" api-server scheduler dag-processor triggerer celery db version info config connections \
 pools variables dags tasks users jobs providers plugins standalone cheat-sheet kerberos rotate-fernet-key "
 if [ $# -eq 0 ]; then

@@ -8,6 +8,7 @@ the image from ``scripts/build-images.sh`` (``DLPERF_TEST_NO_BUILD=1``: use the 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -221,8 +222,12 @@ def test_image_imports_the_dag_without_torch(airflow_image):
     script = (
         "import importlib.util, sys\n"
         "assert importlib.util.find_spec('torch') is None, 'torch is installed'\n"
+        "import os, dlperf_airflow.bundle\n"
         "from airflow.dag_processing.dagbag import DagBag\n"
-        "bag = DagBag(dag_folder='/opt/airflow/dags')\n"
+        "bundle = os.path.dirname(dlperf_airflow.bundle.__file__)\n"
+        "assert bundle.startswith('/opt/venv/lib/'), bundle  # the installed wheel's, not a copy of dags/\n"
+        "assert os.listdir('/opt/airflow/dags') == [] and os.listdir('/opt/airflow/plugins') == []\n"
+        "bag = DagBag(dag_folder=bundle)\n"
         "assert not bag.import_errors, bag.import_errors\n"
         "dag = bag.dags['dlperf_benchmark']\n"
         "import airflow.providers.celery, airflow.providers.ssh, airflow.providers.docker\n"
@@ -237,6 +242,10 @@ def test_image_imports_the_dag_without_torch(airflow_image):
     assert torch_loaded == "False"
     cli = _run(airflow_image, "dlperf", "cluster", "sync", "--help")
     assert cli.returncode == 0 and "--inventory" in cli.stdout
+    # every service's DAGs: the entrypoint's bundle list, dlperf's installed bundle beside the (empty) dags folder
+    bundles = _run(airflow_image, "bash", "-c", 'printf %s "$AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"')
+    entries = {entry["name"]: entry["kwargs"] for entry in json.loads(bundles.stdout)}
+    assert set(entries) == {"dags-folder", "dlperf"} and entries["dlperf"]["path"].startswith("/opt/venv/lib/"), entries
 
 
 ONE_CASE_SUITE = """

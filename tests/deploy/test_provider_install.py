@@ -7,7 +7,8 @@ fails in that venv.
 
 No Docker; the network-free pip of this machine (PIP_FIND_LINKS and its cache). One venv for the module (a
 module-scoped fixture); each step's seconds are printed at the end. Not done here: a smoke run through that
-Airflow (the DAG on the docker runtime), the compose image installing the wheel.
+Airflow (the DAG on the docker runtime; the compose test runs it on the image that installs the wheel,
+tests/e2e/test_compose_e2e.py).
 """
 
 from __future__ import annotations
