@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from dlperf_cli.airflow_setup_cmd import CLUSTER_POOL, CLUSTER_POOL_DESCRIPTION, CLUSTER_POOL_SLOTS
+from dlperf_cli.airflow_setup_cmd import CLUSTER_POOL, CLUSTER_POOL_DESCRIPTION, CLUSTER_POOL_SLOTS, bundle_path
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
 from dlperf_core.plan.defaults import MAX_CASE_RUNS
 
@@ -18,11 +18,12 @@ DAG_ID = "dlperf_benchmark"
 
 
 def airflow_settings(airflow_home: Path) -> dict[str, str]:
-    """The embedded Airflow's configuration (environment variables): this checkout's DAGs and plugins, no
+    """The embedded Airflow's configuration (environment variables): dlperf's DAGs as installed, no
     examples, an SQLite metadata database in ``airflow_home``, quiet logs, dlperf's hand-offs allowed back, up to
     :data:`~dlperf_core.plan.defaults.MAX_CASE_RUNS` mapped case runs."""
     return {
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        # dlperf's own DAGs, as installed (the package's bundle; a checkout's dags/ in an editable install)
+        "AIRFLOW__CORE__DAGS_FOLDER": str(bundle_path()),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
@@ -36,7 +37,7 @@ def airflow_settings(airflow_home: Path) -> dict[str, str]:
 
 
 def prepare_environment(home: Path | None = None) -> Path:
-    """Point Airflow at the repository's dags/ and plugins/ and a private AIRFLOW_HOME (unless set):
+    """Point Airflow at dlperf's installed DAGs (always) and a private AIRFLOW_HOME (unless set):
     ``home``, else ``$DLPERF_HOME/.dlperf/airflow`` (:mod:`dlperf_core.home`), whatever the current directory.
     ``DLPERF_HOME`` is exported as resolved, so every task sees the same home."""
     from dlperf_core.home import dlperf_home, state_dir
@@ -44,8 +45,12 @@ def prepare_environment(home: Path | None = None) -> Path:
     airflow_home = Path(os.environ.get("AIRFLOW_HOME") or (home or state_dir("airflow"))).resolve()
     airflow_home.mkdir(parents=True, exist_ok=True)
     os.environ["AIRFLOW_HOME"] = str(airflow_home)
-    for key, value in airflow_settings(airflow_home).items():
+    settings = airflow_settings(airflow_home)
+    for key, value in settings.items():
         os.environ.setdefault(key, value)
+    # this embedded Airflow runs dlperf's DAG, wherever the environment's dags folder is (the compose image's
+    # /opt/airflow/dags holds none: the DAGs come with the installed package)
+    os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = settings["AIRFLOW__CORE__DAGS_FOLDER"]
     os.environ["DLPERF_HOME"] = str(dlperf_home())  # absolute: a task in another folder resolves the same
     plugins = str(REPO_ROOT / "plugins")
     if plugins not in sys.path:
@@ -88,7 +93,7 @@ def migrate_metadata_db() -> None:
 def load_dag():
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    bag = DagBag(dag_folder=str(bundle_path()))
     if bag.import_errors:
         raise RuntimeError(f"DAG import errors: {bag.import_errors}")
     return bag.dags[DAG_ID]
