@@ -65,11 +65,12 @@ from dlperf_core.measure.maxbatch import SearchResult
 from dlperf_core.measure.measurement import Measurement
 from dlperf_core.measure.regression import DetectionReport
 from dlperf_core.model import RunIds
+from dlperf_core.plan.defaults import CLUSTER_POOL
 from dlperf_core.run.handoff import ExecutedRun, NodeReport, Plan, PlannedRun
 from dlperf_core.run.run_status import RunCounts
 
 DAG_ID = "dlperf_benchmark"
-POOL = "dlperf_cluster"
+POOL = CLUSTER_POOL
 # Tasks that hold the cluster's devices (case runs, max batch trials): one at a time, across DAG runs.
 ON_THE_CLUSTER = dict(
     pool=POOL,

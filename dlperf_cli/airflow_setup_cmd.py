@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
-from dlperf_core.plan.defaults import MAX_CASE_RUNS
+from dlperf_core.plan.defaults import CLUSTER_POOL, CLUSTER_POOL_DESCRIPTION, CLUSTER_POOL_SLOTS, MAX_CASE_RUNS
 
 BUNDLE_PACKAGE = "dlperf_airflow.bundle"
 """The installed DAG files (pyproject.toml maps the repository's dags/ to it)."""
@@ -40,10 +40,6 @@ DEFAULT_BUNDLES: list[dict[str, Any]] = [{"name": "dags-folder", "classpath": LO
 """Airflow 3.3's default ``[dag_processor] dag_bundle_config_list`` (its config.yml): the dags folder."""
 AIRFLOW_DESERIALIZATION_DEFAULT = "airflow.*"
 """Airflow 3.3's default ``[core] allowed_deserialization_classes``."""
-CLUSTER_POOL = "dlperf_cluster"
-"""The pool of the DAG's cases and probes (dags/dlperf_benchmark.py's POOL): one case at a time on the cluster."""
-CLUSTER_POOL_SLOTS = 1
-CLUSTER_POOL_DESCRIPTION = "one benchmark case at a time on the cluster"
 
 
 def bundle_path() -> Path:

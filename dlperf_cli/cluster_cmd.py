@@ -255,8 +255,12 @@ class RestApi:
 
     def _get(self, path: str) -> Any | None:
         """The object at ``path``, None when there is none (404)."""
-        answer = self._call("GET", path, ok=(200, 404))
-        return None if isinstance(answer, dict) and answer.get("status_code") == 404 else answer
+        status, answer = _http("GET", self.url + path, None, self.token, self.timeout_s)
+        if status == 404:
+            return None
+        if status != 200:
+            raise ApiError(f"GET {self.url}{path}: HTTP {status}: {str(answer)[:500]}")
+        return answer
 
     def apply_connection(self, spec: ConnectionSpec) -> str:
         path = f"/api/v2/connections/{urllib.parse.quote(spec.conn_id, safe='')}"
@@ -338,10 +342,6 @@ def _http(method: str, url: str, body: dict | None, token: str | None, timeout_s
         answer = json.loads(raw) if raw else None
     except ValueError:
         answer = raw.decode(errors="replace")
-    if status == 404 and not isinstance(answer, dict):
-        answer = {"status_code": 404, "detail": answer}
-    elif status == 404 and isinstance(answer, dict):
-        answer = {**answer, "status_code": 404}
     return status, answer
 
 

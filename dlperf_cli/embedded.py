@@ -9,9 +9,9 @@ import os
 import sys
 from pathlib import Path
 
-from dlperf_cli.airflow_setup_cmd import CLUSTER_POOL, CLUSTER_POOL_DESCRIPTION, CLUSTER_POOL_SLOTS, bundle_path
+from dlperf_cli.airflow_setup_cmd import bundle_path
 from dlperf_core.json_form import ALLOWED_DESERIALIZATION_CLASSES
-from dlperf_core.plan.defaults import MAX_CASE_RUNS
+from dlperf_core.plan.defaults import CLUSTER_POOL, CLUSTER_POOL_DESCRIPTION, CLUSTER_POOL_SLOTS, MAX_CASE_RUNS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DAG_ID = "dlperf_benchmark"

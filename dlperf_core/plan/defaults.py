@@ -66,6 +66,13 @@ and every task process it forks finds them imported. Without it every task of th
 of CPU here): the node tasks of a case over 8 stand-in nodes, started together on 2 cores, spent 2.8 s in Airflow's
 "Pre Execute" against 0.5 s over 2 nodes (docs/benchmarks.md (h), ``bench/growth_nodes.py``)."""
 
+CLUSTER_POOL = "dlperf_cluster"
+"""The Airflow pool of the DAG's tasks that hold the cluster (case runs, max batch trials, probes): one at a time,
+across DAG runs, counting deferred tasks (a case waiting for its Slurm job holds it). dags/dlperf_benchmark.py uses
+it; the embedded ``dlperf run``, ``dlperf airflow-setup`` and docker-compose.yaml's airflow-init create it."""
+CLUSTER_POOL_SLOTS = 1
+CLUSTER_POOL_DESCRIPTION = "one benchmark case at a time on the cluster"
+
 MAX_CASE_RUNS = 4096
 """The most case runs one DAG run maps: the ``[core] max_map_length`` dlperf's deployments give Airflow
 (``AIRFLOW__CORE__MAX_MAP_LENGTH``: the embedded ``dlperf run``, docker-compose.yaml, the tests' stacks). Airflow's
