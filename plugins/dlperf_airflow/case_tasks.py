@@ -43,7 +43,8 @@ class CaseTasks:
 
     def states(self, index: int) -> dict[str, str | None]:
         """{task: state} of the case run tasks at ``index``, named within their group (``run_case``,
-        ``store_result``, ``on_node0``); {} when Airflow cannot say."""
+        ``store_result``, ``on_node0``), in the order they run (store_result last; Airflow answers in no set
+        order); {} when Airflow cannot say."""
         try:
             found = self._ti.get_task_states(dag_id=self._ids.dag_id, run_ids=[self._ids.run_id], map_index=index)
         except Exception as exc:  # noqa: BLE001 - the reason is then told without the states
@@ -51,4 +52,5 @@ class CaseTasks:
             return {}
         suffix = f"_{index}"
         named = {key.removesuffix(suffix): state for key, state in (found.get(self._ids.run_id) or {}).items()}
-        return {task.removeprefix(CASE_RUN_GROUP + "."): state for task, state in named.items() if is_case_task(task)}
+        ours = {task.removeprefix(CASE_RUN_GROUP + "."): state for task, state in named.items() if is_case_task(task)}
+        return dict(sorted(ours.items(), key=lambda item: (item[0] == "store_result", item[0])))
