@@ -10,13 +10,18 @@ Per node ``<name>`` of the inventory:
   ``docker.registry``): the Docker provider's registry login, conn type ``docker``, host/login = the
   registry's server and username, password = ``$<docker.registry.password_env>`` (left as it is when the
   inventory names no variable, so one set by hand stays), extra ``email``. The docker runtime gives it to the
-  provider's ``DockerHook(docker_conn_id=...)``, which logs in with it; the engine's address and TLS client
-  stay the inventory's ``docker_url`` and ``docker.tls`` (``dlperf_airflow.docker_runtime.DockerEndpoint``);
+  provider's ``DockerHook(docker_conn_id=...)``, which logs in with it
+  (``dlperf_airflow.docker_runtime.DockerEndpoint``);
+- the engine connection ``dlperf_engine_<name>`` (every node): conn type ``dlperf_docker_engine`` (dlperf's
+  provider declares it and its form), host = ``docker_url``, extras = the TLS client's files (``docker.tls``),
+  ``insecure`` and ``registry_conn_id`` (the Docker connection above, when the node logs in). The docker runtime
+  reaches the node's engine as this connection says (edit it in the Connections UI and the next case uses it):
+  :mod:`dlperf_core.cluster.engine_connection`;
 - the one-slot pool ``dlperf_node_<name>``: one task at a time on that node.
 
 Idempotent: what already matches is left alone, what differs is updated, nothing is duplicated.
-``--prune`` also removes ``dlperf_node_*`` connections and pools and ``dlperf_docker_*`` connections of
-nodes no longer in the inventory.
+``--prune`` also removes ``dlperf_node_*`` connections and pools and ``dlperf_docker_*`` and ``dlperf_engine_*``
+connections of nodes no longer in the inventory.
 Where it writes: with ``--api-url`` (or ``DLPERF_AIRFLOW_API_URL``), through Airflow's REST API (``/api/v2/connections``,
 ``/api/v2/pools``), as a user whose token ``--api-token``/``DLPERF_AIRFLOW_API_TOKEN`` gives, or who logs in with
 ``DLPERF_AIRFLOW_API_USER``/``DLPERF_AIRFLOW_API_PASSWORD`` (``POST /auth/token``): an Airflow whose metadata DB
@@ -41,6 +46,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from dlperf_core.cluster.engine_connection import ENGINE_CONN_PREFIX, ENGINE_CONN_TYPE, EngineConnection, engine_conn_id
 from dlperf_core.cluster.inventory import DOCKER_CONN_PREFIX, Inventory, Node
 from dlperf_core.errors import ConfigError
 
@@ -49,7 +55,10 @@ POOL_DESCRIPTION = "one task at a time on node {name} (dlperf cluster sync)"
 DESCRIPTIONS = {
     "ssh": "dlperf node (dlperf cluster sync)",
     "docker": "dlperf node's registry login (dlperf cluster sync)",
+    ENGINE_CONN_TYPE: "dlperf node's Docker engine (dlperf cluster sync)",
 }
+MANAGED_CONN_PREFIXES = (PREFIX, DOCKER_CONN_PREFIX, ENGINE_CONN_PREFIX)
+"""The connections sync writes (and ``--prune`` removes when their node is gone)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,12 @@ class ConnectionSpec:
         if node.ssh.host_key:
             extra["host_key"] = node.ssh.host_key
         return cls(node.airflow_id, node.address, node.ssh.user, node.ssh.port, extra)
+
+    @classmethod
+    def engine_for_node(cls, node: Node) -> ConnectionSpec:
+        """The node's engine connection: its ``docker_url`` and ``docker:`` block as fields."""
+        engine = EngineConnection.of_node(node)
+        return cls(engine_conn_id(node), engine.docker_url, None, None, engine.extra(), conn_type=ENGINE_CONN_TYPE)
 
     @classmethod
     def docker_for_node(cls, node: Node, environ: Mapping[str, str] = os.environ) -> ConnectionSpec | None:
@@ -205,8 +220,9 @@ class MetadataDb:
     def managed(self) -> tuple[list[str], list[str]]:
         from airflow.models.connection import Connection
         from airflow.models.pool import Pool
+        from sqlalchemy import or_
 
-        ours = Connection.conn_id.startswith(PREFIX) | Connection.conn_id.startswith(DOCKER_CONN_PREFIX)
+        ours = or_(*(Connection.conn_id.startswith(prefix) for prefix in MANAGED_CONN_PREFIXES))
         conns = [str(c.conn_id) for c in self.session.query(Connection).filter(ours).all()]
         pools = [str(p.pool) for p in self.session.query(Pool).filter(Pool.pool.startswith(PREFIX)).all()]
         return conns, pools
@@ -312,8 +328,9 @@ class RestApi:
 
     def managed(self) -> tuple[list[str], list[str]]:
         conns = [
-            *self._names("connections", "connection_id", "connection_id_prefix_pattern", PREFIX),
-            *self._names("connections", "connection_id", "connection_id_prefix_pattern", DOCKER_CONN_PREFIX),
+            name
+            for prefix in MANAGED_CONN_PREFIXES
+            for name in self._names("connections", "connection_id", "connection_id_prefix_pattern", prefix)
         ]
         return conns, self._names("pools", "name", "pool_name_prefix_pattern", PREFIX)
 
@@ -352,12 +369,15 @@ def sync_cluster(inventory: Inventory, objects: AirflowObjects, *, prune: bool =
     changes: list[SyncChange] = []
     dockers = {spec.conn_id: spec for spec in docker_specs(inventory)}  # refused here, before anything is written
     wanted_conns = {n.airflow_id for n in inventory.nodes if n.ssh is not None} | set(dockers)
+    wanted_conns |= {engine_conn_id(n) for n in inventory.nodes}
     for node in inventory.nodes:
         if node.ssh is not None:
             spec = ConnectionSpec.for_node(node)
             changes.append(SyncChange("connection", spec.conn_id, objects.apply_connection(spec)))
         if (docker := dockers.pop(node.docker_conn_id, None)) is not None:
             changes.append(SyncChange("connection", docker.conn_id, objects.apply_connection(docker)))
+        engine = ConnectionSpec.engine_for_node(node)
+        changes.append(SyncChange("connection", engine.conn_id, objects.apply_connection(engine)))
         name = node.airflow_id
         changes.append(SyncChange("pool", name, objects.apply_pool(name, POOL_DESCRIPTION.format(name=node.name))))
     if prune:
@@ -468,11 +488,14 @@ def add_cluster_parser(sub) -> None:
     sync = csub.add_parser(
         "sync",
         help="create/update one SSH connection and one one-slot pool dlperf_node_<name> per inventory node, "
-        "and its Docker connection dlperf_docker_<name> (TLS client, registry login)",
+        "its engine connection dlperf_engine_<name> (Docker engine URL, TLS client) and, with a registry, its Docker "
+        "connection dlperf_docker_<name> (the registry login)",
     )
     sync.add_argument("--inventory", required=True, help="node inventory YAML, e.g. inventories/example-cluster.yaml")
     sync.add_argument(
-        "--prune", action="store_true", help="remove dlperf_node_*/dlperf_docker_* connections and pools not in it"
+        "--prune",
+        action="store_true",
+        help="remove dlperf_node_*/dlperf_docker_*/dlperf_engine_* connections and pools not in it",
     )
     sync.add_argument("--json", action="store_true", help="print the changes as JSON")
     sync.add_argument(

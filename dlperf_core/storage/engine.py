@@ -74,3 +74,56 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
             conn.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
         with conn.begin():
             yield conn
+
+
+LIBPQ_OPTIONS = frozenset(
+    {
+        "sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "connect_timeout", "application_name", "options",
+        "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "target_session_attrs",
+    }
+)  # fmt: skip
+"""The extras of a postgres connection that are libpq's options (others, such as the hook's ``cursor``, are not)."""
+
+
+def url_of_connection(
+    conn_id: str,
+    conn_type: str | None,
+    *,
+    host: str | None,
+    port: int | None,
+    login: str | None,
+    password: str | None,
+    schema: str | None,
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """The SQLAlchemy URL of an Airflow connection to a results database: ``postgres`` (the Postgres provider's type:
+    host, port, login, password, schema = the database; the extras that are libpq options, such as ``sslmode``,
+    become query options) or
+    ``sqlite`` (host = the file). Raises ConfigError naming the connection otherwise."""
+    from sqlalchemy.engine import URL
+
+    from dlperf_core.errors import ConfigError
+
+    source = f"Airflow connection {conn_id}"
+    if conn_type in ("postgres", "postgresql"):
+        if not host:
+            raise ConfigError(source, ["a postgres connection needs a host"])
+        query = {k: str(v) for k, v in (extra or {}).items() if k in LIBPQ_OPTIONS and v not in (None, "")}
+        url = URL.create(
+            "postgresql+psycopg2",
+            username=login or None,
+            password=password or None,
+            host=host,
+            port=port or None,
+            database=schema or None,
+            query=query,
+        )
+        return url.render_as_string(hide_password=False)
+    if conn_type == "sqlite":
+        if not host:
+            raise ConfigError(source, ["a sqlite connection names the database file as its host"])
+        return f"sqlite:///{host}"
+    raise ConfigError(
+        source,
+        [f"its type is {conn_type!r}: dlperf stores results in PostgreSQL (conn type postgres) or SQLite (sqlite)"],
+    )

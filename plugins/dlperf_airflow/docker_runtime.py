@@ -1,9 +1,12 @@
 """The ``docker`` runtime: every node of a case is a framework container on that node's Docker Engine.
 
 Each node is reached with the Docker provider's own ``DockerHook``, as :class:`DockerEndpoint` says: its
-``docker_url`` as ``base_url``, the inventory's ``docker.tls`` as ``tls`` and, when the node has a registry
-login, its Airflow Docker connection (``dlperf_docker_<name>``, written by ``dlperf cluster sync`` from
-``docker.registry``) as ``docker_conn_id``, with which the hook logs in itself. Every container dlperf starts
+engine's URL as ``base_url``, its TLS client as ``tls`` and, when the node has a registry login, its Airflow
+Docker connection (``dlperf_docker_<name>``, written by ``dlperf cluster sync`` from ``docker.registry``) as
+``docker_conn_id``, with which the hook logs in itself. The URL, the TLS client and the login's connection are
+the node's engine connection's (``dlperf_engine_<name>``, type ``dlperf_docker_engine``, written by sync and
+editable in Airflow's Connections UI: :mod:`dlperf_core.cluster.engine_connection`) when it exists, else the
+inventory's ``docker_url`` and ``docker:`` block. Every container dlperf starts
 (cases, max batch trials, the environment probe) is made by :func:`create_container` from a
 :class:`ContainerSpec`. The containers of a case are created and started together (a multi-node job needs all
 ranks up at once, and Airflow has no gang scheduling, so one task starts them all rather than one
@@ -27,9 +30,18 @@ from docker.errors import APIError, ImageNotFound, NotFound
 from docker.tls import TLSConfig
 from docker.types import DeviceRequest, Mount, Ulimit
 
+from dlperf_airflow.connections import connection_or_none
 from dlperf_core.cluster.cpu_placement import HostCores
+from dlperf_core.cluster.engine_connection import EngineConnection, engine_conn_id
 from dlperf_core.cluster.gpu_sampling import GpuSampler, GpuSamples, SampleQuery, sampled_gpu_ids
-from dlperf_core.cluster.inventory import DOCKER_CONN_PREFIX, Inventory, Node, insecure_docker_nodes
+from dlperf_core.cluster.inventory import (
+    DOCKER_CONN_PREFIX,
+    NETWORK_DOCKER_SCHEMES,
+    DockerTls,
+    Inventory,
+    Node,
+    insecure_docker_nodes,
+)
 from dlperf_core.errors import ConfigError
 from dlperf_core.model import CaseJob, CaseOutcome, ContainerSpec
 from dlperf_core.run.launch_spec import ImageRef, NodeSpec, docker_node, pick_digest
@@ -39,17 +51,6 @@ log = logging.getLogger("dlperf")
 
 WORKLOAD_DIR_IN_IMAGE = "/opt/dlperf/workload"
 USER_NETWORKS_EXCLUDED = ("host", "bridge", "none")  # docker's own networks: no aliases, never created
-
-
-def _connection_or_none(conn_id: str):
-    """The Airflow connection ``conn_id``, or None when it is not defined."""
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
-
-    try:
-        return BaseHook.get_connection(conn_id)
-    except AirflowNotFoundException:
-        return None
 
 
 class EngineTls(TLSConfig):
@@ -73,6 +74,18 @@ class EngineTls(TLSConfig):
         client.merge_environment_settings = keep_verify
 
 
+def reached_node(node: Node) -> tuple[Node, str | None]:
+    """``node`` as its engine is reached: with the URL, TLS client and registry login of its engine connection
+    (``dlperf_engine_<name>``) when that exists, and that connection's id; else the inventory's node and None.
+    Raises ConfigError naming the connection when it is not a usable engine connection."""
+    conn_id = engine_conn_id(node)
+    conn = connection_or_none(conn_id)
+    if conn is None:
+        return node, None
+    engine = EngineConnection.from_fields(conn_id, conn.conn_type, conn.host, conn.extra_dejson)
+    return engine.applied_to(node, conn_id), conn_id
+
+
 def registry_conn_id(node: Node) -> str | None:
     """The Airflow Docker connection that logs the node's engine in to its registry, or None (no login).
 
@@ -83,7 +96,7 @@ def registry_conn_id(node: Node) -> str | None:
     ``dlperf cluster sync`` writes to it, or an explicit ``docker.conn_id``), and it must name a registry host
     and login (the provider refuses one without). Raises ConfigError saying which and what to do."""
     conn_id = node.docker_conn_id
-    conn = _connection_or_none(conn_id)
+    conn = connection_or_none(conn_id)
     if conn is None:
         declared = node.docker.registry is not None or node.docker.conn_id is not None
         if not declared:
@@ -107,12 +120,19 @@ def registry_conn_id(node: Node) -> str | None:
             [
                 f"the Airflow Docker connection {conn_id} has no registry {'host' if not conn.host else 'login'}: "
                 "a Docker connection is a registry login (the Docker provider's DockerHook refuses one without "
-                "host and login), and the engine's TLS client is the inventory's docker.tls. Give the connection "
+                "host and login), and the engine's TLS client is the node's engine connection's "
+                f"({engine_conn_id(node)}) or the inventory's docker.tls. Give the connection "
                 f"the registry's host and login, or delete it (`dlperf cluster sync --prune` removes a "
                 f"{DOCKER_CONN_PREFIX}* connection the inventory does not ask for)"
             ],
         )
     return conn_id
+
+
+def _tls_of(tls: DockerTls | None) -> EngineTls | None:
+    if tls is None:
+        return None
+    return EngineTls(client_cert=(tls.client_cert, tls.client_key), ca_cert=tls.ca_cert, verify=tls.verify)
 
 
 @dataclass(frozen=True)
@@ -144,23 +164,37 @@ class DockerEndpoint:
         return cls(docker_url)
 
     @classmethod
+    def for_engine(cls, engine: EngineConnection) -> DockerEndpoint:
+        """An engine connection's endpoint without its registry login (the hook's Test button)."""
+        scheme = engine.docker_url.split("://", 1)[0].lower()
+        if scheme in NETWORK_DOCKER_SCHEMES and engine.tls is None and not engine.insecure:
+            raise ConfigError(
+                engine.docker_url,
+                ["a Docker socket on TCP without TLS: give the connection its TLS files, or set insecure on a "
+                 "trusted test network only"],
+            )  # fmt: skip
+        return cls(engine.docker_url, _tls_of(engine.tls))
+
+    @classmethod
     def for_node(cls, node: Node) -> DockerEndpoint:
+        """The endpoint of ``node``'s engine, as its engine connection says (:func:`reached_node`), else its
+        inventory entry."""
+        node, engine_conn = reached_node(node)
         if problems := insecure_docker_nodes([node]):
-            raise ConfigError(f"node {node.name}", problems)
-        tls = None
-        if (t := node.docker.tls) is not None:
-            tls = EngineTls(client_cert=(t.client_cert, t.client_key), ca_cert=t.ca_cert, verify=t.verify)
+            raise ConfigError(f"node {node.name}" + (f" (connection {engine_conn})" if engine_conn else ""), problems)
+        tls = _tls_of(node.docker.tls)
         conn_id, login_error = None, None
         try:
             conn_id = registry_conn_id(node)
         except ConfigError as exc:
             login_error = exc
-        if tls or conn_id:
+        if tls or conn_id or engine_conn:
             log.info(
-                "node %s: Docker engine %s%s%s",
+                "node %s: Docker engine %s%s%s%s",
                 node.name,
                 node.docker_url,
-                " with TLS (inventory docker.tls)" if tls else "",
+                f" (connection {engine_conn})" if engine_conn else "",
+                " with TLS" if tls else "",
                 f", registry login by the Docker provider with connection {conn_id}" if conn_id else "",
             )
         return cls(node.docker_url, tls, conn_id, login_error)
@@ -465,7 +499,7 @@ class DockerRuntime:
         """The node's engine (its name, as ``docker info`` gives it: nodes on one engine share its cores) and its
         cores, 0 .. NCPU - 1; pinned: the containers of a case get cores of their own (``cpuset_cpus``). Read
         once per engine and runtime."""
-        url = node.docker_url
+        url = self.endpoint(node).base_url
         if url not in self._hosts:
             info = self.endpoint(node).client(login=False).info()
             self._hosts[url] = HostCores(
@@ -509,14 +543,20 @@ class DockerRuntime:
         """For each engine of ``nodes`` that does not answer a ping now: "<node>'s Docker Engine at <url> does not
         answer (<error>)" (what a case's runtime error names: the engine, not only the client's exception)."""
         silent = []
-        for node in {n.docker_url: n for n in nodes}.values():
+        engines: dict[str, tuple[Node, DockerEndpoint]] = {}
+        for n in nodes:
             try:
-                self.endpoint(node).client(timeout=10, login=False)  # the provider's hook pings the engine
+                endpoint = self.endpoint(n)
+            except ConfigError as exc:  # its engine connection is not usable
+                silent.append(f"{n.name}'s Docker Engine cannot be reached: {exc}")
+                continue
+            engines.setdefault(endpoint.base_url, (n, endpoint))
+        for url, (node, endpoint) in engines.items():
+            try:
+                endpoint.client(timeout=10, login=False)  # the provider's hook pings the engine
             except Exception as exc:  # noqa: BLE001 - whatever the client raises, the engine did not answer
                 first = str(exc).splitlines()[0][:160] if str(exc) else ""
-                silent.append(
-                    f"{node.name}'s Docker Engine at {node.docker_url} does not answer ({type(exc).__name__}: {first})"
-                )
+                silent.append(f"{node.name}'s Docker Engine at {url} does not answer ({type(exc).__name__}: {first})")
         return silent
 
     def cleanup(self, labels: dict[str, str]) -> list[str]:
@@ -527,12 +567,17 @@ class DockerRuntime:
         removed = []
         unreachable = []
         filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
-        engines: dict[str, Node] = {}  # one sweep per engine, through the first node on it
+        engines: dict[str, DockerEndpoint] = {}  # one sweep per engine, through the first node on it
         for n in self.inventory.nodes:
-            engines.setdefault(n.docker_url, n)
-        for url, node in engines.items():
             try:
-                client = self.endpoint(node).client(login=False)
+                endpoint = self.endpoint(n)
+            except ConfigError as exc:  # its engine connection is not usable: the other nodes are still swept
+                unreachable.append(f"{n.name} ({exc})")
+                continue
+            engines.setdefault(endpoint.base_url, endpoint)
+        for url, endpoint in engines.items():
+            try:
+                client = endpoint.client(login=False)
                 found = client.containers(all=True, filters=filters)
             except Exception as exc:  # noqa: BLE001 - the engine is down or unreachable: sweep the other nodes first
                 unreachable.append(f"{url} ({type(exc).__name__}: {exc})")

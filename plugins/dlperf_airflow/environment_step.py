@@ -17,6 +17,7 @@ import functools
 import logging
 from datetime import UTC, datetime
 
+from dlperf_airflow.connections import results_db_url
 from dlperf_core.cluster.environment import run_probe_locally
 from dlperf_core.cluster.environment_capture import (
     PROBE_TIMEOUT_S,
@@ -33,7 +34,7 @@ from dlperf_core.model import RunIds
 from dlperf_core.run.case_run import WAITS_IN_QUEUE
 from dlperf_core.run.handoff import Plan, PlannedRun, ProbeOutput
 from dlperf_core.run.jobs import default_log_root
-from dlperf_core.storage import ResultStore, default_db_url
+from dlperf_core.storage import ResultStore
 
 log = logging.getLogger("dlperf")
 
@@ -77,7 +78,7 @@ def capture_step(plan: Plan, ids: RunIds) -> list[PlannedRun]:
         )
         return items
     try:
-        store = ResultStore(default_db_url())
+        store = ResultStore(results_db_url())
         store.ensure_schema()  # plan_cases did it already; cheap and idempotent
     except Exception as exc:  # noqa: BLE001 - capturing must not fail the run
         log.warning("environment capture skipped: %s: %s", type(exc).__name__, exc)

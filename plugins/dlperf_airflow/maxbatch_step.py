@@ -11,6 +11,7 @@ import logging
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from dlperf_airflow.connections import results_db_url
 from dlperf_airflow.steps import execute_step, progress
 from dlperf_core.cluster.preflight import PreflightReport
 from dlperf_core.measure.efficiency import throughput_unit
@@ -19,7 +20,7 @@ from dlperf_core.measure.measurement import measure_case_run
 from dlperf_core.model import CaseRun, RunIds
 from dlperf_core.plan.trigger import SEARCH_INDEX_BASE
 from dlperf_core.run.handoff import PlannedRun
-from dlperf_core.storage import MaxBatchSearchRecord, ResultStore, default_db_url
+from dlperf_core.storage import MaxBatchSearchRecord, ResultStore
 
 log = logging.getLogger("dlperf")
 
@@ -46,7 +47,7 @@ def search_step(planned: PlannedRun, ids: RunIds, preflight: PreflightReport | N
     record = MaxBatchSearchRecord.from_search(
         ids.dag_id, ids.run_id, search_run, found, started, datetime.now(UTC), environment_id=planned.environment_id
     )
-    store = ResultStore(default_db_url())
+    store = ResultStore(results_db_url())
     try:
         store.upsert_max_batch_search(record)
     finally:

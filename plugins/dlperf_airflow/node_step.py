@@ -117,10 +117,11 @@ def collect_step(planned: PlannedRun, reports: Mapping[str, NodeReport | None], 
     environment_id = planned.environment_id
     environment = reported_environment(planned, reports)
     if environment is not None:
-        from dlperf_core.storage import ResultStore, default_db_url
+        from dlperf_airflow.connections import results_db_url
+        from dlperf_core.storage import ResultStore
 
         try:
-            store = ResultStore(default_db_url())
+            store = ResultStore(results_db_url())
             try:
                 environment_id = store.upsert_environment(environment, datetime.now(UTC))
             finally:

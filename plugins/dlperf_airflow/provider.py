@@ -2,9 +2,10 @@
 
 :func:`get_provider_info` returns what Airflow 3.3's providers manager reads (its ``provider_info.schema.json``):
 the package name (``airflow providers list`` shows it with the installed distribution's version), the results
-page plugin, and the ``[dlperf]`` section of Airflow's configuration (``airflow config list`` shows it). The
-schema has no ``versions`` key: the version is the installed package's. No connection types yet: the node
-engines' URL and TLS files are still read from the inventory (docs/airflow-provider.md, "What is not done yet").
+page plugin, the ``[dlperf]`` section of Airflow's configuration (``airflow config list`` shows it), and the
+connection type ``dlperf_docker_engine`` (a node's Docker Engine: :mod:`dlperf_core.cluster.engine_connection`),
+whose form in the Connections UI is declared here (``conn-fields``, ``ui-field-behaviour``: Airflow 3.2+ reads
+them without importing the hook). The schema has no ``versions`` key: the version is the installed package's.
 
 Importing this module imports no Airflow module and no dlperf_core one: the providers manager calls it in every
 Airflow process that lists providers.
@@ -22,6 +23,49 @@ PACKAGE_NAME = "dlperf"
 PLUGIN_NAME = "dlperf_results"
 PLUGIN_CLASS = "dlperf_airflow.plugin.DlperfResultsPlugin"
 VERSION_ADDED = "0.1.0"
+ENGINE_CONN_TYPE = "dlperf_docker_engine"
+"""dlperf_core.cluster.engine_connection.ENGINE_CONN_TYPE (this module imports no dlperf_core module; a test holds
+them equal)."""
+ENGINE_HOOK_CLASS = "dlperf_airflow.engine_hook.DockerEngineHook"
+
+
+def _text(label: str, description: str) -> dict[str, Any]:
+    return {"label": label, "schema": {"type": ["string", "null"]}, "description": description}
+
+
+ENGINE_CONNECTION: dict[str, Any] = {
+    "hook-class-name": ENGINE_HOOK_CLASS,
+    "hook-name": "dlperf Docker engine",
+    "connection-type": ENGINE_CONN_TYPE,
+    "conn-fields": {
+        "ca_cert": _text("CA certificate", "PEM file on the workers: the CA that signed the engine's certificate"),
+        "client_cert": _text("Client certificate", "PEM file on the workers (dockerd --tlsverify)"),
+        "client_key": _text("Client key", "PEM file on the workers"),
+        "tls_verify": {
+            "label": "Verify the engine's certificate",
+            "schema": {"type": ["boolean", "null"], "default": True},
+            "description": "Against the CA certificate (TLS only)",
+        },
+        "insecure": {
+            "label": "TCP without TLS",
+            "schema": {"type": ["boolean", "null"], "default": False},
+            "description": "A tcp:// engine without TLS is root on the node for anyone who reaches the port: "
+            "trusted test networks only",
+        },
+        "registry_conn_id": _text(
+            "Registry login connection",
+            "A Docker connection (the Docker provider's registry login) the engine logs in with before it pulls; "
+            "empty: no login",
+        ),
+    },
+    "ui-field-behaviour": {
+        "hidden-fields": ["schema", "port", "login", "password"],
+        "relabeling": {"host": "Docker engine URL"},
+        "placeholders": {"host": "tcp://node0:2376"},
+    },
+}
+"""A node's Docker Engine (``dlperf_engine_<node>``, written by ``dlperf cluster sync``): host = its URL, the TLS
+client's files and the registry login's connection as extras."""
 
 
 CONFIG: dict[str, Any] = {
@@ -64,5 +108,6 @@ def get_provider_info() -> dict[str, Any]:
         "description": "Deep-learning training benchmarks on GPU clusters: the dlperf_benchmark DAG (as a DAG "
         "bundle), the results page in Airflow's UI, results in PostgreSQL.",
         "plugins": [{"name": PLUGIN_NAME, "plugin-class": PLUGIN_CLASS}],
+        "connection-types": [ENGINE_CONNECTION],
         "config": CONFIG,
     }

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from typing import Any
 
+from dlperf_airflow.connections import results_db_url
 from dlperf_core.measure.node_peers import (
     SLOW_NODES_KEY,
     SLOW_NODES_TEXT_KEY,
@@ -54,7 +55,7 @@ from dlperf_core.measure.regression import (
     fabric_dropped_tonight,
 )
 from dlperf_core.model import RunIds, series_base
-from dlperf_core.storage import ResultStore, default_db_url
+from dlperf_core.storage import ResultStore
 
 log = logging.getLogger("dlperf")
 
@@ -95,7 +96,7 @@ def detect_step(
     context: Mapping[str, Any] | None = None,
 ) -> DetectionReport:
     """Judge run ``ids``; store and alert for a scheduled run (see module docstring)."""
-    store = ResultStore(default_db_url())
+    store = ResultStore(results_db_url())
     try:
         return _detect(store, ids, policy, notify, context)
     finally:
@@ -218,7 +219,7 @@ def accept_step(regression_id: int, reason: str, from_night: str | None = None) 
     """The ``dlperf_accept_regression`` DAG's task: accept regression ``regression_id`` as the new normal
     (:meth:`dlperf_core.storage.ResultStore.accept_regression`); fails, saying why, when there is no such open one."""
     start = date.fromisoformat(from_night) if from_night else None
-    store = ResultStore(default_db_url())
+    store = ResultStore(results_db_url())
     try:
         accepted = store.accept_regression(regression_id, reason, start)
     finally:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 
+from dlperf_airflow.connections import results_db_url
 from dlperf_core.model import RunIds
 from dlperf_core.reporting import build_report, report_dir
-from dlperf_core.storage import ResultStore, default_db_url
+from dlperf_core.storage import ResultStore
 
 log = logging.getLogger("dlperf")
 
@@ -18,7 +19,7 @@ FORMATS = ("html", "md", "json")
 def report_step(ids: RunIds) -> str:
     """Write the report of this DAG run into ``$DLPERF_REPORT_DIR/<dag_id>/<run_id-safe>/``, record its
     path on the run (``benchmark_runs.report_path``) and return the path."""
-    store = ResultStore(default_db_url())
+    store = ResultStore(results_db_url())
     try:
         files = build_report(
             store, ids.run_id, dag_id=ids.dag_id, fmt=FORMATS, out_dir=report_dir(ids.dag_id, ids.run_id)

@@ -2,7 +2,7 @@
 
 JSON under ``api/``, the results page at ``/`` (rendered by :mod:`dlperf_airflow.results_page`), one run's page
 at ``runs/<dag_id>/<run_id>`` and its report files at ``reports/<dag_id>/<run_id>/<file>``
-(:mod:`dlperf_airflow.run_page`), all read from the dlperf results database (``DLPERF_DB_URL``) and the reports
+(:mod:`dlperf_airflow.run_page`), all read from the dlperf results database (:func:`dlperf_airflow.connections.results_db_url`) and the reports
 folder through :mod:`dlperf_core.reporting`. Every route needs what Airflow's own API needs to read the
 ``dlperf_benchmark`` DAG runs: the api-server's JWT (``Authorization: Bearer`` or the UI's ``_token`` cookie),
 resolved and authorized by Airflow's own ``get_user`` and ``requires_access_dag`` (no token: 401, bad token:
@@ -25,6 +25,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from dlperf_airflow.connections import results_db_url
 from dlperf_airflow.results_page import nodes_png, plotted_summary, render_page, speedup_png
 from dlperf_airflow.run_page import link_bar, report_file, with_link_bar
 from dlperf_core.reporting.data import (
@@ -38,7 +39,7 @@ from dlperf_core.reporting.data import (
     load_runs,
     load_summary,
 )
-from dlperf_core.storage import ResultStore, default_db_url
+from dlperf_core.storage import ResultStore
 
 URL_PREFIX = "/dlperf"
 """Where the api-server mounts this app."""
@@ -87,8 +88,8 @@ def _store(url: str) -> ResultStore:
 
 
 def results_store() -> ResultStore:
-    """The results database of ``DLPERF_DB_URL`` (one pooled engine per URL)."""
-    return _store(default_db_url())
+    """The results database (``$DLPERF_DB_URL``, else the connection ``dlperf_results``; one pooled engine per URL)."""
+    return _store(results_db_url())
 
 
 def _ui_base(request: Request) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from dlperf_airflow.connections import results_db_url
 from dlperf_airflow.node_step import routing_inventory
 from dlperf_airflow.runtimes import RUNNER, make_runtime
 from dlperf_core.cluster.environment_capture import describe as describe_environment
@@ -36,7 +37,6 @@ from dlperf_core.storage import (
     FabricRecord,
     ResultRecord,
     ResultStore,
-    default_db_url,
 )
 from dlperf_core.storage.spool import ResultSpool, store_or_spool
 
@@ -73,7 +73,7 @@ def plan_step(params: Mapping[str, Any], ids: RunIds, trigger: str, triggered_by
         started_at=datetime.now(UTC),
         triggered_by=triggered_by,
     )
-    store = ResultStore(default_db_url())
+    store = ResultStore(results_db_url())
     try:
         store.ensure_schema()  # Alembic upgrade to head: a new database is created, an old one migrated
         store.upsert_run(record)
@@ -164,7 +164,7 @@ def store_fabric_step(done: ExecutedRun, ids: RunIds) -> Measurement:
     record = FabricRecord.from_fabric(
         ids.dag_id, ids.run_id, run, measurement, result, done.outcome, environment_id=done.planned.environment_id
     )
-    store = ResultStore(default_db_url())
+    store = ResultStore(results_db_url())
     try:
         store.upsert_fabric(record)
     finally:
@@ -199,7 +199,7 @@ def store_step(done: ExecutedRun, ids: RunIds) -> Measurement:
         return store_fabric_step(done, ids)
     case = run.case
     environment_id = done.planned.environment_id  # set by capture_environment (node routing: collect_case)
-    store = ResultStore(default_db_url())
+    store = ResultStore(results_db_url())
     try:
         if done.environment is not None:  # the case's own job probed it (slurm): that one, stored as capture does
             environment_id = _stored_environment(store, done)
@@ -245,7 +245,7 @@ def finish_step(ids: RunIds, plan: Plan | None = None, tasks: CaseTaskView | Non
     upstream_failed as a whole when one upstream instance failed), else as failed with a reason from its tasks'
     states (its task was killed with its worker, or never ran). Clearing the DAG run's failed tasks runs those again;
     a new result replaces the row (one row per case run and repeat)."""
-    store = ResultStore(default_db_url())
+    store = ResultStore(results_db_url())
     try:
         spool = ResultSpool(store.url)
         drained = spool.drain(store)
@@ -269,7 +269,7 @@ def finish_step(ids: RunIds, plan: Plan | None = None, tasks: CaseTaskView | Non
         else:
             log.warning("%s ran but its store_result did not: storing it now", plan.cases[index].label)
         store_step(executed, ids)
-    store = ResultStore(default_db_url())
+    store = ResultStore(results_db_url())
     try:
         run_status = status_of_run(
             store, ids.dag_id, ids.run_id

@@ -6,8 +6,10 @@
   the node's ``docker_url`` as ``base_url``, the inventory's TLS files as ``tls`` and, for a registry login,
   the node's Airflow Docker connection (here in the ``AIRFLOW_CONN_*`` form) as ``docker_conn_id``: the hook
   logs in itself. A missing login connection, or one that is no registry login, is a clear error.
-* ``dlperf cluster sync`` writes that connection from ``docker.registry`` (its spec; the DB round trip is in
-  test_cluster_sync.py).
+* The node's engine connection (``dlperf_engine_<name>``, type ``dlperf_docker_engine``), when it exists,
+  replaces the inventory's URL, TLS files and login connection; a broken one is refused naming it.
+* ``dlperf cluster sync`` writes those connections from ``docker_url`` and ``docker:`` (their specs; the DB round
+  trip is in test_cluster_sync.py).
 * The environment probe is a ContainerSpec started by the runtime's own ``create_container``.
 """
 
@@ -290,7 +292,7 @@ def test_a_registry_login_is_the_nodes_connection_or_a_clear_error(tmp_path, mon
     assert endpoint_of("unix:///tmp/other.sock").client().hook_args["base_url"] == "unix:///tmp/other.sock"
 
 
-def test_tls_is_the_inventorys_only(tmp_path, monkeypatch):
+def test_tls_is_never_the_registry_logins(tmp_path, monkeypatch):
     from dlperf_airflow.docker_runtime import DockerEndpoint
 
     tls = _tls_files(tmp_path)
@@ -442,3 +444,63 @@ def test_the_environment_probe_is_started_like_every_container(fake_hook):
     assert create[2]["host_config"]["NetworkMode"] == "bridge" and create[2]["hostname"] == "node1"
     assert create[2]["networking_config"] is None  # no alias on docker's own bridge
     assert fake_hook[-1].named("create_network") == []
+
+
+def _engine_connection(monkeypatch, conn_id: str, host: str, **extra) -> None:
+    conn = {"conn_type": "dlperf_docker_engine", "host": host, "extra": extra}
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))
+
+
+@pytest.mark.usefixtures("fake_hook")
+def test_the_engine_connection_replaces_the_inventorys_url_tls_and_login(tmp_path, monkeypatch):
+    from dlperf_airflow.docker_runtime import DockerEndpoint, DockerRuntime
+
+    node = _node()  # the inventory says: the local socket, no TLS, no login
+    tls = _tls_files(tmp_path)
+    _engine_connection(
+        monkeypatch, "dlperf_engine_gpu0", "tcp://10.0.0.99:2376", **tls, tls_verify=False, registry_conn_id="team"
+    )
+    _connection(monkeypatch, "team", **REGISTRY_LOGIN)
+    endpoint = DockerEndpoint.for_node(node)
+    assert (endpoint.base_url, endpoint.conn_id) == ("tcp://10.0.0.99:2376", "team")
+    assert endpoint.tls.ca_cert == tls["ca_cert"] and endpoint.tls.verify is False
+    assert endpoint.client().hook_args["base_url"] == "tcp://10.0.0.99:2376"
+    # the runtime keys its engines by where it reaches them: the connection's URL, not the inventory's
+    runtime = DockerRuntime(Inventory(nodes=(node,)))
+    assert runtime.engines_not_answering([node]) == []  # the fake engine answers at the connection's URL
+
+    # edited to plain TCP without saying insecure: refused, naming the connection
+    _engine_connection(monkeypatch, "dlperf_engine_gpu0", "tcp://10.0.0.99:2375")
+    with pytest.raises(ConfigError, match=r"node gpu0 \(connection dlperf_engine_gpu0\).*without TLS"):
+        DockerEndpoint.for_node(node)
+    # not an engine connection at all: refused, naming it and the field
+    monkeypatch.setenv("AIRFLOW_CONN_DLPERF_ENGINE_GPU0", json.dumps({"conn_type": "docker", "host": "x"}))
+    with pytest.raises(ConfigError, match="Airflow connection dlperf_engine_gpu0.*its type is 'docker'"):
+        DockerEndpoint.for_node(node)
+    assert (
+        DockerRuntime(Inventory(nodes=(node,)))
+        .engines_not_answering([node])[0]
+        .startswith("gpu0's Docker Engine cannot be reached: invalid Airflow connection dlperf_engine_gpu0")
+    )
+
+
+def test_cluster_sync_spec_of_the_engine_connection_reads_back_as_the_node(tmp_path, monkeypatch, fake_hook):
+    """What sync writes (its spec) is what the runtime reads: the same URL, TLS files and login connection."""
+    from dlperf_airflow.docker_runtime import DockerEndpoint
+    from dlperf_cli.cluster_cmd import ConnectionSpec
+
+    tls = _tls_files(tmp_path)
+    node = _node(
+        docker_url="tcp://10.0.0.10:2376", docker={"tls": tls, "registry": {"server": "r:5000", "username": "u"}}
+    )
+    spec = ConnectionSpec.engine_for_node(node)
+    assert (spec.conn_id, spec.conn_type, spec.host, spec.login, spec.password) == (
+        "dlperf_engine_gpu0", "dlperf_docker_engine", "tcp://10.0.0.10:2376", None, None
+    )  # fmt: skip
+    _engine_connection(monkeypatch, spec.conn_id, spec.host, **spec.extra)
+    _connection(monkeypatch, node.docker_conn_id, **REGISTRY_LOGIN)
+    from_conn = DockerEndpoint.for_node(node)
+    monkeypatch.delenv("AIRFLOW_CONN_DLPERF_ENGINE_GPU0")
+    from_inventory = DockerEndpoint.for_node(node)
+    assert (from_conn.base_url, from_conn.conn_id) == (from_inventory.base_url, from_inventory.conn_id)
+    assert (from_conn.tls.ca_cert, from_conn.tls.cert) == (from_inventory.tls.ca_cert, from_inventory.tls.cert)

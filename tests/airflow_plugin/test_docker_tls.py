@@ -13,7 +13,8 @@ Everything is made here, on loopback, and changes nothing on the host:
 * a tiny image: the host's ``dash`` and the libraries it links, imported as a root filesystem (no base image
   or registry outside is needed), pushed to that registry and removed from the engine.
 
-Then one case runs through :class:`DockerRuntime` on that engine, a node with the inventory's ``docker.tls``:
+Then one case runs through :class:`DockerRuntime` on that engine, a node with the inventory's ``docker.tls`` (and
+one whose engine connection ``dlperf_engine_<name>`` names the engine, its TLS files and its login instead):
 with a registry login (the node's Airflow Docker connection, here in the ``AIRFLOW_CONN_*`` form: the
 provider's ``DockerHook`` logs in itself and the image is pulled), and without one (an image the engine
 holds). A wrong password is refused by the registry through the same login, and a client without TLS or
@@ -402,6 +403,36 @@ def test_a_case_without_a_registry_login(setup, tmp_path):
     assert outcome.failure is None, outcome.failure
     assert Path(outcome.log_path).read_text() == "case ran on tlsplain over TLS\n"
     assert runtime.endpoint(node).conn_id is None
+
+
+def test_a_case_reaches_the_engine_its_engine_connection_names(setup, tmp_path, monkeypatch):
+    """The inventory now says nothing of the engine (the local socket, no TLS, no login); the node's engine
+    connection, as `dlperf cluster sync` wrote it for the TLS engine and its registry, is what the case uses, and
+    the hook's Test pings that engine."""
+    from dlperf_airflow.engine_hook import DockerEngineHook
+    from dlperf_cli.cluster_cmd import ConnectionSpec
+
+    synced = _node(setup, "tlsconn", registry={"server": setup.registry, "username": USER})
+    spec = ConnectionSpec.engine_for_node(synced)
+    engine_conn = {"conn_type": spec.conn_type, "host": spec.host, "extra": spec.extra}
+    monkeypatch.setenv(f"AIRFLOW_CONN_{spec.conn_id.upper()}", json.dumps(engine_conn))
+    _login(monkeypatch, synced, setup.registry, PASSWORD)
+    bare = Node(name="tlsconn")
+    runtime, job, outcome = _run(bare, setup.image, tmp_path, "conn")
+    assert outcome.failure is None, outcome.failure
+    assert Path(outcome.log_path).read_text() == "case ran on tlsconn over TLS\n"
+    assert (runtime.endpoint(bare).base_url, runtime.endpoint(bare).conn_id) == (
+        setup.engine_url,
+        "dlperf_docker_tlsconn",
+    )
+    assert runtime.cleanup(LABELS) == []
+
+    answered, said = DockerEngineHook(spec.conn_id).test_connection()
+    assert answered and said.startswith("Docker Engine ") and said.endswith(" answered"), said
+    # the same engine without the TLS client (plain TCP, said insecure): it does not answer, and the Test says so
+    monkeypatch.setenv(f"AIRFLOW_CONN_{spec.conn_id.upper()}", json.dumps({**engine_conn, "extra": {"insecure": True}}))
+    answered, said = DockerEngineHook(spec.conn_id).test_connection()
+    assert not answered and "Failed to establish connection" in said, said  # the Docker provider's own words
 
 
 def test_a_wrong_password_is_refused_by_the_registry(setup, tmp_path, monkeypatch):

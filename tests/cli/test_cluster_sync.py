@@ -1,5 +1,6 @@
-"""``dlperf cluster sync`` against a real Airflow metadata DB in PostgreSQL: creates one SSH connection and
-one one-slot pool per node, and the Docker connection (the Docker provider's registry login) of a node that
+"""``dlperf cluster sync`` against a real Airflow metadata DB in PostgreSQL: creates one SSH connection, one
+engine connection (``dlperf_docker_engine``: the Docker engine's URL, TLS files and registry login connection)
+and one one-slot pool per node, and the Docker connection (the Docker provider's registry login) of a node that
 declares a registry, a second run changes nothing, a changed inventory updates in place, --prune removes
 nodes that left, and a bad inventory is refused without writing anything.
 
@@ -88,7 +89,7 @@ def _state(pg_url: str) -> tuple[dict, dict]:
                 for r in conn.execute(
                     sa.text(
                         "SELECT conn_id, conn_type, host, login, port, password, extra FROM connection "
-                        "WHERE conn_id LIKE 'dlperf_node_%' OR conn_id LIKE 'dlperf_docker_%'"
+                        "WHERE conn_id LIKE 'dlperf_node_%' OR conn_id LIKE 'dlperf_docker_%' OR conn_id LIKE 'dlperf_engine_%'"
                     )
                 )
             }
@@ -150,13 +151,16 @@ def _sync_scenario(tmp_path: Path, env: dict[str, str], pg_url: str, *, through_
     assert first == {
         ("connection", "dlperf_node_gpu-a"): "created",
         ("connection", "dlperf_docker_gpu-a"): "created",
+        ("connection", "dlperf_engine_gpu-a"): "created",
         ("pool", "dlperf_node_gpu-a"): "created",
         ("connection", "dlperf_node_gpu-b"): "created",
+        ("connection", "dlperf_engine_gpu-b"): "created",
         ("pool", "dlperf_node_gpu-b"): "created",
     }
     conns, pools = _state(pg_url)
     assert set(pools) == {"dlperf_node_gpu-a", "dlperf_node_gpu-b"}
-    assert set(conns) == set(pools) | {"dlperf_docker_gpu-a"}  # gpu-b: its local socket, no Docker connection
+    engines = {"dlperf_engine_gpu-a", "dlperf_engine_gpu-b"}
+    assert set(conns) == set(pools) | {"dlperf_docker_gpu-a"} | engines  # gpu-b: no registry, no Docker connection
     d = conns["dlperf_docker_gpu-a"]
     assert (d.conn_type, d.host, d.login, d.port, d.password) == (
         "docker",
@@ -165,7 +169,18 @@ def _sync_scenario(tmp_path: Path, env: dict[str, str], pg_url: str, *, through_
         None,
         "s3cret-registry",
     )
-    assert json.loads(d.extra) == {}  # a registry login only: the engine's TLS client stays in the inventory
+    assert json.loads(d.extra) == {}  # a registry login only: the engine's TLS client is its engine connection's
+    e = conns["dlperf_engine_gpu-a"]
+    assert (e.conn_type, e.host, e.login, e.password) == ("dlperf_docker_engine", "tcp://10.1.0.10:2376", None, None)
+    assert json.loads(e.extra) == {
+        "ca_cert": "/certs/ca.pem",
+        "client_cert": "/certs/cert.pem",
+        "client_key": "/certs/key.pem",
+        "tls_verify": True,
+        "registry_conn_id": "dlperf_docker_gpu-a",
+    }
+    b = conns["dlperf_engine_gpu-b"]
+    assert (b.host, json.loads(b.extra)) == ("unix:///var/run/docker.sock", {})  # the inventory's default
     a = conns["dlperf_node_gpu-a"]
     assert (a.conn_type, a.host, a.login, a.port) == ("ssh", "10.1.0.10", "bench", 2222)
     # No Fernet key here, so the extra is stored as plain JSON and can be read back as such.
@@ -222,7 +237,8 @@ def _sync_scenario(tmp_path: Path, env: dict[str, str], pg_url: str, *, through_
     assert pruned[("connection", "dlperf_node_gpu-b")] == "removed"
     assert pruned[("pool", "dlperf_node_gpu-b")] == "removed"
     conns, pools = _state(pg_url)
-    assert set(conns) == {"dlperf_node_gpu-a", "dlperf_docker_gpu-a"}
+    assert pruned[("connection", "dlperf_engine_gpu-b")] == "removed"
+    assert set(conns) == {"dlperf_node_gpu-a", "dlperf_docker_gpu-a", "dlperf_engine_gpu-a", "dlperf_engine_cpu-c"}
     assert set(pools) == {"dlperf_node_gpu-a", "dlperf_node_cpu-c"}
 
     # gpu-a drops its registry and TLS (an insecure test engine): --prune removes its Docker connection.
@@ -231,8 +247,10 @@ def _sync_scenario(tmp_path: Path, env: dict[str, str], pg_url: str, *, through_
     dropped = _actions(_sync(tmp_path, env, no_docker, "--prune"))
     assert dropped[("connection", "dlperf_docker_gpu-a")] == "removed"
     assert dropped[("connection", "dlperf_node_gpu-a")] == "unchanged"
+    assert dropped[("connection", "dlperf_engine_gpu-a")] == "updated"  # no TLS, no login: insecure
     conns, pools = _state(pg_url)
-    assert set(conns) == {"dlperf_node_gpu-a"}
+    assert set(conns) == {"dlperf_node_gpu-a", "dlperf_engine_gpu-a", "dlperf_engine_cpu-c"}
+    assert json.loads(conns["dlperf_engine_gpu-a"].extra) == {"insecure": True}
     assert _actions(_sync(tmp_path, env, smaller))[("connection", "dlperf_docker_gpu-a")] == "created"
     conns, pools = _state(pg_url)
 
