@@ -131,7 +131,9 @@ class EngineConnection:
         conn = node.docker.conn_id if self.registry_conn_id == node.docker_conn_id else self.registry_conn_id
         data = node.model_dump()
         data["docker_url"] = self.docker_url
-        data["docker"] = DockerAccess(conn_id=conn, tls=self.tls, registry=registry, insecure=self.insecure).model_dump()
+        data["docker"] = DockerAccess(
+            conn_id=conn, tls=self.tls, registry=registry, insecure=self.insecure
+        ).model_dump()
         try:
             return Node.model_validate(data)
         except ValidationError as exc:

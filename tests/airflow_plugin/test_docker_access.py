@@ -484,7 +484,8 @@ def test_the_engine_connection_replaces_the_inventorys_url_tls_and_login(tmp_pat
     )
 
 
-def test_cluster_sync_spec_of_the_engine_connection_reads_back_as_the_node(tmp_path, monkeypatch, fake_hook):
+@pytest.mark.usefixtures("fake_hook")
+def test_cluster_sync_spec_of_the_engine_connection_reads_back_as_the_node(tmp_path, monkeypatch):
     """What sync writes (its spec) is what the runtime reads: the same URL, TLS files and login connection."""
     from dlperf_airflow.docker_runtime import DockerEndpoint
     from dlperf_cli.cluster_cmd import ConnectionSpec
