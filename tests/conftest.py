@@ -40,6 +40,7 @@ ENGINE_TESTS = (
     "tests/core/plan/test_reproduce.py",
     "tests/deploy/test_compose.py",
     "tests/deploy/test_docker_images.py",
+    "tests/deploy/test_provider_install.py",  # its smoke run: the reference image on docker-local.yaml's nodes
     "tests/e2e/test_compose_e2e.py",
     "tests/e2e/test_e2e_docker.py",
     "tests/e2e/test_e2e_mpi.py",

@@ -120,6 +120,17 @@ def run_id_of(output: str) -> str:
     return found[-1]
 
 
+def with_marks(marks: list) -> Any:
+    """A decorator that puts ``marks`` (e.g. :func:`docker_marks`) on one test."""
+
+    def wrap(test: Any) -> Any:
+        for mark in marks:
+            test = mark(test)
+        return test
+
+    return wrap
+
+
 def docker_marks(image: str) -> list:
     """pytest marks of a test that runs containers of ``image`` on the local Docker Engine."""
     import pytest

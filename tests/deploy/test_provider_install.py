@@ -5,10 +5,16 @@ the lines ``dlperf airflow-setup --format env`` prints there. Airflow then knows
 version) and the plugin, parses the DAGs of the dlperf bundle without an import error, and ``import torch``
 fails in that venv.
 
-No Docker; the network-free pip of this machine (PIP_FIND_LINKS and its cache). One venv for the module (a
-module-scoped fixture); each step's seconds are printed at the end. Not done here: a smoke run through that
-Airflow (the DAG on the docker runtime; the compose test runs it on the image that installs the wheel,
-tests/e2e/test_compose_e2e.py).
+Then a smoke run through that Airflow, as an admin would start one: the pool and the results database as an Airflow
+connection (``dlperf_results``, a ``postgres`` connection to a fresh PostgreSQL database), ``dlperf cluster sync``
+of inventories/docker-local.yaml (its engine connections ``dlperf_engine_*``), a dlperf home with one tiny suite,
+``airflow dags test dlperf_benchmark`` on the docker runtime (the reference workload in its image: the venv has no
+torch). The row lands in that database through the connection, the runtime reached the engine through its engine
+connection, and that Airflow's api-server serves the results page's JSON only after a login.
+
+The network-free pip of this machine (PIP_FIND_LINKS and its cache). One venv for the module (a module-scoped
+fixture); each step's seconds are printed at the end. The smoke run needs the Docker engine and the reference
+image, so this module runs in the Docker tests' group (tests/conftest.py ENGINE_TESTS).
 """
 
 from __future__ import annotations
@@ -17,16 +23,24 @@ import json
 import os
 import re
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
+from sqlalchemy import make_url
 
-from helpers import REPO
+from airflow_stack import free_port
+from dlperf_core.storage import ResultStore
+from helpers import REPO, dlperf_containers, docker_marks
 
 VERSION = "0.1.0"
 """pyproject.toml's version: what ``airflow providers list`` shows for dlperf."""
@@ -46,11 +60,13 @@ class Installed:
     setup_lines: str
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def run(self, *argv: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *argv: str, timeout: int = 300, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(self.venv / "bin" / argv[0]), *argv[1:]],
-            env=self.env,
-            cwd=self.env["AIRFLOW_HOME"],
+            env={**self.env, **(env or {})},
+            cwd=cwd or self.env["AIRFLOW_HOME"],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -182,3 +198,133 @@ def test_the_dags_come_from_the_dlperf_bundle_without_import_errors(installed):
     assert set(dags) == DAG_IDS, dags
     for dag in dags.values():
         assert dag["bundle_name"] == "dlperf" and dag["fileloc"].startswith(str(bundle)), dag
+
+
+IMAGE = "dlperf/pytorch-reference:cpu"
+SMOKE_SUITE = {
+    "name": "provider-smoke",
+    "description": "One tiny case of the reference workload on the docker runtime (tests/deploy/test_provider_install.py)",
+    "runtime": "docker",
+    "repeats": 1,
+    "warmup_iterations": 2,
+    "measured_iterations": 8,
+    "timeout_s": 300,
+    "watchdog_s": 120,
+    "benchmarks": [
+        {
+            "framework": "pytorch_reference",
+            "model": "resnet50_v1.5",
+            "precisions": ["fp32"],
+            "batch_size_per_device": 8,
+            "topologies": ["1n1g"],
+            "image": IMAGE,
+            "extra_args": ["--image-size", "32", "--width", "8", "--device", "cpu"],
+        }
+    ],
+}
+
+
+def _ok(done: subprocess.CompletedProcess[str], what: str) -> str:
+    assert done.returncode == 0, f"{what}: rc {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-4000:]}"
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("_", [pytest.param(None, marks=docker_marks(IMAGE))], ids=[""])
+def test_a_smoke_run_through_that_airflow_lands_through_its_connections_and_its_page_needs_a_login(
+    installed, tmp_path, pg_url, _
+):
+    home = tmp_path / "dlperf-home"  # the admin's dlperf home: suites and inventories are read from it
+    (home / "suites").mkdir(parents=True)
+    (home / "inventories").mkdir()
+    (home / "suites" / "provider-smoke.yaml").write_text(yaml.safe_dump(SMOKE_SUITE, sort_keys=False))
+    shutil.copy(REPO / "inventories" / "docker-local.yaml", home / "inventories")
+    env = {"DLPERF_HOME": str(home), "DLPERF_LOG_DIR": str(tmp_path / "logs")}
+    _ok(
+        installed.run(
+            "airflow", "pools", "set", "--include-deferred", "dlperf_cluster", "1", "one case at a time", env=env
+        ),
+        "pools set",
+    )
+    results_uri = make_url(pg_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    _ok(installed.run("airflow", "connections", "add", "dlperf_results", "--conn-uri", results_uri, env=env), "add")
+    synced = _ok(
+        installed.run("dlperf", "cluster", "sync", "--inventory", "inventories/docker-local.yaml", env=env, cwd=home),
+        "dlperf cluster sync",
+    )
+    assert "connection dlperf_engine_node0: created" in synced, synced
+
+    conf = {"suite": "suites/provider-smoke.yaml", "runtime": "docker", "inventory": "inventories/docker-local.yaml"}
+    start = time.monotonic()
+    ran = installed.run(
+        "airflow", "dags", "test", "dlperf_benchmark", "-c", json.dumps(conf), env=env, cwd=home, timeout=600
+    )
+    installed.seconds["airflow dags test (smoke run)"] = time.monotonic() - start
+    said = _ok(ran, "airflow dags test")
+    assert "dag_id=dlperf_benchmark" in said and "state=success" in said, said[-4000:]
+    assert "node node0: Docker engine unix:///var/run/docker.sock (connection dlperf_engine_node0)" in said
+    rows = ResultStore(pg_url).results()  # written through the dlperf_results connection: no DLPERF_DB_URL there
+    assert "DLPERF_DB_URL" not in installed.env
+    assert len(rows) == 1 and rows["status"].tolist() == ["ok"] and rows["throughput"].iloc[0] > 0, rows
+    assert dlperf_containers() == []
+
+    # the results page of that Airflow: its api-server reads the same connection, and only for a signed-in user
+    port = free_port()
+    passwords = tmp_path / "passwords.json"
+    passwords.write_text(json.dumps({"admin": "provider-test-pw"}))
+    server_env = {
+        **env,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__API_AUTH__JWT_SECRET": "provider-install-test",
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+    }
+    with (tmp_path / "api-server.out").open("wb") as out:
+        server = subprocess.Popen(
+            [str(installed.venv / "bin" / "airflow"), "api-server", "--port", str(port), "--workers", "1"],
+            env={**installed.env, **server_env},
+            cwd=installed.env["AIRFLOW_HOME"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    start = time.monotonic()
+    try:
+        base = f"http://127.0.0.1:{port}"
+        while _get(f"{base}/api/v2/monitor/health")[0] != 200:
+            assert server.poll() is None and time.monotonic() - start < 180, (tmp_path / "api-server.out").read_text()[
+                -4000:
+            ]
+            time.sleep(1)
+        installed.seconds["api-server up"] = time.monotonic() - start
+        assert _get(f"{base}/dlperf/api/summary?of=any")[0] == 401  # no token: no results
+        status, token = _post(f"{base}/auth/token", {"username": "admin", "password": "provider-test-pw"})
+        assert status == 201, token
+        status, summary = _get(f"{base}/dlperf/api/summary?of=any", token["access_token"])
+        assert status == 200, summary
+        assert [r["case_key"] for r in summary["rows"]] == rows["case_key"].tolist(), summary
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+def _get(url: str, token: str | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    return _answer(request)
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    request.add_header("Content-Type", "application/json")
+    return _answer(request)
+
+
+def _answer(request: urllib.request.Request) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        return exc.code, {}
+    except (urllib.error.URLError, ConnectionError):
+        return 0, {}

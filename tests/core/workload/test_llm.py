@@ -17,7 +17,7 @@ from dlperf_core.parsing.fabric import parse_fabric_table
 from dlperf_core.workload.allreduce import bus_bandwidth, sizes
 from dlperf_core.workload.llm import SIZES, Llm, LlmConfig, flops_per_token, num_parameters
 from e2e_helpers import run_suite
-from helpers import REPO, docker_marks
+from helpers import REPO, docker_marks, with_marks
 
 LLM_INVENTORY = REPO / "tests" / "data" / "llm-inventory.yaml"  # docker-local's nodes on a network of their own
 SMALL = LlmConfig(vocab_size=100, d_model=32, n_layers=3, n_heads=2, ffn_hidden=48, seq_len=16)
@@ -114,15 +114,6 @@ def test_fabric_parser_reads_nccl_tests_and_refuses_made_up_figures():
     )
     assert parse_fabric_table(ours + rows.split("# Avg")[0]).reason == "truncated probe: stopped after 2 message sizes"
     assert parse_fabric_table("Traceback...\nRuntimeError: NCCL error: out of memory\n").reason == "out of memory"
-
-
-def with_marks(marks):
-    def wrap(test):
-        for mark in marks:
-            test = mark(test)
-        return test
-
-    return wrap
 
 
 @with_marks(docker_marks("dlperf/pytorch-reference:cpu"))
