@@ -13,7 +13,8 @@ It prints, as ``airflow.cfg`` lines (``--format cfg``) or as ``AIRFLOW__...`` en
 - ``[core] max_map_length``: :data:`dlperf_core.plan.defaults.MAX_CASE_RUNS` (a night maps more case runs than
   Airflow's default 1,024);
 - the pool the DAG's cases share (:data:`CLUSTER_POOL`, counting deferred tasks), as the ``airflow pools set``
-  command that creates it (a comment: it is no configuration option).
+  command that creates it, and the results database's connection (``dlperf_results``) as the ``airflow connections
+  add`` command that makes it (comments: neither is a configuration option).
 
 It reads nothing from the running Airflow and writes nothing: the admin puts the lines where the deployment keeps
 its configuration.
@@ -106,6 +107,10 @@ def render(values: list[tuple[str, str, str]], path: Path, fmt: str) -> str:
                 section = s
             lines.append(f"{o} = {v}")
     lines.append(f"# and once, where Airflow's metadata database is reachable: {pool_command()}")
+    lines.append(
+        "# the results database, unless the workers and the api-server set DLPERF_DB_URL: "
+        "airflow connections add dlperf_results --conn-uri 'postgresql://dlperf:<password>@db-host:5432/dlperf'"
+    )
     lines.append("# (per node pools and connections: dlperf cluster sync --inventory FILE)")
     return "\n".join(lines)
 
