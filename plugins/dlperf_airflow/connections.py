@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from airflow.sdk import BaseHook
-
 from dlperf_core.storage import default_db_url
 from dlperf_core.storage.engine import url_of_connection
 
@@ -25,7 +23,9 @@ RESULTS_CONN_ID = "dlperf_results"
 
 
 def connection_or_none(conn_id: str) -> Any | None:
-    """The Airflow connection ``conn_id``, or None when it is not defined."""
+    """The Airflow connection ``conn_id``, or None when it is not defined. (Airflow is imported here, not with
+    this module: the results page's module imports this one, and ``dlperf run`` configures Airflow after that.)"""
+    from airflow.sdk import BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException
 
     try:

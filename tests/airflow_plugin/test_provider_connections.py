@@ -10,6 +10,7 @@ from dlperf_core.cluster.engine_connection import ENGINE_CONN_TYPE, EXTRA_KEYS
 
 def test_airflow_knows_the_engine_connection_type_its_hook_and_its_form():
     from airflow.providers_manager import ProvidersManager
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
     from dlperf_airflow.engine_hook import DockerEngineHook
     from dlperf_airflow.provider import ENGINE_CONN_TYPE as DECLARED
@@ -19,8 +20,8 @@ def test_airflow_knows_the_engine_connection_type_its_hook_and_its_form():
     (declared,) = get_provider_info()["connection-types"]
     assert set(declared["conn-fields"]) == set(EXTRA_KEYS)  # the form has every field the runtime reads, no other
 
-    manager = ProvidersManager()
-    hook = manager.hooks[ENGINE_CONN_TYPE]  # imported by the providers manager, as the UI and `airflow` do
+    hook = ProvidersManagerTaskRuntime().hooks[ENGINE_CONN_TYPE]  # the hook class imported, as a task's runtime does
+    manager = ProvidersManager()  # the form, as the api-server serves it to the Connections UI
     assert hook is not None and hook.hook_class_name == "dlperf_airflow.engine_hook.DockerEngineHook"
     assert hook.package_name == "dlperf" and hook.hook_name == "dlperf Docker engine"
     widgets = {k for k in manager.connection_form_widgets if k.startswith(f"extra__{ENGINE_CONN_TYPE}__")}

@@ -37,7 +37,7 @@ SCONTROL = r"""#!/bin/sh
 eval id=\${$#}
 f="$LOGIN/$id.states"
 if [ ! -f "$f" ]; then cat "$RECORDED/scontrol-forgotten.txt" >&2; exit 1; fi
-n=$(( $(cat "$LOGIN/$id.count" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$LOGIN/$id.count"
+n=$(( $(cat "$LOGIN/$id.count" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$LOGIN/$id.count.new" && mv "$LOGIN/$id.count.new" "$LOGIN/$id.count"  # whole, never read half-written
 name=$(sed -n "${n}p" "$f"); [ -n "$name" ] || name=$(tail -n 1 "$f")
 case "$name" in
   slurmctld-down) echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2; exit 1;;

@@ -10,7 +10,8 @@ connection (``dlperf_results``, a ``postgres`` connection to a fresh PostgreSQL 
 of inventories/docker-local.yaml (its engine connections ``dlperf_engine_*``), a dlperf home with one tiny suite,
 ``airflow dags test dlperf_benchmark`` on the docker runtime (the reference workload in its image: the venv has no
 torch). The row lands in that database through the connection, the runtime reached the engine through its engine
-connection, and that Airflow's api-server serves the results page's JSON only after a login.
+connection, and that Airflow's api-server serves the results page's JSON only after a login, and the
+Connections UI's form of the engine connection (``/ui/connections/hook_meta``).
 
 The network-free pip of this machine (PIP_FIND_LINKS and its cache). One venv for the module (a module-scoped
 fixture); each step's seconds are printed at the end. The smoke run needs the Docker engine and the reference
@@ -33,6 +34,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -40,7 +42,7 @@ from sqlalchemy import make_url
 
 from airflow_stack import free_port
 from dlperf_core.storage import ResultStore
-from helpers import REPO, dlperf_containers, docker_marks
+from helpers import REPO, dlperf_containers, docker_marks, with_marks
 
 VERSION = "0.1.0"
 """pyproject.toml's version: what ``airflow providers list`` shows for dlperf."""
@@ -229,9 +231,9 @@ def _ok(done: subprocess.CompletedProcess[str], what: str) -> str:
     return done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("_", [pytest.param(None, marks=docker_marks(IMAGE))], ids=[""])
+@with_marks(docker_marks(IMAGE))
 def test_a_smoke_run_through_that_airflow_lands_through_its_connections_and_its_page_needs_a_login(
-    installed, tmp_path, pg_url, _
+    installed, tmp_path, pg_url
 ):
     home = tmp_path / "dlperf-home"  # the admin's dlperf home: suites and inventories are read from it
     (home / "suites").mkdir(parents=True)
@@ -302,25 +304,36 @@ def test_a_smoke_run_through_that_airflow_lands_through_its_connections_and_its_
         status, summary = _get(f"{base}/dlperf/api/summary?of=any", token["access_token"])
         assert status == 200, summary
         assert [r["case_key"] for r in summary["rows"]] == rows["case_key"].tolist(), summary
+        # the Connections UI's form of the engine connection, as that api-server serves it to the UI
+        status, hooks = _get(f"{base}/ui/connections/hook_meta", token["access_token"])
+        assert status == 200, hooks
+        (engine,) = [h for h in hooks if h["connection_type"] == "dlperf_docker_engine"]
+        assert engine["hook_name"] == "dlperf Docker engine"
+        assert engine["hook_class_name"] == "dlperf_airflow.engine_hook.DockerEngineHook"
+        fields = ("ca_cert", "client_cert", "client_key", "tls_verify", "insecure", "registry_conn_id")
+        assert set(engine["extra_fields"]) == set(fields), engine["extra_fields"]
+        assert engine["extra_fields"]["ca_cert"]["schema"]["title"] == "CA certificate"
+        assert engine["standard_fields"]["host"]["title"] == "Docker engine URL", engine["standard_fields"]
+        assert engine["standard_fields"]["login"]["hidden"] is True
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
 
 
-def _get(url: str, token: str | None = None) -> tuple[int, dict]:
+def _get(url: str, token: str | None = None) -> tuple[int, Any]:
     request = urllib.request.Request(url)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     return _answer(request)
 
 
-def _post(url: str, body: dict) -> tuple[int, dict]:
+def _post(url: str, body: dict) -> tuple[int, Any]:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
     request.add_header("Content-Type", "application/json")
     return _answer(request)
 
 
-def _answer(request: urllib.request.Request) -> tuple[int, dict]:
+def _answer(request: urllib.request.Request) -> tuple[int, Any]:
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             return answer.status, json.loads(answer.read() or b"{}")
