@@ -120,6 +120,30 @@ def run_id_of(output: str) -> str:
     return found[-1]
 
 
+TINY_DOCKER_SUITE: dict[str, Any] = {
+    "name": "tiny-docker",
+    "description": "The smallest workload of the docker e2e tests (tests/data/kill-suite.yaml) at 1n1g, once.",
+    "runtime": "docker",
+    "repeats": 1,
+    "warmup_iterations": 2,
+    "measured_iterations": 5,
+    "timeout_s": 300,
+    "watchdog_s": 120,
+    "benchmarks": [
+        {
+            "framework": "pytorch_reference",
+            "model": "resnet50_v1.5",
+            "precisions": ["fp32"],
+            "batch_size_per_device": 4,
+            "topologies": ["1n1g"],
+            "image": "dlperf/pytorch-reference:cpu",
+            "extra_args": ["--image-size", "32", "--width", "8", "--device", "cpu"],
+        }
+    ],
+}
+"""One tiny case on the docker runtime, as a suite's YAML holds it (tests write it into a dlperf home)."""
+
+
 def with_marks(marks: list) -> Any:
     """A decorator that puts ``marks`` (e.g. :func:`docker_marks`) on one test."""
 

@@ -484,6 +484,11 @@ def slot_problems(node: Node, software: SlurmSoftware) -> list[str]:
     return problems
 
 
+def unprotected_tcp(docker_url: str, tls: DockerTls | None, insecure: bool) -> bool:
+    """Whether an engine at ``docker_url`` would be reached over the network without TLS, not said ``insecure``."""
+    return urlsplit(docker_url).scheme.lower() in NETWORK_DOCKER_SCHEMES and tls is None and not insecure
+
+
 def insecure_docker_nodes(nodes: Iterable[Node]) -> list[str]:
     """Why each node's engine would be reached over the network without TLS (empty: none is).
 
@@ -493,7 +498,7 @@ def insecure_docker_nodes(nodes: Iterable[Node]) -> list[str]:
         "node for anyone who can reach that port; configure TLS (docker: {tls: {ca_cert: ..., client_cert: ..., "
         "client_key: ...}}) or, on a trusted test network only, set docker: {insecure: true} explicitly"
         for n in nodes
-        if n.docker_scheme in NETWORK_DOCKER_SCHEMES and n.docker.tls is None and not n.docker.insecure
+        if unprotected_tcp(n.docker_url, n.docker.tls, n.docker.insecure)
     ]
 
 

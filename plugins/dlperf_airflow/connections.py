@@ -40,11 +40,9 @@ def results_db_url() -> str:
     connection ``dlperf_results`` when it exists, else the SQLite file of the dlperf home
     (:func:`dlperf_core.storage.default_db_url`). Raises ConfigError when the connection is no database dlperf
     stores in."""
-    if os.environ.get("DLPERF_DB_URL"):
-        return default_db_url()
-    conn = connection_or_none(RESULTS_CONN_ID)
+    conn = None if os.environ.get("DLPERF_DB_URL") else connection_or_none(RESULTS_CONN_ID)
     if conn is None:
-        return default_db_url()
+        return default_db_url()  # $DLPERF_DB_URL, else the home's SQLite file
     return url_of_connection(
         RESULTS_CONN_ID,
         conn.conn_type,

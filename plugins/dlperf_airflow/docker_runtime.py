@@ -36,11 +36,11 @@ from dlperf_core.cluster.engine_connection import EngineConnection, engine_conn_
 from dlperf_core.cluster.gpu_sampling import GpuSampler, GpuSamples, SampleQuery, sampled_gpu_ids
 from dlperf_core.cluster.inventory import (
     DOCKER_CONN_PREFIX,
-    NETWORK_DOCKER_SCHEMES,
     DockerTls,
     Inventory,
     Node,
     insecure_docker_nodes,
+    unprotected_tcp,
 )
 from dlperf_core.errors import ConfigError
 from dlperf_core.model import CaseJob, CaseOutcome, ContainerSpec
@@ -166,8 +166,7 @@ class DockerEndpoint:
     @classmethod
     def for_engine(cls, engine: EngineConnection) -> DockerEndpoint:
         """An engine connection's endpoint without its registry login (the hook's Test button)."""
-        scheme = engine.docker_url.split("://", 1)[0].lower()
-        if scheme in NETWORK_DOCKER_SCHEMES and engine.tls is None and not engine.insecure:
+        if unprotected_tcp(engine.docker_url, engine.tls, engine.insecure):
             raise ConfigError(
                 engine.docker_url,
                 ["a Docker socket on TCP without TLS: give the connection its TLS files, or set insecure on a "

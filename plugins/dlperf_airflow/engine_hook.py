@@ -7,6 +7,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from dlperf_airflow.docker_runtime import DockerEndpoint
+from dlperf_airflow.provider import ENGINE_HOOK_NAME
 from dlperf_core.cluster.engine_connection import ENGINE_CONN_TYPE, EngineConnection
 
 
@@ -19,7 +20,7 @@ class DockerEngineHook(BaseHook):
     conn_name_attr = "dlperf_engine_conn_id"
     default_conn_name = "dlperf_engine_default"
     conn_type = ENGINE_CONN_TYPE
-    hook_name = "dlperf Docker engine"
+    hook_name = ENGINE_HOOK_NAME
 
     def __init__(self, dlperf_engine_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)

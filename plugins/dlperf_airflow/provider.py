@@ -27,6 +27,7 @@ ENGINE_CONN_TYPE = "dlperf_docker_engine"
 """dlperf_core.cluster.engine_connection.ENGINE_CONN_TYPE (this module imports no dlperf_core module; a test holds
 them equal)."""
 ENGINE_HOOK_CLASS = "dlperf_airflow.engine_hook.DockerEngineHook"
+ENGINE_HOOK_NAME = "dlperf Docker engine"
 
 
 def _text(label: str, description: str) -> dict[str, Any]:
@@ -35,7 +36,7 @@ def _text(label: str, description: str) -> dict[str, Any]:
 
 ENGINE_CONNECTION: dict[str, Any] = {
     "hook-class-name": ENGINE_HOOK_CLASS,
-    "hook-name": "dlperf Docker engine",
+    "hook-name": ENGINE_HOOK_NAME,
     "connection-type": ENGINE_CONN_TYPE,
     "conn-fields": {
         "ca_cert": _text("CA certificate", "PEM file on the workers: the CA that signed the engine's certificate"),

@@ -42,7 +42,7 @@ from sqlalchemy import make_url
 
 from airflow_stack import free_port
 from dlperf_core.storage import ResultStore
-from helpers import REPO, dlperf_containers, docker_marks, with_marks
+from helpers import REPO, TINY_DOCKER_SUITE, dlperf_containers, docker_marks, with_marks
 
 VERSION = "0.1.0"
 """pyproject.toml's version: what ``airflow providers list`` shows for dlperf."""
@@ -203,27 +203,6 @@ def test_the_dags_come_from_the_dlperf_bundle_without_import_errors(installed):
 
 
 IMAGE = "dlperf/pytorch-reference:cpu"
-SMOKE_SUITE = {
-    "name": "provider-smoke",
-    "description": "One tiny case of the reference workload on the docker runtime (tests/deploy/test_provider_install.py)",
-    "runtime": "docker",
-    "repeats": 1,
-    "warmup_iterations": 2,
-    "measured_iterations": 8,
-    "timeout_s": 300,
-    "watchdog_s": 120,
-    "benchmarks": [
-        {
-            "framework": "pytorch_reference",
-            "model": "resnet50_v1.5",
-            "precisions": ["fp32"],
-            "batch_size_per_device": 8,
-            "topologies": ["1n1g"],
-            "image": IMAGE,
-            "extra_args": ["--image-size", "32", "--width", "8", "--device", "cpu"],
-        }
-    ],
-}
 
 
 def _ok(done: subprocess.CompletedProcess[str], what: str) -> str:
@@ -238,7 +217,9 @@ def test_a_smoke_run_through_that_airflow_lands_through_its_connections_and_its_
     home = tmp_path / "dlperf-home"  # the admin's dlperf home: suites and inventories are read from it
     (home / "suites").mkdir(parents=True)
     (home / "inventories").mkdir()
-    (home / "suites" / "provider-smoke.yaml").write_text(yaml.safe_dump(SMOKE_SUITE, sort_keys=False))
+    (home / "suites" / "provider-smoke.yaml").write_text(
+        yaml.safe_dump({**TINY_DOCKER_SUITE, "name": "provider-smoke"})
+    )
     shutil.copy(REPO / "inventories" / "docker-local.yaml", home / "inventories")
     env = {"DLPERF_HOME": str(home), "DLPERF_LOG_DIR": str(tmp_path / "logs")}
     _ok(

@@ -50,6 +50,7 @@ from e2e_helpers import docker_output, run_ok
 from helpers import (
     DLPERF,
     REPO,
+    TINY_DOCKER_SUITE,
     cli_env,
     dlperf_containers,
     docker_marks,
@@ -416,29 +417,6 @@ def test_reproduce_refuses_what_it_cannot_reproduce_and_prints_nothing(tmp_path,
 # --------------------------------------------------------------------------- (b) on the docker runtime
 
 
-TINY_SUITE = {
-    "name": "reproduce-tiny",
-    "description": "The smallest workload of the docker e2e tests (tests/data/kill-suite.yaml) at 1n1g, once.",
-    "runtime": "docker",
-    "repeats": 1,
-    "warmup_iterations": 2,
-    "measured_iterations": 5,
-    "timeout_s": 300,
-    "watchdog_s": 120,
-    "benchmarks": [
-        {
-            "framework": "pytorch_reference",
-            "model": "resnet50_v1.5",
-            "precisions": ["fp32"],
-            "batch_size_per_device": 4,
-            "topologies": ["1n1g"],
-            "image": IMAGE,
-            "extra_args": ["--image-size", "32", "--width", "8", "--device", "cpu"],
-        }
-    ],
-}
-
-
 def _remove_reproduced_containers() -> None:
     ids = docker_output("ps", "-aq", "--filter", "label=dlperf.reproduced=true").split()
     if ids:
@@ -449,7 +427,7 @@ def test_reproduce_on_docker_prints_what_ran_and_reruns_it(tmp_path, pg_url):
     """1n1g of the smoke workload on the docker-local stand-in nodes through `dlperf run`; the printed lines run
     by bash write a log dlperf's parser reads a figure from; `--run` stores a second row as a new run."""
     suite = tmp_path / "tiny.yaml"
-    suite.write_text(yaml.safe_dump(TINY_SUITE))
+    suite.write_text(yaml.safe_dump({**TINY_DOCKER_SUITE, "name": "reproduce-tiny"}))
     env = cli_env(tmp_path, pg_url, DLPERF_REPORT_DIR=str(tmp_path / "reports"))
     out = run_ok([*DLPERF, "run", str(suite), "--runtime", "docker"], env=env, timeout=600)
     run_id, store = run_id_of(out.stdout), ResultStore(pg_url)
